@@ -1,0 +1,238 @@
+// Package api assembles the backend's HTTP server: authentication, the
+// shared middleware (panic recovery, metrics, logging), health routes and
+// the routes of every domain package.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Registrar adds routes to a router.
+type Registrar func(r *mux.Router)
+
+// Config wires the server.
+type Config struct {
+	DB       *store.DB
+	Provider provider.Provider
+	Logger   *slog.Logger
+	// Routes are registered behind the API-key middleware.
+	Routes []Registrar
+	// Public routes authenticate themselves (e.g. the traffic router).
+	Public []Registrar
+	// AdminKey enables Admin routes, authenticated by that key alone.
+	AdminKey string
+	Admin    []Registrar
+	// Registry receives the HTTP metrics; nil uses a new one.
+	Registry *prometheus.Registry
+	// OpenAPI is the JSON document served at /openapi.json.
+	OpenAPI []byte
+}
+
+type server struct {
+	cfg     Config
+	keys    sync.Map // key hash -> org id; keys are immutable once issued
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// NewHandler returns the backend's http.Handler.
+func NewHandler(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &server{cfg: cfg,
+		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dreadnode_http_requests_total",
+			Help: "HTTP requests by route and status."}, []string{"method", "route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dreadnode_http_request_duration_seconds",
+			Help: "HTTP request latency by route.", Buckets: []float64{.0005, .001, .0025, .005, .01, .05, .1, .5, 1, 5, 30}},
+			[]string{"method", "route"}),
+	}
+	cfg.Registry.MustRegister(s.reqs, s.latency)
+
+	root := mux.NewRouter()
+	root.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteErr(w, httpx.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see /openapi.json"))
+	})
+	root.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteErr(w, httpx.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /openapi.json"))
+	})
+	root.Use(s.recoverer, s.instrument)
+	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}).Methods(http.MethodGet)
+	root.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
+	root.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{cfg.Registry, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	root.HandleFunc("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(cfg.OpenAPI)
+	}).Methods(http.MethodGet)
+	for _, reg := range cfg.Public {
+		reg(root)
+	}
+	admin := root.PathPrefix("/admin").Subrouter()
+	admin.Use(s.adminAuth)
+	for _, reg := range cfg.Admin {
+		reg(admin)
+	}
+	authed := root.NewRoute().Subrouter()
+	authed.Use(s.auth)
+	for _, reg := range cfg.Routes {
+		reg(authed)
+	}
+	// Unknown paths still answer 401 to unauthenticated callers, 404 otherwise.
+	authed.NotFoundHandler = root.NotFoundHandler
+	return root
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "provider": "ok"}
+	status := http.StatusOK
+	if err := s.cfg.DB.Ping(ctx); err != nil {
+		checks["database"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	if err := s.cfg.Provider.Ping(ctx); err != nil {
+		checks["provider"], status = s.cfg.Provider.Name()+": "+err.Error(), http.StatusServiceUnavailable
+	}
+	httpx.WriteJSON(w, status, map[string]any{"status": map[bool]string{true: "ready", false: "not_ready"}[status == 200],
+		"checks": checks, "provider": s.cfg.Provider.Name()})
+}
+
+// apiKey reads X-API-Key or Authorization: Bearer.
+func apiKey(r *http.Request) string {
+	if k := r.Header.Get("X-API-Key"); k != "" {
+		return strings.TrimSpace(k)
+	}
+	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+func (s *server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := apiKey(r)
+		if key == "" {
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "unauthenticated", "send your API key in the X-API-Key header (or Authorization: Bearer <key>)"))
+			return
+		}
+		hash := store.HashSecret(key)
+		org, ok := s.keys.Load(hash)
+		if !ok {
+			id, err := s.cfg.DB.OrgForKey(r.Context(), key)
+			if errors.Is(err, store.ErrNotFound) {
+				httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
+				return
+			}
+			if err != nil {
+				s.cfg.Logger.Error("looking up an API key failed", "err", err)
+				httpx.WriteErr(w, err)
+				return
+			}
+			s.keys.Store(hash, id)
+			org = id
+		}
+		next.ServeHTTP(w, r.WithContext(httpx.WithOrg(r.Context(), org.(string))))
+	})
+}
+
+func (s *server) adminAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.AdminKey == "" {
+			httpx.WriteErr(w, httpx.NewError(http.StatusNotFound, "not_found", "admin routes are disabled; set DREADNODE_ADMIN_API_KEY to enable them"))
+			return
+		}
+		if !ids.Matches(apiKey(r), store.HashSecret(s.cfg.AdminKey)) {
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_admin_key", "admin routes need the operator's admin key (DREADNODE_ADMIN_API_KEY) in X-API-Key"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter remembers the status for metrics and logs.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming responses (the traffic router) through.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if cur := mux.CurrentRoute(r); cur != nil {
+			if t, err := cur.GetPathTemplate(); err == nil {
+				route = t
+			}
+		}
+		if sw.code == 0 {
+			sw.code = http.StatusOK
+		}
+		s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(sw.code)).Inc()
+		s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		if sw.code >= 500 {
+			s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.code)
+		}
+	})
+}
+
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.cfg.Logger.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				httpx.WriteErr(w, errors.New("panic"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

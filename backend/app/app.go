@@ -1,0 +1,183 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// App is a wired backend.
+type App struct {
+	Config     Config
+	DB         *store.DB
+	Provider   provider.Provider
+	Reconciler *reconciler.Reconciler
+	Lifecycle  *lifecycle.Service
+	Handler    http.Handler
+	Log        *slog.Logger
+	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
+	DevKey string
+	loops  []func(ctx context.Context) error
+	closer []func() error
+}
+
+// New opens the database, the provider and wires the routes.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
+	if err := a.bootstrap(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	deployment, err := db.DeploymentID(ctx)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("reading the deployment id: %w", err)
+	}
+	if a.Provider, err = newProvider(cfg, deployment); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if c, ok := a.Provider.(interface{ Close() error }); ok {
+		a.closer = append(a.closer, c.Close)
+	}
+	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval})
+	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
+		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit})
+	a.loops = append(a.loops, a.Reconciler.Run)
+	a.Handler = api.NewHandler(api.Config{
+		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument,
+		Routes: []api.Registrar{a.Lifecycle.Register},
+		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
+	})
+	return a, nil
+}
+
+func newProvider(cfg Config, deployment string) (provider.Provider, error) {
+	switch cfg.Provider {
+	case "docker":
+		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
+			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
+		if err != nil {
+			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not available in this build", cfg.Provider)
+}
+
+// admit refuses creates for an org without credits (402).
+func (a *App) admit(ctx context.Context, orgID string) error {
+	c, err := a.DB.OrgCredits(ctx, orgID)
+	if err != nil {
+		return err
+	}
+	if c <= 0 {
+		return insufficientCredits(orgID)
+	}
+	return nil
+}
+
+// bootstrap ensures the configured org and key; without one, a dev org with
+// a generated key kept in the data directory.
+func (a *App) bootstrap(ctx context.Context) error {
+	org, key := a.Config.BootstrapOrg, a.Config.BootstrapKey
+	if org == "" {
+		org = "dev"
+		var err error
+		if key, err = devKey(a.Config.DataDir); err != nil {
+			return err
+		}
+		a.DevKey = key
+	}
+	o, created, err := a.DB.EnsureOrg(ctx, org, int64(a.Config.BootstrapCredits*1e6))
+	if err != nil {
+		return fmt.Errorf("bootstrapping org %s: %w", org, err)
+	}
+	if created {
+		a.Log.Info("created org", "org", org, "credits", a.Config.BootstrapCredits)
+	}
+	if key != "" {
+		if err := a.DB.EnsureAPIKey(ctx, o.ID, key); err != nil {
+			return fmt.Errorf("bootstrapping the API key of %s: %w", org, err)
+		}
+	}
+	return nil
+}
+
+func devKey(dir string) (string, error) {
+	path := filepath.Join(dir, "dev-api-key")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	key := ids.Token("dn_dev")
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("saving the dev API key: %w", err)
+	}
+	return key, nil
+}
+
+// Serve listens, prints the URL, runs the loops and serves until ctx ends.
+func (a *App) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("DREADNODE_LISTEN=%s: %w", a.Config.Listen, err)
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Printf("dreadnode-backend listening on %s\n", url)
+	if a.DevKey != "" {
+		fmt.Printf("dev API key: %s (org \"dev\"; export DREADNODE_API_URL=%s DREADNODE_API_KEY=%s DREADNODE_ORG=dev)\n", a.DevKey, url, a.DevKey)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(a.loops)+1)
+	for _, loop := range a.loops {
+		go func() {
+			if err := loop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- err
+			}
+		}()
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errs <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+		a.Log.Error("backend stopping", "err", err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	return err
+}
+
+// Close releases the provider and the database.
+func (a *App) Close() {
+	for i := len(a.closer) - 1; i >= 0; i-- {
+		_ = a.closer[i]()
+	}
+}

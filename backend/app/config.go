@@ -1,0 +1,121 @@
+// Package app wires the backend together (database, provider, reconciler,
+// HTTP routes) from its configuration; the binary and the tests both use it.
+package app
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is the backend's configuration; see DESIGN.md for the variables.
+type Config struct {
+	Listen            string
+	DatabaseURL       string
+	DataDir           string
+	TasksDir          string
+	Provider          string
+	BootstrapOrg      string
+	BootstrapKey      string
+	BootstrapCredits  float64
+	AdminKey          string
+	MinTimeoutSec     int
+	ReconcileInterval time.Duration
+	WarmPoolSize      int
+	DockerHost        string
+	DockerNetwork     string
+	DockerImage       string
+}
+
+// DefaultBootstrapCredits is the balance of a bootstrapped org when
+// DREADNODE_BOOTSTRAP_CREDITS is unset.
+const DefaultBootstrapCredits = 1000
+
+// ConfigFromEnv reads the DREADNODE_* and provider variables.
+func ConfigFromEnv() (Config, error) {
+	c := Config{
+		Listen:        env("DREADNODE_LISTEN", "127.0.0.1:8080"),
+		DataDir:       env("DREADNODE_DATA_DIR", ".dreadnode"),
+		TasksDir:      env("DREADNODE_TASKS_DIR", "tasks"),
+		Provider:      env("DREADNODE_PROVIDER", "docker"),
+		BootstrapOrg:  os.Getenv("DREADNODE_BOOTSTRAP_ORG"),
+		BootstrapKey:  os.Getenv("DREADNODE_BOOTSTRAP_API_KEY"),
+		AdminKey:      os.Getenv("DREADNODE_ADMIN_API_KEY"),
+		DockerHost:    os.Getenv("DOCKER_HOST"),
+		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
+		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
+	}
+	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
+	var err error
+	if c.BootstrapCredits, err = envFloat("DREADNODE_BOOTSTRAP_CREDITS", DefaultBootstrapCredits); err != nil {
+		return c, err
+	}
+	if c.MinTimeoutSec, err = envInt("DREADNODE_MIN_TIMEOUT_SEC", 60); err != nil {
+		return c, err
+	}
+	if c.MinTimeoutSec < 1 || c.MinTimeoutSec > 60 {
+		return c, fmt.Errorf("DREADNODE_MIN_TIMEOUT_SEC: must be between 1 and 60, got %d", c.MinTimeoutSec)
+	}
+	if c.WarmPoolSize, err = envInt("DREADNODE_WARM_POOL_SIZE", 0); err != nil {
+		return c, err
+	}
+	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
+		return c, err
+	}
+	if c.Provider != "docker" && c.Provider != "e2b" {
+		return c, fmt.Errorf("DREADNODE_PROVIDER: must be docker or e2b, got %q", c.Provider)
+	}
+	if c.BootstrapKey != "" && c.BootstrapOrg == "" {
+		return c, fmt.Errorf("DREADNODE_BOOTSTRAP_API_KEY is set but DREADNODE_BOOTSTRAP_ORG is not; set both")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return c, fmt.Errorf("DREADNODE_LISTEN: %q is not host:port: %v", c.Listen, err)
+	}
+	return c, nil
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not an integer", name, v)
+	}
+	return n, nil
+}
+
+func envFloat(name string, def float64) (float64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: %q is not a non-negative number", name, v)
+	}
+	return n, nil
+}
+
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration such as 1s or 500ms", name, v)
+	}
+	return d, nil
+}

@@ -1,0 +1,210 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
+)
+
+// testApp is a backend wired in-process on a temp database and the real
+// Docker engine, served by httptest.
+type testApp struct {
+	t   *testing.T
+	app *App
+	srv *httptest.Server
+	key string
+}
+
+func newTestApp(t *testing.T, mutate func(*Config)) *testApp {
+	t.Helper()
+	images.EnsureBase(t)
+	dir := t.TempDir()
+	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
+		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + t.Name(), BootstrapCredits: 1000,
+		MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := New(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, loop := range a.loops {
+			go loop(ctx)
+		}
+		<-ctx.Done()
+	}()
+	srv := httptest.NewServer(a.Handler)
+	ta := &testApp{t: t, app: a, srv: srv, key: cfg.BootstrapKey}
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+		ta.removeContainers()
+		a.Close()
+	})
+	return ta
+}
+
+// removeContainers deletes whatever this app's deployment left, so a failed
+// test does not leak into the next.
+func (ta *testApp) removeContainers() {
+	dep, err := ta.app.DB.DeploymentID(context.Background())
+	if err != nil {
+		return
+	}
+	for _, c := range ta.containers(dep) {
+		_ = dockerClient(ta.t).ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
+}
+
+func dockerClient(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// containers lists the containers of a deployment (all states).
+func (ta *testApp) containers(deployment string) []container.Summary {
+	cs, err := dockerClient(ta.t).ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", provider.LabelDeployment+"="+deployment))})
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	return cs
+}
+
+// containersOf lists the containers labelled with record id.
+func (ta *testApp) containersOf(id string) []container.Summary {
+	cs, err := dockerClient(ta.t).ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", provider.LabelRecord+"="+id))})
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	return cs
+}
+
+type resp struct {
+	code int
+	body []byte
+	hdr  http.Header
+}
+
+func (r resp) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response is not a JSON object (%d): %s", r.code, r.body)
+	}
+	return m
+}
+
+func (ta *testApp) req(method, path string, body any, hdr ...string) resp {
+	ta.t.Helper()
+	return ta.reqKey(ta.key, method, path, body, hdr...)
+}
+
+func (ta *testApp) reqKey(key, method, path string, body any, hdr ...string) resp {
+	ta.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, _ := json.Marshal(b)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, ta.srv.URL+path, rd)
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return resp{code: res.StatusCode, body: data, hdr: res.Header}
+}
+
+// create makes a sandbox and returns its id and access token.
+func (ta *testApp) create(body map[string]any) (string, string) {
+	ta.t.Helper()
+	r := ta.req("POST", "/sandboxes", body)
+	if r.code != http.StatusCreated {
+		ta.t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	m := r.json(ta.t)
+	return m["sandboxID"].(string), m["accessToken"].(string)
+}
+
+// waitState polls the sandbox until its state is one of want, with a deadline.
+func (ta *testApp) waitState(id string, timeout time.Duration, want ...string) map[string]any {
+	ta.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		r := ta.req("GET", "/sandboxes/"+id, nil)
+		if r.code == http.StatusOK {
+			last = r.json(ta.t)
+			for _, w := range want {
+				if last["state"] == w {
+					return last
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval within the deadline
+	}
+	ta.t.Fatalf("sandbox %s did not reach %v within %s; last: %v", id, want, timeout, last)
+	return nil
+}
+
+// waitGone polls until no container carries the record's label.
+func (ta *testApp) waitGone(id string, timeout time.Duration) {
+	ta.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if len(ta.containersOf(id)) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ta.t.Fatalf("a container of sandbox %s is still there after %s", id, timeout)
+}

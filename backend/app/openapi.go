@@ -1,0 +1,6 @@
+package app
+
+import _ "embed"
+
+//go:embed openapi.json
+var openAPIDocument []byte

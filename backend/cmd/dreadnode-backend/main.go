@@ -1,0 +1,114 @@
+// Command dreadnode-backend runs the sandbox backend ("serve", the default)
+// and its operator commands ("credits grant").
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, args)
+	case "credits":
+		err = credits(ctx, args)
+	case "help":
+		usage()
+		return
+	default:
+		usage()
+		err = fmt.Errorf("unknown command %q", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dreadnode-backend:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  dreadnode-backend [serve] [-listen ADDR]        run the backend (configured by DREADNODE_* variables)
+  dreadnode-backend credits grant -org ORG -amount N   add N credits to ORG's balance (operator action)
+  dreadnode-backend credits show -org ORG              print ORG's balance
+`)
+}
+
+func serve(ctx context.Context, args []string) error {
+	cfg, err := app.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address (DREADNODE_LISTEN)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database (DREADNODE_DATABASE_URL)")
+	fs.StringVar(&cfg.TasksDir, "tasks-dir", cfg.TasksDir, "task catalog (DREADNODE_TASKS_DIR)")
+	fs.StringVar(&cfg.Provider, "provider", cfg.Provider, "docker or e2b (DREADNODE_PROVIDER)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return a.Serve(ctx)
+}
+
+func credits(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "grant" && args[0] != "show") {
+		usage()
+		return fmt.Errorf("credits: expected grant or show")
+	}
+	sub := args[0]
+	cfg, err := app.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("credits "+sub, flag.ContinueOnError)
+	org := fs.String("org", "", "organization name")
+	amount := fs.Float64("amount", 0, "credits to add (grant)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database (DREADNODE_DATABASE_URL)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *org == "" {
+		return fmt.Errorf("credits %s: -org is required", sub)
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if sub == "grant" {
+		if *amount <= 0 {
+			return fmt.Errorf("credits grant: -amount must be a positive number of credits")
+		}
+		if _, err := db.GrantCredits(ctx, *org, int64(*amount*1e6)); err != nil {
+			return err
+		}
+	}
+	o, err := db.OrgByName(ctx, *org)
+	if err != nil {
+		return fmt.Errorf("organization %q: %w", *org, err)
+	}
+	fmt.Printf("org %s balance: %.6f credits\n", o.Name, float64(o.CreditsMicro)/1e6)
+	return nil
+}

@@ -1,0 +1,40 @@
+package httpx
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gorilla/mux"
+)
+
+type orgKey struct{}
+
+// WithOrg returns ctx carrying the authenticated org id.
+func WithOrg(ctx context.Context, orgID string) context.Context {
+	return context.WithValue(ctx, orgKey{}, orgID)
+}
+
+// Org is the org the request's API key belongs to ("" if unauthenticated).
+func Org(r *http.Request) string {
+	s, _ := r.Context().Value(orgKey{}).(string)
+	return s
+}
+
+// PathOrg checks the {org} path variable against the key's org. Another org's
+// path answers 404 so existence does not leak.
+func PathOrg(r *http.Request) (string, error) {
+	org := Org(r)
+	if p := mux.Vars(r)["org"]; p != org {
+		return "", NewError(http.StatusNotFound, "not_found", "organization \""+p+"\" was not found")
+	}
+	return org, nil
+}
+
+// Handler adapts a handler that returns an error to http.Handler.
+type Handler func(w http.ResponseWriter, r *http.Request) error
+
+func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h(w, r); err != nil {
+		WriteErr(w, err)
+	}
+}

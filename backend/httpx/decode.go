@@ -1,0 +1,89 @@
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxBody is the largest JSON body accepted (413 above it).
+const MaxBody = 1 << 20
+
+// Decode reads a JSON body into v, rejecting unknown fields, trailing data,
+// bad JSON and oversized bodies with a 4xx *Error that names the problem. An
+// empty body decodes as {}. removed maps retired field names to the detail
+// explaining their replacement.
+func Decode(r *http.Request, v any, removed map[string]string) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return NewError(http.StatusBadRequest, "invalid_body", "could not read the request body: "+err.Error())
+	}
+	if len(body) > MaxBody {
+		return NewError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body exceeds %d bytes", MaxBody))
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	if len(removed) > 0 {
+		var raw map[string]json.RawMessage
+		if json.Unmarshal(body, &raw) == nil {
+			for name, detail := range removed {
+				if _, ok := raw[name]; ok {
+					return &Error{Code: 400, Type: "removed_field", Detail: name + ": " + detail,
+						Errors: []FieldError{{Loc: []any{"body", name}, Msg: detail, Type: "removed_field"}}}
+				}
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return NewError(http.StatusBadRequest, "invalid_json", "the request body holds more than one JSON value")
+	}
+	return nil
+}
+
+func decodeError(err error) *Error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return NewError(400, "invalid_json", fmt.Sprintf("the request body is not valid JSON (at byte %d): %v", syn.Offset, syn))
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return Invalid(field, fmt.Sprintf("must be %s, not a JSON %s", jsonType(typ.Type.Kind().String()), typ.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &Error{Code: 400, Type: "unknown_field", Detail: fmt.Sprintf("%s: unknown field; remove it (see /openapi.json for the accepted fields)", name),
+			Errors: []FieldError{{Loc: []any{"body", name}, Msg: "unknown field", Type: "unknown_field"}}}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return NewError(400, "invalid_json", "the request body is truncated JSON")
+	}
+	return NewError(400, "invalid_json", "the request body could not be decoded: "+err.Error())
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "int", "int64", "int32", "uint", "uint64", "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "map", "struct":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return kind
+}

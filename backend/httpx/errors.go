@@ -1,0 +1,78 @@
+// Package httpx holds the HTTP conventions every route shares (shared/API.md
+// §Conventions): the error envelope, strict JSON decoding, and the org the
+// request's API key belongs to.
+package httpx
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// FieldError is one entry of the envelope's "errors" list.
+type FieldError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// Error is the envelope every non-2xx answer carries. It is also an error, so
+// handlers can return it and let WriteErr render it.
+type Error struct {
+	Code   int          `json:"code"`
+	Detail string       `json:"detail"`
+	Type   string       `json:"type"`
+	Errors []FieldError `json:"errors"`
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// NewError builds an envelope.
+func NewError(code int, typ, detail string) *Error {
+	return &Error{Code: code, Type: typ, Detail: detail}
+}
+
+// Invalid is a 400 naming the offending field (dotted path, e.g. "resources.cpuCount").
+func Invalid(field, msg string) *Error {
+	return &Error{Code: http.StatusBadRequest, Type: "validation_error", Detail: field + ": " + msg,
+		Errors: []FieldError{{Loc: locOf(field), Msg: msg, Type: "value_error"}}}
+}
+
+// NotFound is a 404 for an object of kind with id.
+func NotFound(kind, id string) *Error {
+	return NewError(http.StatusNotFound, "not_found", kind+" "+quote(id)+" was not found")
+}
+
+// Conflict is a 409 explaining why the operation does not apply now.
+func Conflict(detail string) *Error { return NewError(http.StatusConflict, "conflict", detail) }
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+func locOf(field string) []any {
+	loc := []any{"body"}
+	for _, p := range strings.Split(field, ".") {
+		loc = append(loc, p)
+	}
+	return loc
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteErr renders err: an *Error as itself, anything else as a 500 whose
+// detail does not leak internals (the cause goes to the log by the caller).
+func WriteErr(w http.ResponseWriter, err error) {
+	if e, ok := err.(*Error); ok {
+		if e.Errors == nil {
+			e.Errors = nil // rendered as null
+		}
+		WriteJSON(w, e.Code, e)
+		return
+	}
+	WriteJSON(w, http.StatusInternalServerError, &Error{Code: 500, Type: "internal_error",
+		Detail: "the server failed to handle the request; it has been logged, retry later"})
+}

@@ -1,0 +1,507 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// MaxFileBytes bounds a file written through PUT /files.
+const MaxFileBytes = 64 << 20
+
+// Register adds the §1 routes to r, whose requests are already authenticated.
+func (s *Service) Register(r *mux.Router) {
+	r.Handle("/sandboxes", httpx.Handler(s.handleCreate)).Methods(http.MethodPost)
+	r.Handle("/sandboxes", httpx.Handler(s.handleList)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}", httpx.Handler(s.handleGet)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}", httpx.Handler(s.handleDelete)).Methods(http.MethodDelete)
+	r.Handle("/sandboxes/{id}/connect", httpx.Handler(s.handleConnect)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/pause", httpx.Handler(s.handlePause)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/refreshes", httpx.Handler(s.handleRefresh)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/timeout", httpx.Handler(s.handleTimeout)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/logs", httpx.Handler(s.handleLogs)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/metrics", httpx.Handler(s.handleMetrics)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/exec", httpx.Handler(s.handleExec)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleReadFile)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleWriteFile)).Methods(http.MethodPut)
+	r.Handle("/observability/summary", httpx.Handler(s.handleSummary)).Methods(http.MethodGet)
+}
+
+// baseURL is how the client reached us, for URLs in responses.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		scheme = p
+	}
+	return scheme + "://" + r.Host
+}
+
+// load reads the sandbox named in the path, 404 for unknown ids and for
+// other orgs' sandboxes alike.
+func (s *Service) load(r *http.Request) (*store.Record, error) {
+	id := mux.Vars(r)["id"]
+	rec, err := s.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
+		return nil, httpx.NotFound("sandbox", id)
+	}
+	return rec, err
+}
+
+func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
+	var req CreateRequest
+	if err := httpx.Decode(r, &req, removedFields); err != nil {
+		return err
+	}
+	created, err := s.Create(r.Context(), httpx.Org(r), &req, CreateOptions{IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	if err != nil {
+		return err
+	}
+	rec := created.Record
+	if req.WaitReady && !created.Replayed {
+		if rec, err = s.WaitStarted(r.Context(), rec.ID); err != nil {
+			return err
+		}
+	}
+	out := view(rec, baseURL(r))
+	out.AccessToken = created.AccessToken
+	status := http.StatusCreated
+	if created.Replayed {
+		status = http.StatusOK
+	}
+	httpx.WriteJSON(w, status, out)
+	return nil
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	states := q["state"]
+	if len(states) == 0 {
+		states = liveStates
+	}
+	phases, err := parseStates(states)
+	if err != nil {
+		return err
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			return httpx.NewError(400, "validation_error", "limit: must be an integer between 1 and 1000")
+		}
+	}
+	var after int64
+	if v := q.Get("nextToken"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return httpx.NewError(400, "validation_error", "nextToken: not a token returned in X-Next-Token; restart the listing without it")
+		}
+	}
+	meta, err := parseMetadataFilter(q["metadata"])
+	if err != nil {
+		return err
+	}
+	recs, err := s.db.ListRecords(r.Context(), store.RecordFilter{OrgID: httpx.Org(r), Phases: phases,
+		Kinds: []string{store.KindRuntime, store.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1})
+	if err != nil {
+		return err
+	}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
+	}
+	base := baseURL(r)
+	out := make([]*Sandbox, len(recs))
+	for i, rec := range recs {
+		out[i] = view(rec, base)
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// parseMetadataFilter accepts metadata=k=v (repeatable) and E2B's encoded
+// form metadata=k1%3Dv1%26k2%3Dv2.
+func parseMetadataFilter(vals []string) (map[string]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range vals {
+		for _, pair := range strings.Split(v, "&") {
+			if pair == "" {
+				continue
+			}
+			k, val, ok := strings.Cut(pair, "=")
+			if !ok || k == "" {
+				return nil, httpx.NewError(400, "validation_error", fmt.Sprintf("metadata: filter %q must look like key=value", pair))
+			}
+			out[k] = val
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, view(rec, baseURL(r)))
+	return nil
+}
+
+func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	if rec.RuntimeID != "" && !rec.Phase.Terminal() {
+		return errOwned(rec)
+	}
+	if _, err := s.Delete(r.Context(), rec, store.KillDeleted); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Service) handlePause(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	if rec.RuntimeID != "" {
+		return errOwned(rec)
+	}
+	if _, err := s.Pause(r.Context(), rec); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type connectRequest struct {
+	Timeout *int `json:"timeout"`
+}
+
+func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	var req connectRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	if req.Timeout != nil {
+		if err := checkTimeout("timeout", *req.Timeout, s.cfg.MinTimeout); err != nil {
+			return err
+		}
+	}
+	if rec.RuntimeID != "" {
+		return errOwned(rec)
+	}
+	if rec.Phase.Terminal() || rec.Phase == store.PhaseStopping {
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be connected to; create a new sandbox", rec.ID, rec.Phase.PublicState()))
+	}
+	if req.Timeout != nil {
+		if _, err := s.SetEnd(r.Context(), rec, time.Duration(*req.Timeout)*time.Second, true); err != nil {
+			return err
+		}
+	}
+	cur, resumed, err := s.Resume(r.Context(), rec)
+	if err != nil {
+		return err
+	}
+	token, err := s.RotateToken(r.Context(), rec.ID)
+	if err != nil {
+		return err
+	}
+	out := view(cur, baseURL(r))
+	out.AccessToken = token
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, out)
+	return nil
+}
+
+type refreshRequest struct {
+	Duration *int `json:"duration"`
+}
+
+type timeoutRequest struct {
+	Timeout *int `json:"timeout"`
+}
+
+func (s *Service) handleRefresh(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	var req refreshRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	d := DefaultTimeout
+	if req.Duration != nil {
+		d = *req.Duration
+	}
+	if d < 1 || d > 3600 {
+		return httpx.Invalid("duration", "must be between 1 and 3600 seconds")
+	}
+	if rec.RuntimeID != "" {
+		return errOwned(rec)
+	}
+	if _, err := s.SetEnd(r.Context(), rec, time.Duration(d)*time.Second, true); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Service) handleTimeout(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	var req timeoutRequest
+	if err := httpx.Decode(r, &req, map[string]string{"timeoutMs": removedFields["timeoutMs"]}); err != nil {
+		return err
+	}
+	if req.Timeout == nil {
+		return httpx.Invalid("timeout", "is required (seconds from now)")
+	}
+	if err := checkTimeout("timeout", *req.Timeout, s.cfg.MinTimeout); err != nil {
+		return err
+	}
+	if rec.RuntimeID != "" {
+		return errOwned(rec)
+	}
+	if _, err := s.SetEnd(r.Context(), rec, time.Duration(*req.Timeout)*time.Second, false); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// LogLine is one line of output.
+type LogLine struct {
+	Line string `json:"line"`
+}
+
+// Logs returns the output of a record: live from the provider, or what was
+// kept when its instance was removed.
+func (s *Service) Logs(r *http.Request, rec *store.Record) ([]LogLine, error) {
+	var text string
+	var err error
+	if rec.ProviderID != "" && !rec.Phase.Terminal() {
+		text, err = s.prov.Logs(r.Context(), rec.Ref())
+	}
+	if rec.Phase.Terminal() || provider.IsNotFound(err) {
+		text, err = s.db.SavedLogs(r.Context(), rec.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			text, err = "", nil
+		}
+	}
+	if err != nil {
+		return nil, providerErr("read the logs of", err)
+	}
+	lines := []LogLine{}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, LogLine{Line: l})
+		}
+	}
+	return lines, nil
+}
+
+func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	lines, err := s.Logs(r, rec)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "logs": lines})
+	return nil
+}
+
+func (s *Service) handleMetrics(w http.ResponseWriter, r *http.Request) error {
+	rec, err := s.load(r)
+	if err != nil {
+		return err
+	}
+	if rec.Phase != store.PhaseRunning && rec.Phase != store.PhasePaused {
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; metrics exist only for running or paused sandboxes", rec.ID, rec.Phase.PublicState()))
+	}
+	m, err := s.prov.Metrics(r.Context(), rec.Ref())
+	if err != nil {
+		return providerErr("read the metrics of", err)
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "timestamp": s.now(), "metrics": m})
+	return nil
+}
+
+// usable loads a running sandbox for exec/files after checking its access
+// token: 401 without one, 403 with a wrong one, 409 when not running.
+func (s *Service) usable(r *http.Request) (*store.Record, error) {
+	rec, err := s.load(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAccess(r, rec); err != nil {
+		return nil, err
+	}
+	switch rec.Phase {
+	case store.PhaseRunning:
+		return rec, nil
+	case store.PhasePaused, store.PhasePausing, store.PhaseResuming:
+		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is paused; POST /sandboxes/%s/connect to resume it first", rec.ID, rec.ID))
+	case store.PhasePending, store.PhaseCreating:
+		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is still starting; create it with waitReady or poll until it is running", rec.ID))
+	}
+	return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is %s", rec.ID, rec.Phase.PublicState()))
+}
+
+func checkAccess(r *http.Request, rec *store.Record) error {
+	tok := r.Header.Get("X-Access-Token")
+	if tok == "" {
+		return httpx.NewError(http.StatusUnauthorized, "missing_access_token", "send the sandbox's accessToken (from create or connect) in the X-Access-Token header")
+	}
+	if !ids.Matches(tok, rec.AccessTokenHash) {
+		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the X-Access-Token does not match this sandbox; connect returns a fresh token")
+	}
+	return nil
+}
+
+type execRequest struct {
+	Cmd       []string          `json:"cmd"`
+	Env       map[string]string `json:"env"`
+	Cwd       string            `json:"cwd"`
+	TimeoutMs *int              `json:"timeoutMs"`
+}
+
+func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
+	var req execRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. [\"ls\", \"-la\"]")
+	}
+	for k := range req.Env {
+		if !envName.MatchString(k) {
+			return httpx.Invalid("env."+k, "is not a valid environment variable name")
+		}
+	}
+	if req.Cwd != "" && !strings.HasPrefix(req.Cwd, "/") {
+		return httpx.Invalid("cwd", "must be an absolute path")
+	}
+	timeout := 60_000
+	if req.TimeoutMs != nil {
+		timeout = *req.TimeoutMs
+	}
+	if timeout < 1 || timeout > 600_000 {
+		return httpx.Invalid("timeoutMs", "must be between 1 and 600000 milliseconds")
+	}
+	rec, err := s.usable(r)
+	if err != nil {
+		return err
+	}
+	env := map[string]string{}
+	for k, v := range rec.Spec.EnvVars {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	res, err := s.prov.Exec(r.Context(), rec.Ref(), provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd,
+		Timeout: time.Duration(timeout) * time.Millisecond})
+	if err != nil {
+		return providerErr("run the command in", err)
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"exitCode": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr)})
+	return nil
+}
+
+func filePath(r *http.Request) (string, error) {
+	p := r.URL.Query().Get("path")
+	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return "", httpx.NewError(400, "validation_error", "path: the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
+	}
+	return p, nil
+}
+
+func (s *Service) handleReadFile(w http.ResponseWriter, r *http.Request) error {
+	p, err := filePath(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.usable(r)
+	if err != nil {
+		return err
+	}
+	data, err := s.prov.ReadFile(r.Context(), rec.Ref(), p)
+	if err != nil {
+		return providerErr("read "+p+" from", err)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(data)
+	return nil
+}
+
+func (s *Service) handleWriteFile(w http.ResponseWriter, r *http.Request) error {
+	p, err := filePath(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.usable(r)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxFileBytes+1))
+	if err != nil {
+		return httpx.NewError(400, "invalid_body", "could not read the file body: "+err.Error())
+	}
+	if len(data) > MaxFileBytes {
+		return httpx.NewError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("files are limited to %d bytes", MaxFileBytes))
+	}
+	if err := s.prov.WriteFile(r.Context(), rec.Ref(), p, data); err != nil {
+		return providerErr("write "+p+" in", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// providerErr turns a provider failure into a 4xx/5xx the user can act on.
+func providerErr(what string, err error) error {
+	msg := "could not " + what + " the sandbox: " + err.Error()
+	switch provider.KindOf(err) {
+	case provider.KindNotFound:
+		return httpx.NewError(http.StatusNotFound, "not_found", msg)
+	case provider.KindInvalid:
+		return httpx.NewError(http.StatusBadRequest, "invalid_request", msg)
+	case provider.KindConflict:
+		return httpx.Conflict(msg)
+	case provider.KindTimeout:
+		return httpx.NewError(http.StatusGatewayTimeout, "timeout", msg)
+	case provider.KindUnavailable:
+		return httpx.NewError(http.StatusServiceUnavailable, "provider_unavailable", msg)
+	}
+	return httpx.NewError(http.StatusBadGateway, "provider_error", msg)
+}

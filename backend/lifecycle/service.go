@@ -1,0 +1,379 @@
+// Package lifecycle serves the sandbox lifecycle API (§1) and the operations
+// other domains (runtimes) reuse: create, pause, resume, delete.
+package lifecycle
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Config wires a Service.
+type Config struct {
+	DB         *store.DB
+	Reconciler *reconciler.Reconciler
+	Provider   provider.Provider
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// MinTimeout is the lowest accepted timeout in seconds (60; tests lower it).
+	MinTimeout int
+	// WaitLimit bounds waitReady and synchronous operations.
+	WaitLimit time.Duration
+	// Admit refuses a create (e.g. 402 without credits); nil admits all.
+	Admit func(ctx context.Context, orgID string) error
+}
+
+// Service implements the lifecycle operations.
+type Service struct {
+	cfg       Config
+	db        *store.DB
+	rc        *reconciler.Reconciler
+	prov      provider.Provider
+	log       *slog.Logger
+	tmplOnce  sync.Once
+	templates map[string]provider.Template
+	tmplErr   error
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MinTimeout <= 0 {
+		cfg.MinTimeout = 60
+	}
+	if cfg.WaitLimit <= 0 {
+		cfg.WaitLimit = 2 * time.Minute
+	}
+	return &Service{cfg: cfg, db: cfg.DB, rc: cfg.Reconciler, prov: cfg.Provider, log: cfg.Logger}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// MinTimeout is the lowest accepted sandbox timeout in seconds.
+func (s *Service) MinTimeout() int { return s.cfg.MinTimeout }
+
+func (s *Service) template(ctx context.Context, id string) (provider.Template, error) {
+	s.tmplOnce.Do(func() {
+		ts, err := s.prov.Templates(ctx)
+		if err != nil {
+			s.tmplErr = err
+			return
+		}
+		s.templates = map[string]provider.Template{}
+		for _, t := range ts {
+			s.templates[t.ID] = t
+		}
+	})
+	if s.tmplErr != nil {
+		err := s.tmplErr
+		s.tmplOnce = sync.Once{} // try again next time
+		return provider.Template{}, httpx.NewError(http.StatusServiceUnavailable, "provider_unavailable",
+			"the "+s.prov.Name()+" provider did not list its templates: "+err.Error())
+	}
+	t, ok := s.templates[id]
+	if !ok {
+		names := make([]string, 0, len(s.templates))
+		for n := range s.templates {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return t, httpx.Invalid("templateID", fmt.Sprintf("unknown template %q; available: %s", id, strings.Join(names, ", ")))
+	}
+	return t, nil
+}
+
+// CreateOptions are set by callers other than the public create route.
+type CreateOptions struct {
+	Kind           string // default runtime
+	RuntimeID      string
+	IdempotencyKey string
+}
+
+// Created is the outcome of Create. AccessToken is empty on an idempotent
+// replay: a secret is never shown twice.
+type Created struct {
+	Record      *store.Record
+	AccessToken string
+	Replayed    bool
+}
+
+// Create validates req, stores a pending record and asks the reconciler to
+// start it. It returns at once; use WaitStarted to wait.
+func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, opts CreateOptions) (Created, error) {
+	if err := req.validate(s.cfg.MinTimeout); err != nil {
+		return Created{}, err
+	}
+	tmpl, err := s.template(ctx, req.TemplateID)
+	if err != nil {
+		return Created{}, err
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, orgID); err != nil {
+			return Created{}, err
+		}
+	}
+	now := s.now()
+	token := ids.Token("sbx_at")
+	rec := &store.Record{
+		ID: ids.New(), OrgID: orgID, Kind: store.KindRuntime, Provider: s.prov.Name(), Phase: store.PhasePending,
+		TemplateID: req.TemplateID, Metadata: req.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
+		AutoPause: req.AutoPause, AutoResume: req.AutoResume, TimeoutSec: *req.Timeout,
+		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(*req.Timeout) * time.Second),
+		Spec:      store.Spec{EnvVars: req.EnvVars, Command: req.Command, Network: req.Network.toProvider()},
+		RuntimeID: opts.RuntimeID,
+	}
+	for _, v := range req.VolumeMounts {
+		rec.Spec.Volumes = append(rec.Spec.Volumes, provider.Volume(v))
+	}
+	if opts.Kind != "" {
+		rec.Kind = opts.Kind
+	}
+	if r := req.Resources; r != nil {
+		if r.CPUCount != nil {
+			rec.CPUCount = *r.CPUCount
+		}
+		if r.MemoryMB != nil {
+			rec.MemoryMB = *r.MemoryMB
+		}
+	}
+	out := Created{Record: rec, AccessToken: token}
+	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if opts.IdempotencyKey != "" {
+			id, err := store.LookupIdempotencyTx(ctx, tx, orgID, "sandbox", opts.IdempotencyKey)
+			if err != nil || id != "" {
+				out = Created{Record: &store.Record{ID: id}, Replayed: true}
+				return err
+			}
+			if err := store.SaveIdempotencyTx(ctx, tx, orgID, "sandbox", opts.IdempotencyKey, rec.ID); err != nil {
+				return err
+			}
+		}
+		return store.InsertRecordTx(ctx, tx, rec)
+	})
+	if err != nil {
+		return Created{}, err
+	}
+	if out.Replayed {
+		r, err := s.db.GetRecord(ctx, out.Record.ID)
+		if err != nil {
+			return Created{}, err
+		}
+		out.Record = r
+		return out, nil
+	}
+	s.rc.Changed(rec)
+	s.rc.Kick(rec.ID)
+	return out, nil
+}
+
+// WaitStarted waits (bounded by WaitLimit and ctx) until id leaves the
+// starting phases, and returns the record as it is then.
+func (s *Service) WaitStarted(ctx context.Context, id string) (*store.Record, error) {
+	return s.waitFor(ctx, id, func(p store.Phase) bool { return p != store.PhasePending && p != store.PhaseCreating })
+}
+
+func (s *Service) waitFor(ctx context.Context, id string, done func(store.Phase) bool) (*store.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
+	defer cancel()
+	for {
+		changed := s.rc.Subscribe(id)
+		r, err := s.db.GetRecord(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if done(r.Phase) {
+			return r, nil
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Second): // the DB is the truth; re-read even without a wake-up
+		case <-ctx.Done():
+			return r, nil
+		}
+	}
+}
+
+// errOwned refuses a write on a runtime's sandbox through the lifecycle API.
+func errOwned(r *store.Record) error {
+	return httpx.Conflict(fmt.Sprintf("sandbox %s belongs to runtime %s; pause, resume, extend or delete it through the runtimes API (/api/v1/org/{org}/ws/{workspace}/runtimes/%s/...)", r.ID, r.RuntimeID, r.RuntimeID))
+}
+
+// Pause moves a running sandbox to paused.
+func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, error) {
+	now := s.now()
+	_, err := s.db.Transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) error {
+		r.PhaseDeadline = now.Add(time.Minute)
+		return nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		cur, _ := s.db.GetRecord(ctx, r.ID)
+		return cur, httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", r.ID, stateOf(cur, r)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.drive(ctx, r.ID)
+}
+
+// Resume moves a paused sandbox back to running; a running one is returned
+// as it is. resumed reports whether it was paused.
+func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Record, resumed bool, err error) {
+	now := s.now()
+	_, err = s.db.Transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
+		r.PhaseDeadline = now.Add(time.Minute)
+		return nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		cur, gerr := s.db.GetRecord(ctx, r.ID)
+		if gerr != nil {
+			return nil, false, gerr
+		}
+		switch {
+		case cur.Phase == store.PhasePending || cur.Phase == store.PhaseCreating:
+			cur, err = s.WaitStarted(ctx, r.ID)
+			return cur, false, err
+		case cur.Phase == store.PhaseResuming || cur.Phase == store.PhasePausing:
+			cur, err = s.drive(ctx, r.ID)
+			return cur, true, err
+		case cur.Phase == store.PhaseRunning:
+			return cur, false, nil
+		}
+		return cur, false, httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	cur, err = s.drive(ctx, r.ID)
+	return cur, true, err
+}
+
+// Delete ends the sandbox whatever its phase; a terminal one stays as it is.
+func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*store.Record, error) {
+	_, err := s.db.Transition(ctx, r.ID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
+		if r.KillReason == "" {
+			r.KillReason = reason
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return s.db.GetRecord(ctx, r.ID) // already terminal: deleting again is a no-op
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.drive(ctx, r.ID)
+}
+
+// drive runs the reconciler on id now, bounded by WaitLimit. A refused
+// provider operation comes back as a 409/502 the user can act on.
+func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
+	cur, _ := s.db.GetRecord(ctx, id)
+	if cur != nil {
+		s.rc.Changed(cur)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
+	defer cancel()
+	r, err := s.rc.Drive(ctx, id)
+	var op *reconciler.OpError
+	if errors.As(err, &op) {
+		code, typ := http.StatusBadGateway, "provider_error"
+		if provider.KindOf(op.Err) == provider.KindConflict {
+			code, typ = http.StatusConflict, "conflict"
+		}
+		return r, httpx.NewError(code, typ, "the "+s.prov.Name()+" provider refused to "+op.Op+" the sandbox: "+op.Err.Error())
+	}
+	if err != nil && ctx.Err() != nil {
+		// Still in progress: the loop finishes it; answer with what is stored.
+		return s.db.GetRecord(context.WithoutCancel(ctx), id)
+	}
+	return r, err
+}
+
+// SetEnd moves the TTL: to now+d when extend is false, else to
+// max(current, now+d). Only live sandboxes have a TTL to move.
+func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
+	now := s.now()
+	live := []store.Phase{store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused, store.PhaseResuming}
+	cur, err := s.db.Transition(ctx, r.ID, live, "", func(r *store.Record) error {
+		end := now.Add(d)
+		if extend && r.EndAt.After(end) {
+			end = r.EndAt
+		}
+		r.EndAt = end
+		r.TimeoutSec = int(d / time.Second)
+		return nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return cur, httpx.Conflict(fmt.Sprintf("sandbox %s is %s; its timeout can no longer change", r.ID, cur.Phase.PublicState()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.rc.Changed(cur)
+	if cur.ProviderID != "" {
+		if err := s.prov.SetTimeout(ctx, cur.Ref(), cur.EndAt.Sub(now)); err != nil {
+			s.log.Warn("moving the provider-side timeout failed; the reconciler still enforces endAt", "record", r.ID, "err", err)
+		}
+	}
+	return cur, nil
+}
+
+// RotateToken issues a fresh access token (connect), invalidating the old one.
+func (s *Service) RotateToken(ctx context.Context, id string) (string, error) {
+	token := ids.Token("sbx_at")
+	_, err := s.db.Transition(ctx, id, nil, "", func(r *store.Record) error {
+		r.AccessTokenHash = store.HashSecret(token)
+		return nil
+	})
+	return token, err
+}
+
+func stateOf(cur, fallback *store.Record) string {
+	if cur == nil {
+		cur = fallback
+	}
+	return cur.Phase.PublicState()
+}
+
+var liveStates = []string{"starting", "running", "paused"}
+
+func parseStates(vals []string) ([]store.Phase, error) {
+	var phases []store.Phase
+	for _, v := range vals {
+		for _, st := range strings.Split(v, ",") {
+			st = strings.TrimSpace(st)
+			if st == "" {
+				continue
+			}
+			ps, ok := phasesOf(st)
+			if !ok {
+				return nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
+			}
+			for _, p := range ps {
+				if !slices.Contains(phases, p) {
+					phases = append(phases, p)
+				}
+			}
+		}
+	}
+	return phases, nil
+}

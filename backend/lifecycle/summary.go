@@ -1,0 +1,61 @@
+package lifecycle
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+)
+
+// handleSummary answers GET /observability/summary: what the org runs, what
+// it may still spend, whether the provider answers, and what to do next.
+func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
+	org := httpx.Org(r)
+	counts, err := s.db.PhaseCounts(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	credits, err := s.db.OrgCredits(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	usage := map[string]int{}
+	for p, n := range counts {
+		usage[p.PublicState()] += n
+	}
+	pctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	perr := s.prov.Ping(pctx)
+	cancel()
+	prov := map[string]any{"name": s.prov.Name(), "available": perr == nil}
+	if perr != nil {
+		prov["error"] = perr.Error()
+	}
+	var next []string
+	if perr != nil {
+		next = append(next, "the "+s.prov.Name()+" provider does not answer: check it (GET /readyz) before creating sandboxes")
+	}
+	if credits <= 0 {
+		next = append(next, "the organization has no credits left: ask an operator to grant credits (dreadnode-backend credits grant)")
+	}
+	if usage["failed"] > 0 {
+		next = append(next, "some sandboxes failed: read their diagnostic (GET /sandboxes?state=failed)")
+	}
+	if usage["paused"] > 0 {
+		next = append(next, "paused sandboxes keep their state but accrue no runtime: connect to resume them or delete them")
+	}
+	if len(next) == 0 {
+		next = []string{}
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{
+		"organization": org,
+		"usage": map[string]any{
+			"starting": usage["starting"], "running": usage["running"], "paused": usage["paused"],
+			"completed": usage["completed"], "failed": usage["failed"], "deleted": usage["deleted"],
+		},
+		"quota":            map[string]any{"credits": float64(credits) / 1e6, "minTimeoutSeconds": s.cfg.MinTimeout, "maxTimeoutSeconds": MaxTimeout},
+		"provider":         prov,
+		"suggestedActions": next,
+	})
+	return nil
+}

@@ -1,0 +1,314 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// OpError is an operation the user asked for (pause, resume) that the
+// provider refused; the record stays where it was and the caller reports it.
+type OpError struct {
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string { return e.Op + " failed: " + e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Drive advances record id until it is stable (a non-transitional phase that
+// is not due) and returns it. An *OpError reports a refused pause or resume.
+func (rc *Reconciler) Drive(ctx context.Context, id string) (*store.Record, error) {
+	unlock := rc.locks.lock(id)
+	defer unlock()
+	var opErr error
+	for range 16 {
+		r, err := rc.db.GetRecord(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Kind == store.KindTask {
+			return r, nil
+		}
+		err = rc.step(ctx, r)
+		switch {
+		case errors.Is(err, errNoProgress):
+			return r, opErr
+		case errors.Is(err, store.ErrConflict):
+			continue // someone else moved it: re-read and decide again
+		case errors.As(err, new(*OpError)):
+			opErr = err
+			continue
+		case err != nil:
+			return r, err
+		}
+	}
+	r, err := rc.db.GetRecord(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r, opErr
+}
+
+// transition commits a phase change and wakes waiters.
+func (rc *Reconciler) transition(ctx context.Context, id string, from []store.Phase, to store.Phase, mutate func(r *store.Record)) (*store.Record, error) {
+	r, err := rc.db.Transition(ctx, id, from, to, func(r *store.Record) error {
+		if mutate != nil {
+			mutate(r)
+		}
+		return nil
+	})
+	if err == nil {
+		rc.Changed(r)
+	}
+	return r, err
+}
+
+// fail sends a record to stopping with a diagnostic; stopping removes the
+// instance and ends the record in failed.
+func (rc *Reconciler) fail(ctx context.Context, r *store.Record, from []store.Phase, diagnostic string) error {
+	_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+		r.KillReason = store.KillFailed
+		r.Diagnostic = diagnostic
+	})
+	return err
+}
+
+func (rc *Reconciler) expired(r *store.Record) bool {
+	return !r.EndAt.IsZero() && !rc.now().Before(r.EndAt)
+}
+
+func (rc *Reconciler) pastDeadline(r *store.Record) bool {
+	return !r.PhaseDeadline.IsZero() && rc.now().After(r.PhaseDeadline)
+}
+
+func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
+	now := rc.now()
+	switch r.Phase {
+	case store.PhasePending:
+		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePending}, store.PhaseCreating, func(r *store.Record) {
+			r.PhaseDeadline = now.Add(rc.cfg.CreateDeadline)
+		})
+		return err
+	case store.PhaseCreating:
+		return rc.create(ctx, r)
+	case store.PhaseRunning:
+		if !rc.expired(r) {
+			return errNoProgress
+		}
+		if r.AutoPause {
+			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) {
+				r.PhaseDeadline = now.Add(rc.cfg.OpDeadline)
+			})
+			return err
+		}
+		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhaseStopping, func(r *store.Record) {
+			r.KillReason = store.KillTimeout
+		})
+		return err
+	case store.PhasePausing:
+		return rc.pause(ctx, r)
+	case store.PhasePaused:
+		if !rc.expired(r) {
+			return errNoProgress
+		}
+		if r.AutoPause { // a paused auto-pause sandbox waits for connect, without a TTL
+			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, "", func(r *store.Record) { r.EndAt = time.Time{} })
+			return err
+		}
+		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseStopping, func(r *store.Record) {
+			r.KillReason = store.KillTimeout
+		})
+		return err
+	case store.PhaseResuming:
+		return rc.resume(ctx, r)
+	case store.PhaseStopping:
+		return rc.stop(ctx, r)
+	}
+	return errNoProgress
+}
+
+func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
+	if rc.pastDeadline(r) {
+		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating},
+			fmt.Sprintf("the sandbox did not start within %s (the backend may have restarted mid-create); delete it and create a new one", rc.cfg.CreateDeadline))
+	}
+	cctx, cancel := context.WithDeadline(ctx, r.PhaseDeadline)
+	defer cancel()
+	inst, err := rc.prov.Create(cctx, specOf(r, rc.now()))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // shutting down: the next process resumes the create
+		}
+		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating}, Diagnostic(err))
+	}
+	now := rc.now()
+	_, err = rc.transition(ctx, r.ID, []store.Phase{store.PhaseCreating}, store.PhaseRunning, func(r *store.Record) {
+		adoptInstance(r, inst)
+		r.MarkRunning(now)
+		r.PhaseDeadline = time.Time{}
+	})
+	if errors.Is(err, store.ErrConflict) {
+		// A delete won the race: remember the instance so stopping removes it.
+		_, err = rc.transition(ctx, r.ID, nil, "", func(r *store.Record) {
+			if r.ProviderID == "" {
+				adoptInstance(r, inst)
+			}
+		})
+	}
+	return err
+}
+
+func adoptInstance(r *store.Record, inst provider.Instance) {
+	r.ProviderID, r.ProviderData = inst.Ref.ID, inst.Ref.Data
+	if inst.Endpoints != nil {
+		r.Endpoints = inst.Endpoints
+	}
+	if inst.CPUCount > 0 {
+		r.CPUCount = inst.CPUCount
+	}
+	if inst.MemoryMB > 0 {
+		r.MemoryMB = inst.MemoryMB
+	}
+}
+
+func specOf(r *store.Record, now time.Time) provider.Spec {
+	var ttl time.Duration
+	if !r.EndAt.IsZero() {
+		ttl = r.EndAt.Sub(now)
+	}
+	return provider.Spec{
+		RecordID: r.ID, OrgID: r.OrgID, Kind: r.Kind, Template: r.TemplateID,
+		EnvVars: r.Spec.EnvVars, Metadata: r.Metadata, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
+		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
+	}
+}
+
+func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
+	err := rc.prov.Pause(ctx, r.Ref())
+	switch {
+	case err == nil, provider.KindOf(err) == provider.KindConflict:
+		now := rc.now()
+		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePausing}, store.PhasePaused, func(r *store.Record) {
+			r.MarkStopped(now)
+			r.LastPausedAt = now
+			r.PhaseDeadline = time.Time{}
+			if r.AutoPause && rc.expired(r) {
+				r.EndAt = time.Time{}
+			}
+		})
+		return err
+	case provider.IsNotFound(err):
+		return rc.fail(ctx, r, []store.Phase{store.PhasePausing}, "the instance disappeared (removed outside the backend) while pausing")
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if _, terr := rc.transition(ctx, r.ID, []store.Phase{store.PhasePausing}, store.PhaseRunning, func(r *store.Record) {
+		r.PhaseDeadline = time.Time{}
+	}); terr != nil && !errors.Is(terr, store.ErrConflict) {
+		return terr
+	}
+	return &OpError{Op: "pause", Err: err}
+}
+
+func (rc *Reconciler) resume(ctx context.Context, r *store.Record) error {
+	inst, err := rc.prov.Resume(ctx, r.Ref())
+	switch {
+	case err == nil:
+		now := rc.now()
+		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseResuming}, store.PhaseRunning, func(r *store.Record) {
+			if inst.Ref.ID != "" {
+				adoptInstance(r, inst)
+			}
+			r.MarkRunning(now)
+			r.PhaseDeadline = time.Time{}
+		})
+		return err
+	case provider.IsNotFound(err):
+		return rc.fail(ctx, r, []store.Phase{store.PhaseResuming}, "the instance disappeared (removed outside the backend) while paused")
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if _, terr := rc.transition(ctx, r.ID, []store.Phase{store.PhaseResuming}, store.PhasePaused, func(r *store.Record) {
+		r.PhaseDeadline = time.Time{}
+	}); terr != nil && !errors.Is(terr, store.ErrConflict) {
+		return terr
+	}
+	return &OpError{Op: "resume", Err: err}
+}
+
+// stop removes the instance (keeping its last logs) and ends the record in
+// the terminal phase its kill reason names.
+func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
+	refs, err := rc.instancesOf(ctx, r)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if logs, err := rc.prov.Logs(lctx, ref); err == nil && logs != "" {
+			if err := rc.db.SaveLogs(ctx, r.ID, logs); err != nil {
+				rc.log.Warn("keeping the logs of a stopped sandbox failed", "record", r.ID, "err", err)
+			}
+		}
+		cancel()
+		if err := rc.prov.Delete(ctx, ref); err != nil && !provider.IsNotFound(err) {
+			return fmt.Errorf("removing the instance of %s: %w", r.ID, err)
+		}
+	}
+	now := rc.now()
+	final := store.PhaseDeleted
+	switch r.KillReason {
+	case store.KillCompleted:
+		final = store.PhaseCompleted
+	case store.KillFailed:
+		final = store.PhaseFailed
+	}
+	_, err = rc.transition(ctx, r.ID, []store.Phase{store.PhaseStopping}, final, func(r *store.Record) {
+		r.MarkKilled(now, store.KillDeleted)
+		r.PhaseDeadline = time.Time{}
+	})
+	return err
+}
+
+// instancesOf finds the instance(s) of a record: by its provider id, or, when
+// a crash lost the id, by the record label.
+func (rc *Reconciler) instancesOf(ctx context.Context, r *store.Record) ([]provider.Ref, error) {
+	if r.ProviderID != "" {
+		return []provider.Ref{r.Ref()}, nil
+	}
+	insts, err := rc.prov.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing instances to remove %s: %w", r.ID, err)
+	}
+	var refs []provider.Ref
+	for _, in := range insts {
+		if in.RecordID == r.ID {
+			refs = append(refs, in.Ref)
+		}
+	}
+	return refs, nil
+}
+
+// Diagnostic turns a provider error into the sentence a user reads in a
+// failed sandbox's diagnostic.
+func Diagnostic(err error) string {
+	label := map[provider.Kind]string{
+		provider.KindImageMissing:  "image missing",
+		provider.KindResourceLimit: "resource limit",
+		provider.KindEntrypoint:    "entrypoint error",
+		provider.KindNetwork:       "network policy",
+		provider.KindUnavailable:   "provider unavailable",
+		provider.KindAuth:          "provider credentials refused",
+		provider.KindTimeout:       "timed out",
+		provider.KindInvalid:       "invalid request",
+	}[provider.KindOf(err)]
+	if label == "" {
+		label = "provider error"
+	}
+	return label + ": " + err.Error()
+}

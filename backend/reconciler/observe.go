@@ -1,0 +1,115 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Observe compares the provider's instances with the records: a live record
+// whose instance exited completes or fails, one whose instance vanished
+// fails, and an instance whose record is gone or terminal is removed.
+func (rc *Reconciler) Observe(ctx context.Context) error {
+	// Records first, instances second: an instance listed after its record
+	// was read as running cannot be missing by accident.
+	live, err := rc.db.LiveRecords(ctx)
+	if err != nil {
+		return err
+	}
+	insts, err := rc.prov.List(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(insts))
+	byRecord := make(map[string]provider.Instance, len(insts))
+	for _, in := range insts {
+		ids = append(ids, in.RecordID)
+		byRecord[in.RecordID] = in
+	}
+	phases, err := rc.db.RecordPhases(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, in := range insts {
+		if p, ok := phases[in.RecordID]; ok && !p.Terminal() {
+			continue
+		}
+		rc.log.Info("removing an instance whose sandbox record is gone or ended", "instance", in.Ref.ID, "record", in.RecordID)
+		if err := rc.prov.Delete(ctx, in.Ref); err != nil && !provider.IsNotFound(err) {
+			rc.log.Warn("removing an orphaned instance failed; retrying next period", "instance", in.Ref.ID, "err", err)
+		}
+	}
+	for _, r := range live {
+		if r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused {
+			continue
+		}
+		in, ok := byRecord[r.ID]
+		if err := rc.compare(ctx, r, in, ok); err != nil {
+			rc.log.Warn("updating a sandbox from its instance failed", "record", r.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+func (rc *Reconciler) observeOne(ctx context.Context, id string) {
+	unlock := rc.locks.lock(id)
+	r, err := rc.db.GetRecord(ctx, id)
+	if err != nil || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) || r.ProviderID == "" {
+		unlock()
+		return
+	}
+	in, err := rc.prov.Get(ctx, r.Ref())
+	if err != nil && !provider.IsNotFound(err) {
+		unlock()
+		return
+	}
+	err = rc.compare(ctx, r, in, err == nil)
+	unlock()
+	if err != nil {
+		rc.log.Warn("updating a sandbox from a provider event failed", "record", id, "err", err)
+		return
+	}
+	rc.Kick(id)
+}
+
+// compare sends a running or paused record whose instance is gone or exited
+// to stopping; the next Drive removes what is left and ends the record.
+func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.Instance, exists bool) error {
+	from := []store.Phase{store.PhaseRunning, store.PhasePaused}
+	switch {
+	case !exists:
+		if err := rc.fail(ctx, r, from, "the instance disappeared: it was removed outside the backend"); err != nil {
+			return ignoreConflict(err)
+		}
+	case in.Status == provider.StatusExited:
+		code := in.ExitCode
+		_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+			r.ExitCode = &code
+			if code == 0 {
+				r.KillReason = store.KillCompleted
+				return
+			}
+			r.KillReason = store.KillFailed
+			r.Diagnostic = fmt.Sprintf("entrypoint error: the main process exited with code %d", code)
+			if in.ExitReason != "" {
+				r.Diagnostic += " (" + in.ExitReason + ")"
+			}
+		})
+		if err != nil {
+			return ignoreConflict(err)
+		}
+	default:
+		return nil
+	}
+	rc.Kick(r.ID)
+	return nil
+}
+
+func ignoreConflict(err error) error {
+	if err == store.ErrConflict {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,203 @@
+// Package reconciler drives sandbox records to the state their phase asks
+// for. It is level-triggered: what happens next is decided by the record's
+// phase and persisted deadlines in the database, never by an in-memory
+// timer, so a restarted backend picks up exactly where a killed one stopped.
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Config tunes a Reconciler.
+type Config struct {
+	DB       *store.DB
+	Provider provider.Provider
+	Logger   *slog.Logger
+	Now      func() time.Time
+	// Interval is the sweep period for TTLs and transitional records.
+	Interval time.Duration
+	// ObserveEvery is how often instances are compared with the provider
+	// (exits, disappearances, orphans) when no event arrives.
+	ObserveEvery time.Duration
+	// CreateDeadline bounds pending/creating; OpDeadline the other
+	// transitional phases. Past them the record fails with a diagnostic.
+	CreateDeadline time.Duration
+	OpDeadline     time.Duration
+	// Workers bounds concurrent provider operations started by the loop.
+	Workers int
+	// OnChange is called after every committed transition (metrics, ledger).
+	OnChange func(r *store.Record)
+}
+
+// Reconciler owns the sandbox records of every kind but task.
+type Reconciler struct {
+	cfg    Config
+	db     *store.DB
+	prov   provider.Provider
+	log    *slog.Logger
+	locks  keyedMutex
+	notes  notifier
+	kicks  chan string
+	queued sync.Map // id -> struct{}: de-duplicates kicks
+}
+
+// New returns a Reconciler; call Run to start its loop.
+func New(cfg Config) *Reconciler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.ObserveEvery <= 0 {
+		cfg.ObserveEvery = 5 * time.Second
+	}
+	if cfg.CreateDeadline <= 0 {
+		cfg.CreateDeadline = 2 * time.Minute
+	}
+	if cfg.OpDeadline <= 0 {
+		cfg.OpDeadline = time.Minute
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 64
+	}
+	return &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, kicks: make(chan string, 4096)}
+}
+
+func (rc *Reconciler) now() time.Time { return rc.cfg.Now().UTC() }
+
+// Kick asks the loop to drive id soon. It never blocks; a full queue is
+// caught up by the next sweep.
+func (rc *Reconciler) Kick(id string) {
+	if _, dup := rc.queued.LoadOrStore(id, struct{}{}); dup {
+		return
+	}
+	select {
+	case rc.kicks <- id:
+	default:
+		rc.queued.Delete(id)
+	}
+}
+
+// Subscribe returns a channel closed at id's next committed change.
+func (rc *Reconciler) Subscribe(id string) <-chan struct{} { return rc.notes.subscribe(id) }
+
+// Changed reports a transition made outside the reconciler (API handlers,
+// ledger) so waiters wake up.
+func (rc *Reconciler) Changed(r *store.Record) {
+	rc.notes.broadcast(r.ID)
+	if rc.cfg.OnChange != nil {
+		rc.cfg.OnChange(r)
+	}
+}
+
+// Run recovers, then loops until ctx is done: it drives kicked records,
+// sweeps due ones every Interval, and compares instances with records every
+// ObserveEvery (and whenever the provider pushes an event).
+func (rc *Reconciler) Run(ctx context.Context) error {
+	if err := rc.Recover(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for range rc.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case id := <-rc.kicks:
+					rc.queued.Delete(id)
+					if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
+						rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "err", err)
+					}
+				}
+			}
+		}()
+	}
+	var events <-chan provider.Event
+	if w, ok := rc.prov.(provider.Watcher); ok {
+		events = w.Watch(ctx)
+	}
+	sweep := time.NewTicker(rc.cfg.Interval)
+	observe := time.NewTicker(rc.cfg.ObserveEvery)
+	defer sweep.Stop()
+	defer observe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-sweep.C:
+			rc.sweepDue(ctx)
+		case <-observe.C:
+			if err := rc.Observe(ctx); err != nil && ctx.Err() == nil {
+				rc.log.Warn("comparing instances with records failed; retrying next period", "err", err)
+			}
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.RecordID != "" {
+				go rc.observeOne(ctx, ev.RecordID)
+			}
+		}
+	}
+}
+
+func (rc *Reconciler) sweepDue(ctx context.Context) {
+	ids, err := rc.db.DueRecords(ctx, rc.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			rc.log.Warn("listing due sandbox records failed", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		rc.Kick(id)
+	}
+}
+
+// Recover runs at start-up: it compares what the provider runs with the
+// records (adopting, completing or removing), then drives every record that
+// a killed process left in a transitional phase.
+func (rc *Reconciler) Recover(ctx context.Context) error {
+	if err := rc.Observe(ctx); err != nil {
+		return fmt.Errorf("start-up recovery: %w", err)
+	}
+	ids, err := rc.db.DueRecords(ctx, rc.now())
+	if err != nil {
+		return fmt.Errorf("start-up recovery: %w", err)
+	}
+	sem := make(chan struct{}, rc.cfg.Workers)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := rc.Drive(ctx, id); err != nil {
+				rc.log.Error("recovering sandbox record failed; the sweep retries", "record", id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// errNoProgress ends a Drive loop: the record is stable for now.
+var errNoProgress = errors.New("stable")

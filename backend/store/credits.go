@@ -1,0 +1,279 @@
+package store
+
+// Billing queries used by the ledger (backend/ledger): settlement reads a
+// light projection of the sandbox rows (no JSON decoding), charges records
+// and debits org balances inside one caller transaction.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// BillingRow is the part of a record settlement needs.
+type BillingRow struct {
+	Seq          int64
+	ID           string
+	OrgID        string
+	Kind         string
+	Phase        Phase
+	CPUCount     int
+	MemoryMB     int
+	RuntimeNs    int64
+	BilledNs     int64
+	BilledMicro  int64
+	RunningSince time.Time
+}
+
+// RuntimeAt is the total running time up to now (as Record.RuntimeAt).
+func (b *BillingRow) RuntimeAt(now time.Time) time.Duration {
+	d := time.Duration(b.RuntimeNs)
+	if !b.RunningSince.IsZero() && now.After(b.RunningSince) {
+		d += now.Sub(b.RunningSince)
+	}
+	return d
+}
+
+const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since`
+
+// UnsettledWhere selects records with running time not yet billed: those
+// accruing now and those whose folded runtime exceeds the billed time. The
+// ledger's partial index uses exactly this expression.
+const UnsettledWhere = `(running_since IS NOT NULL OR runtime_ns > billed_ns)`
+
+type rowsScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var b BillingRow
+		var since sql.NullInt64
+		if err := rows.Scan(&b.Seq, &b.ID, &b.OrgID, &b.Kind, &b.Phase, &b.CPUCount, &b.MemoryMB,
+			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since); err != nil {
+			return nil, err
+		}
+		b.RunningSince = fromNull(since)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// UnsettledRecords returns the billing rows of every record with running
+// time not yet billed (all orgs, ordered by org then seq). orgID "" means
+// every org.
+func (db *DB) UnsettledRecords(ctx context.Context, orgID string) ([]BillingRow, error) {
+	q := `SELECT ` + billingColumns + ` FROM sandboxes WHERE ` + UnsettledWhere
+	var args []any
+	if orgID != "" {
+		q += ` AND org_id = ?`
+		args = append(args, orgID)
+	}
+	rows, err := db.r.QueryContext(ctx, q+` ORDER BY org_id, seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanBillingRows(rows, nil)
+}
+
+// BillingRowsTx reads the billing rows of ids inside tx (the settlement's
+// own consistent view).
+func BillingRowsTx(ctx context.Context, tx *sql.Tx, ids []string) ([]BillingRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+billingColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(ids))+`) ORDER BY seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanBillingRows(rows, make([]BillingRow, 0, len(ids)))
+}
+
+// OrgCreditsTx reads an org's balance inside tx.
+func OrgCreditsTx(ctx context.Context, tx *sql.Tx, orgID string) (int64, error) {
+	var c int64
+	err := tx.QueryRowContext(ctx, `SELECT credits_micro FROM orgs WHERE id = ?`, orgID).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return c, err
+}
+
+// ChargeStmt prepares the statement ApplyCharge runs, for many charges in
+// one transaction.
+func ChargeStmt(ctx context.Context, tx *sql.Tx) (*sql.Stmt, error) {
+	return tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = billed_micro + ?, billed_ns = ?, version = version + 1
+		WHERE id = ? AND billed_ns = ?`)
+}
+
+// ApplyCharge adds micro to a record's billed credits and moves its billed
+// time from prevBilledNs to billedNs. It is conditional on the billed time
+// read, so a charge computed from a stale row is refused (ErrConflict).
+func ApplyCharge(ctx context.Context, stmt *sql.Stmt, id string, micro, prevBilledNs, billedNs int64) error {
+	res, err := stmt.ExecContext(ctx, micro, billedNs, id, prevBilledNs)
+	if err != nil {
+		return fmt.Errorf("charging record %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// ErrInsufficientCredits is returned by DebitOrgTx when the balance does not
+// cover the debit (the caller computed the debit from a stale balance).
+var ErrInsufficientCredits = errors.New("the balance does not cover the debit")
+
+// DebitOrgTx takes micro from an org's balance and returns the new balance;
+// it never lets the balance go below zero.
+func DebitOrgTx(ctx context.Context, tx *sql.Tx, orgID string, micro int64) (int64, error) {
+	if micro < 0 {
+		return 0, fmt.Errorf("negative debit %d", micro)
+	}
+	var bal int64
+	err := tx.QueryRowContext(ctx, `UPDATE orgs SET credits_micro = credits_micro - ? WHERE id = ? AND credits_micro >= ? RETURNING credits_micro`,
+		micro, orgID, micro).Scan(&bal)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrInsufficientCredits
+	}
+	return bal, err
+}
+
+// LivePhases are the phases a kill for lack of credits moves to stopping
+// (every non-terminal phase but stopping itself).
+var LivePhases = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming}
+
+// LiveRecordIDsTx lists an org's records in LivePhases, inside tx.
+func LiveRecordIDsTx(ctx context.Context, tx *sql.Tx, orgID string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// BrokeOrgs lists the orgs whose balance is zero (or less) while some of
+// their records are still live.
+func (db *DB) BrokeOrgs(ctx context.Context) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT o.id FROM orgs o WHERE o.credits_micro <= 0 AND EXISTS (
+		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming'))`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// GrantCreditsMax adds micro credits to the org named name unless the new
+// balance would exceed maxMicro; it returns the new balance. An unknown org
+// is ErrNotFound; a balance over the cap is ErrBalanceCap.
+func (db *DB) GrantCreditsMax(ctx context.Context, name string, micro, maxMicro int64) (int64, error) {
+	var bal int64
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		var cur int64
+		err := tx.QueryRowContext(ctx, `SELECT credits_micro FROM orgs WHERE name = ?`, name).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("organization %q does not exist: %w", name, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if micro > maxMicro || cur > maxMicro-micro {
+			return ErrBalanceCap
+		}
+		return tx.QueryRowContext(ctx, `UPDATE orgs SET credits_micro = credits_micro + ? WHERE name = ? RETURNING credits_micro`, micro, name).Scan(&bal)
+	})
+	return bal, err
+}
+
+// ErrBalanceCap refuses a grant that would overflow the balance cap.
+var ErrBalanceCap = errors.New("the balance would exceed its cap")
+
+// GetRecords reads the records of ids (missing ids are absent from the map).
+func (db *DB) GetRecords(ctx context.Context, ids []string) (map[string]*Record, error) {
+	out := make(map[string]*Record, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// UsageTotals sums an org's folded runtime (RuntimeNs, excluding the part of
+// running records since RunningSince) and sessions.
+func (db *DB) UsageTotals(ctx context.Context, orgID string) (runtimeNs int64, sessions int64, err error) {
+	err = db.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(runtime_ns), 0), COALESCE(SUM(sessions), 0) FROM sandboxes WHERE org_id = ?`, orgID).
+		Scan(&runtimeNs, &sessions)
+	return
+}
+
+// UsageSpan is what the current-period usage needs of one record.
+type UsageSpan struct {
+	RuntimeNs    int64
+	RunningSince time.Time
+	Timeline     []TimelineEntry
+}
+
+// UsageSpans returns, for an org's records that ran and were not killed
+// before since, their runtime and timeline (to split runtime by period).
+func (db *DB) UsageSpans(ctx context.Context, orgID string, since time.Time) ([]UsageSpan, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT runtime_ns, running_since, timeline FROM sandboxes WHERE org_id = ?
+		AND (killed_at IS NULL OR killed_at >= ?) AND (running_since IS NOT NULL OR runtime_ns > 0)`, orgID, since.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []UsageSpan
+	for rows.Next() {
+		var u UsageSpan
+		var rs sql.NullInt64
+		var tl string
+		if err := rows.Scan(&u.RuntimeNs, &rs, &tl); err != nil {
+			return nil, err
+		}
+		u.RunningSince = fromNull(rs)
+		if err := json.Unmarshal([]byte(tl), &u.Timeline); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}

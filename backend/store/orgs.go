@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Org is a tenant. Its credit balance is kept in millionths of a credit so
+// sums are exact.
+type Org struct {
+	ID           string
+	Name         string
+	CreditsMicro int64
+	CreatedAt    time.Time
+}
+
+// HashSecret is how every secret (API keys, access and execute tokens) is
+// stored: SHA-256 hex. Secrets are random and long, so no salt is needed.
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// EnsureOrg creates the org named name if it does not exist, with the given
+// initial balance (only applied when new). It returns the org and whether it
+// was created.
+func (db *DB) EnsureOrg(ctx context.Context, name string, creditsMicro int64) (*Org, bool, error) {
+	var created bool
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO orgs (id, name, credits_micro, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, name, creditsMicro, time.Now().UnixNano())
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		created = n == 1
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	org, err := db.OrgByName(ctx, name)
+	return org, created, err
+}
+
+// OrgByName reads an org by its name (which is also its id).
+func (db *DB) OrgByName(ctx context.Context, name string) (*Org, error) {
+	var o Org
+	var created int64
+	err := db.r.QueryRowContext(ctx, `SELECT id, name, credits_micro, created_at FROM orgs WHERE name = ?`, name).
+		Scan(&o.ID, &o.Name, &o.CreditsMicro, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.CreatedAt = time.Unix(0, created).UTC()
+	return &o, nil
+}
+
+// EnsureAPIKey binds the key (stored hashed) to org; idempotent.
+func (db *DB) EnsureAPIKey(ctx context.Context, orgID, key string) error {
+	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
+		HashSecret(key), orgID, time.Now().UnixNano())
+	return err
+}
+
+// OrgForKey returns the org id owning key, ErrNotFound for an unknown key.
+func (db *DB) OrgForKey(ctx context.Context, key string) (string, error) {
+	var org string
+	err := db.r.QueryRowContext(ctx, `SELECT org_id FROM api_keys WHERE hash = ?`, HashSecret(key)).Scan(&org)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return org, err
+}
+
+// IdempotencyTTL is how long a create's Idempotency-Key is remembered.
+const IdempotencyTTL = 24 * time.Hour
+
+// LookupIdempotencyTx returns the object id a previous create with the same
+// key made (within IdempotencyTTL), or "".
+func LookupIdempotencyTx(ctx context.Context, tx *sql.Tx, orgID, scope, key string) (string, error) {
+	var id string
+	err := tx.QueryRowContext(ctx, `SELECT object_id FROM idempotency WHERE org_id = ? AND scope = ? AND key = ? AND created_at > ?`,
+		orgID, scope, key, time.Now().Add(-IdempotencyTTL).UnixNano()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+// SaveIdempotencyTx remembers that key created objectID.
+func SaveIdempotencyTx(ctx context.Context, tx *sql.Tx, orgID, scope, key, objectID string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO idempotency (org_id, scope, key, object_id, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, scope, key) DO UPDATE SET object_id = excluded.object_id, created_at = excluded.created_at`,
+		orgID, scope, key, objectID, time.Now().UnixNano())
+	return err
+}
+
+// GrantCredits adds micro credits to the org named name (an operator action)
+// and returns the new balance.
+func (db *DB) GrantCredits(ctx context.Context, name string, micro int64) (int64, error) {
+	var bal int64
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE orgs SET credits_micro = credits_micro + ? WHERE name = ? RETURNING credits_micro`, micro, name).Scan(&bal)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("organization %q does not exist: %w", name, ErrNotFound)
+		}
+		return err
+	})
+	return bal, err
+}

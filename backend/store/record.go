@@ -1,0 +1,218 @@
+package store
+
+import (
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+)
+
+// Phase is the internal state of a sandbox record. The lifecycle and ledger
+// APIs project it onto their public states (see PublicState, LedgerState).
+type Phase string
+
+const (
+	PhasePending   Phase = "pending"
+	PhaseCreating  Phase = "creating"
+	PhaseRunning   Phase = "running"
+	PhasePausing   Phase = "pausing"
+	PhasePaused    Phase = "paused"
+	PhaseResuming  Phase = "resuming"
+	PhaseStopping  Phase = "stopping"
+	PhaseDeleted   Phase = "deleted"
+	PhaseCompleted Phase = "completed"
+	PhaseFailed    Phase = "failed"
+)
+
+// Terminal reports whether no further transition can happen.
+func (p Phase) Terminal() bool {
+	return p == PhaseDeleted || p == PhaseCompleted || p == PhaseFailed
+}
+
+// Transitional reports whether the reconciler owes the record work.
+func (p Phase) Transitional() bool {
+	switch p {
+	case PhasePending, PhaseCreating, PhasePausing, PhaseResuming, PhaseStopping:
+		return true
+	}
+	return false
+}
+
+// NonTerminal lists every phase a delete may start from.
+var NonTerminal = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming, PhaseStopping}
+
+// PublicState is the lifecycle API's (§1) view of a phase.
+func (p Phase) PublicState() string {
+	switch p {
+	case PhasePending, PhaseCreating:
+		return "starting"
+	case PhaseRunning, PhasePausing:
+		return "running"
+	case PhasePaused, PhaseResuming:
+		return "paused"
+	case PhaseStopping, PhaseDeleted:
+		return "deleted"
+	}
+	return string(p) // completed, failed
+}
+
+// LedgerState is the ledger API's (§2) view of a phase.
+func (p Phase) LedgerState() string {
+	switch p {
+	case PhasePending, PhaseCreating:
+		return "starting"
+	case PhaseRunning, PhasePausing:
+		return "running"
+	case PhasePaused, PhaseResuming:
+		return "paused"
+	}
+	return "killed"
+}
+
+// Kinds of compute allocation (§2).
+const (
+	KindRuntime = "runtime"
+	KindTask    = "task"
+	KindWorld   = "world"
+)
+
+// Kill reasons recorded when a record ends.
+const (
+	KillDeleted             = "deleted"
+	KillTimeout             = "timeout"
+	KillCompleted           = "completed"
+	KillFailed              = "failed"
+	KillInsufficientCredits = "insufficient_credits"
+	KillReset               = "reset"
+	KillTornDown            = "torn_down"
+)
+
+// TimelineEntry records when a record entered a phase.
+type TimelineEntry struct {
+	Phase string    `json:"phase"`
+	At    time.Time `json:"at"`
+}
+
+// Spec is the part of a create request kept to (re)create the instance.
+type Spec struct {
+	EnvVars map[string]string `json:"envVars,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Network provider.Network  `json:"network"`
+	Volumes []provider.Volume `json:"volumeMounts,omitempty"`
+}
+
+// Record is one compute allocation: the row both the lifecycle (§1) and the
+// ledger (§2) APIs project.
+type Record struct {
+	Seq             int64
+	ID              string
+	OrgID           string
+	Kind            string
+	Provider        string
+	ProviderID      string
+	ProviderData    string
+	Phase           Phase
+	TemplateID      string
+	Spec            Spec
+	Metadata        map[string]string
+	CPUCount        int
+	MemoryMB        int
+	AutoPause       bool
+	AutoResume      bool
+	TimeoutSec      int
+	AccessTokenHash string
+	CreatedAt       time.Time
+	StartedAt       time.Time // first time running
+	LastStartedAt   time.Time // last time running began (start or resume)
+	LastPausedAt    time.Time
+	KilledAt        time.Time
+	EndAt           time.Time // TTL expiry
+	PhaseDeadline   time.Time // a transitional phase past this fails
+	KillReason      string
+	Diagnostic      string
+	ExitCode        *int
+	Timeline        []TimelineEntry
+	Endpoints       map[int]provider.Endpoint
+	BilledMicro     int64     // credits already deducted, in millionths
+	BilledNs        int64     // running time already billed
+	RuntimeNs       int64     // running time accumulated before RunningSince
+	RunningSince    time.Time // set while the instance accrues running time
+	Sessions        int       // number of times it started or resumed
+	RuntimeID       string    // the runtime owning this record, if any
+	EnvironmentID   string    // the task environment backed by this record, if any
+	Version         int64
+}
+
+// Ref is the provider address of the record's instance.
+func (r *Record) Ref() provider.Ref {
+	return provider.Ref{ID: r.ProviderID, Data: r.ProviderData}
+}
+
+// RuntimeAt is the total time the record spent running up to now.
+func (r *Record) RuntimeAt(now time.Time) time.Duration {
+	d := time.Duration(r.RuntimeNs)
+	if !r.RunningSince.IsZero() && now.After(r.RunningSince) {
+		d += now.Sub(r.RunningSince)
+	}
+	return d
+}
+
+// MarkRunning records that the instance began running (start or resume) at now.
+func (r *Record) MarkRunning(now time.Time) {
+	if r.StartedAt.IsZero() {
+		r.StartedAt = now
+	}
+	r.LastStartedAt = now
+	if r.RunningSince.IsZero() {
+		r.RunningSince = now
+	}
+	r.Sessions++
+}
+
+// MarkStopped folds the running time since RunningSince into RuntimeNs; call
+// it when a running record pauses or ends.
+func (r *Record) MarkStopped(now time.Time) {
+	r.RuntimeNs = int64(r.RuntimeAt(now))
+	r.RunningSince = time.Time{}
+}
+
+// MarkKilled ends the record's compute at now with reason.
+func (r *Record) MarkKilled(now time.Time, reason string) {
+	r.MarkStopped(now)
+	if r.KilledAt.IsZero() {
+		r.KilledAt = now
+	}
+	if r.KillReason == "" {
+		r.KillReason = reason
+	}
+}
+
+// Clone returns a deep copy, so cached records are never shared mutable state.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Metadata = cloneMap(r.Metadata)
+	c.Spec.EnvVars = cloneMap(r.Spec.EnvVars)
+	c.Spec.Command = append([]string(nil), r.Spec.Command...)
+	c.Timeline = append([]TimelineEntry(nil), r.Timeline...)
+	if r.Endpoints != nil {
+		c.Endpoints = make(map[int]provider.Endpoint, len(r.Endpoints))
+		for k, v := range r.Endpoints {
+			c.Endpoints[k] = v
+		}
+	}
+	if r.ExitCode != nil {
+		v := *r.ExitCode
+		c.ExitCode = &v
+	}
+	return &c
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,376 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+const recordColumns = `seq, id, org_id, kind, provider, provider_id, provider_data, phase, template_id, spec, metadata,
+	cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash, created_at, started_at,
+	last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason, diagnostic, exit_code,
+	timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id, environment_id, version`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(s scanner) (*Record, error) {
+	var (
+		r                                                          Record
+		spec, meta, timeline, endpoints                            string
+		autoPause, autoResume                                      int
+		started, lastStarted, lastPaused, killed, endAt, dl, since sql.NullInt64
+		exit                                                       sql.NullInt64
+	)
+	err := s.Scan(&r.Seq, &r.ID, &r.OrgID, &r.Kind, &r.Provider, &r.ProviderID, &r.ProviderData, &r.Phase, &r.TemplateID,
+		&spec, &meta, &r.CPUCount, &r.MemoryMB, &autoPause, &autoResume, &r.TimeoutSec, &r.AccessTokenHash,
+		nsTime(&r.CreatedAt), &started, &lastStarted, &lastPaused, &killed, &endAt, &dl, &r.KillReason, &r.Diagnostic,
+		&exit, &timeline, &endpoints, &r.BilledMicro, &r.BilledNs, &r.RuntimeNs, &since, &r.Sessions, &r.RuntimeID, &r.EnvironmentID, &r.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.AutoPause, r.AutoResume = autoPause != 0, autoResume != 0
+	r.StartedAt, r.LastStartedAt, r.LastPausedAt = fromNull(started), fromNull(lastStarted), fromNull(lastPaused)
+	r.KilledAt, r.EndAt, r.PhaseDeadline, r.RunningSince = fromNull(killed), fromNull(endAt), fromNull(dl), fromNull(since)
+	if exit.Valid {
+		v := int(exit.Int64)
+		r.ExitCode = &v
+	}
+	if err := errors.Join(
+		json.Unmarshal([]byte(spec), &r.Spec),
+		json.Unmarshal([]byte(meta), &r.Metadata),
+		json.Unmarshal([]byte(timeline), &r.Timeline),
+		json.Unmarshal([]byte(endpoints), &r.Endpoints),
+	); err != nil {
+		return nil, fmt.Errorf("decoding record %s: %w", r.ID, err)
+	}
+	return &r, nil
+}
+
+// nsTimeScanner scans a NOT NULL nanosecond column into a time.Time.
+type nsTimeScanner struct{ t *time.Time }
+
+func nsTime(t *time.Time) *nsTimeScanner { return &nsTimeScanner{t} }
+
+func (s *nsTimeScanner) Scan(v any) error {
+	n, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("time column: unexpected %T", v)
+	}
+	*s.t = time.Unix(0, n).UTC()
+	return nil
+}
+
+func fromNull(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func toNull(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func recordArgs(r *Record) ([]any, error) {
+	spec, err := json.Marshal(r.Spec)
+	if err != nil {
+		return nil, err
+	}
+	meta, _ := json.Marshal(nonNilMap(r.Metadata))
+	timeline, _ := json.Marshal(nonNilSlice(r.Timeline))
+	endpoints, _ := json.Marshal(r.Endpoints)
+	if r.Endpoints == nil {
+		endpoints = []byte("{}")
+	}
+	var exit any
+	if r.ExitCode != nil {
+		exit = *r.ExitCode
+	}
+	return []any{r.ID, r.OrgID, r.Kind, r.Provider, r.ProviderID, r.ProviderData, string(r.Phase), r.TemplateID,
+		string(spec), string(meta), r.CPUCount, r.MemoryMB, b2i(r.AutoPause), b2i(r.AutoResume), r.TimeoutSec,
+		r.AccessTokenHash, r.CreatedAt.UnixNano(), toNull(r.StartedAt), toNull(r.LastStartedAt), toNull(r.LastPausedAt),
+		toNull(r.KilledAt), toNull(r.EndAt), toNull(r.PhaseDeadline), r.KillReason, r.Diagnostic, exit,
+		string(timeline), string(endpoints), r.BilledMicro, r.BilledNs, r.RuntimeNs, toNull(r.RunningSince), r.Sessions,
+		r.RuntimeID, r.EnvironmentID}, nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// InsertRecord stores a new record. Its timeline starts with its phase.
+func (db *DB) InsertRecord(ctx context.Context, r *Record) error {
+	return db.Tx(ctx, func(tx *sql.Tx) error { return InsertRecordTx(ctx, tx, r) })
+}
+
+// InsertRecordTx is InsertRecord inside a caller's transaction (e.g. with an
+// idempotency key, or a credit check).
+func InsertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Now().UTC()
+	}
+	if len(r.Timeline) == 0 {
+		r.Timeline = []TimelineEntry{{Phase: string(r.Phase), At: r.CreatedAt}}
+	}
+	r.Version = 1
+	args, err := recordArgs(r)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (id, org_id, kind, provider, provider_id, provider_data, phase,
+		template_id, spec, metadata, cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash,
+		created_at, started_at, last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason,
+		diagnostic, exit_code, timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id,
+		environment_id, version) VALUES (`+placeholders(len(args))+`, 1)`, args...)
+	if err != nil {
+		return fmt.Errorf("inserting record %s: %w", r.ID, err)
+	}
+	r.Seq, _ = res.LastInsertId()
+	return nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// GetRecord reads one record by id, ErrNotFound when absent.
+func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
+	return scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+}
+
+// GetOrgRecord reads a record only if it belongs to org; another org's record
+// is ErrNotFound so its existence does not leak.
+func (db *DB) GetOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
+	return scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ? AND org_id = ?`, id, orgID))
+}
+
+// ErrConflict is returned by Transition when the record is not in any of the
+// expected phases; the caller gets the record as it is now.
+var ErrConflict = errors.New("record is not in the expected phase")
+
+// Transition moves record id from one of the phases in from to phase to,
+// applying mutate first (which may change any field but the phase). The write
+// is conditional on the version read, so a concurrent transition makes this
+// one fail with ErrConflict instead of undoing the other. An empty from
+// accepts any phase; to == "" keeps the phase (a conditional field update).
+func (db *DB) Transition(ctx context.Context, id string, from []Phase, to Phase, mutate func(r *Record) error) (*Record, error) {
+	var out *Record
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		r, err := TransitionTx(ctx, tx, id, from, to, mutate)
+		out = r
+		return err
+	})
+	return out, err
+}
+
+// TransitionTx is Transition inside a caller's transaction. On ErrConflict it
+// returns the current record.
+func TransitionTx(ctx context.Context, tx *sql.Tx, id string, from []Phase, to Phase, mutate func(r *Record) error) (*Record, error) {
+	r, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	if len(from) > 0 && !slices.Contains(from, r.Phase) {
+		return r, ErrConflict
+	}
+	if mutate != nil {
+		if err := mutate(r); err != nil {
+			return r, err
+		}
+	}
+	if to != "" && to != r.Phase {
+		now := time.Now().UTC()
+		r.Phase = to
+		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: now})
+	}
+	args, err := recordArgs(r)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args[1:], r.ID, r.Version) // drop id from the SET list
+	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, kind = ?, provider = ?, provider_id = ?, provider_data = ?,
+		phase = ?, template_id = ?, spec = ?, metadata = ?, cpu_count = ?, memory_mb = ?, auto_pause = ?, auto_resume = ?,
+		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
+		killed_at = ?, end_at = ?, phase_deadline = ?, kill_reason = ?, diagnostic = ?, exit_code = ?, timeline = ?,
+		endpoints = ?, billed_micro = ?, billed_ns = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
+		version = version + 1 WHERE id = ? AND version = ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("updating record %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return r, ErrConflict
+	}
+	r.Version++
+	return r, nil
+}
+
+// RecordFilter selects records for listing.
+type RecordFilter struct {
+	OrgID    string
+	Phases   []Phase // any of these; empty = all
+	Kinds    []string
+	Metadata map[string]string // every pair must match
+	AfterSeq int64             // cursor: records with a larger seq
+	Limit    int
+}
+
+// ListRecords lists an org's records in insertion order. Paging by seq keeps
+// a cursor stable while records are inserted.
+func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error) {
+	q := `SELECT ` + recordColumns + ` FROM sandboxes WHERE org_id = ? AND seq > ?`
+	args := []any{f.OrgID, f.AfterSeq}
+	if len(f.Phases) > 0 {
+		q += ` AND phase IN (` + placeholders(len(f.Phases)) + `)`
+		for _, p := range f.Phases {
+			args = append(args, string(p))
+		}
+	}
+	if len(f.Kinds) > 0 {
+		q += ` AND kind IN (` + placeholders(len(f.Kinds)) + `)`
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	for k, v := range f.Metadata {
+		q += ` AND json_extract(metadata, ?) = ?`
+		args = append(args, `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, v)
+	}
+	q += ` ORDER BY seq`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	return db.queryRecords(ctx, q, args...)
+}
+
+func (db *DB) queryRecords(ctx context.Context, q string, args ...any) ([]*Record, error) {
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// DueRecords returns the ids of records (other than kind task) the reconciler
+// owes work at now: transitional phases, and live ones whose TTL has passed.
+func (db *DB) DueRecords(ctx context.Context, now time.Time) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id FROM sandboxes WHERE kind <> 'task' AND (
+		phase IN ('pending', 'creating', 'pausing', 'resuming', 'stopping')
+		OR (phase IN ('running', 'paused') AND end_at IS NOT NULL AND end_at <= ?)) ORDER BY seq`, now.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// LiveRecords returns the records (other than kind task) whose instance should
+// exist: everything not terminal. The reconciler compares them with the
+// provider's instances.
+func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
+	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE kind <> 'task'
+		AND phase NOT IN ('deleted', 'completed', 'failed') ORDER BY seq`)
+}
+
+// RecordPhases maps record ids to phases for the given ids (missing ids are
+// absent), for the orphan sweep.
+func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]Phase, error) {
+	out := make(map[string]Phase, len(ids))
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := db.r.QueryContext(ctx, `SELECT id, phase FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			var p Phase
+			if err := rows.Scan(&id, &p); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// PhaseCounts counts an org's records (other than kind task) per phase.
+func (db *DB) PhaseCounts(ctx context.Context, orgID string) (map[Phase]int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT phase, COUNT(*) FROM sandboxes WHERE org_id = ? AND kind <> 'task' GROUP BY phase`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[Phase]int{}
+	for rows.Next() {
+		var p Phase
+		var n int
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, err
+		}
+		out[p] = n
+	}
+	return out, rows.Err()
+}
+
+// OrgCredits returns an org's balance in millionths of a credit.
+func (db *DB) OrgCredits(ctx context.Context, orgID string) (int64, error) {
+	var c int64
+	err := db.r.QueryRowContext(ctx, `SELECT credits_micro FROM orgs WHERE id = ?`, orgID).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return c, err
+}
