@@ -14,6 +14,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/docker"
@@ -28,6 +29,7 @@ type App struct {
 	Provider   provider.Provider
 	Reconciler *reconciler.Reconciler
 	Lifecycle  *lifecycle.Service
+	Ledger     *ledger.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -62,13 +64,25 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if c, ok := a.Provider.(interface{ Close() error }); ok {
 		a.closer = append(a.closer, c.Close)
 	}
-	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval})
+	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
+		OnChange: a.onChange})
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit})
-	a.loops = append(a.loops, a.Reconciler.Run)
+	rates, settleEvery, err := ledger.EnvConfig()
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	if a.Ledger, err = ledger.New(ctx, ledger.Config{DB: db, Lifecycle: a.Lifecycle, Reconciler: a.Reconciler, Provider: a.Provider,
+		Logger: log, Rates: &rates, SettleInterval: settleEvery}); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument,
-		Routes: []api.Registrar{a.Lifecycle.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register},
+		Admin:  []api.Registrar{a.Ledger.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
@@ -87,16 +101,17 @@ func newProvider(cfg Config, deployment string) (provider.Provider, error) {
 	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not available in this build", cfg.Provider)
 }
 
-// admit refuses creates for an org without credits (402).
+// admit refuses creates for an org without credits (402): ledger.Admit.
 func (a *App) admit(ctx context.Context, orgID string) error {
-	c, err := a.DB.OrgCredits(ctx, orgID)
-	if err != nil {
-		return err
+	return a.Ledger.Admit(ctx, orgID)
+}
+
+// onChange is the reconciler's hook: the ledger settles records that stopped
+// accruing (paused or ended).
+func (a *App) onChange(r *store.Record) {
+	if a.Ledger != nil {
+		a.Ledger.OnChange(r)
 	}
-	if c <= 0 {
-		return insufficientCredits(orgID)
-	}
-	return nil
 }
 
 // bootstrap ensures the configured org and key; without one, a dev org with
@@ -173,6 +188,18 @@ func (a *App) Serve(ctx context.Context) error {
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	return err
+}
+
+// Loops are the background loops Serve runs (for in-process use).
+func (a *App) Loops() []func(ctx context.Context) error { return a.loops }
+
+// WarmPoolReady is the number of warm containers ready to be claimed (0
+// without a pool or with a provider that has none).
+func (a *App) WarmPoolReady() int {
+	if p, ok := a.Provider.(interface{ WarmReady() int }); ok {
+		return p.WarmReady()
+	}
+	return 0
 }
 
 // Close releases the provider and the database.

@@ -25,7 +25,7 @@ import (
 // testApp is a backend wired in-process on a temp database and the real
 // Docker engine, served by httptest.
 type testApp struct {
-	t   *testing.T
+	t   testing.TB
 	app *App
 	srv *httptest.Server
 	key string
@@ -33,10 +33,17 @@ type testApp struct {
 
 func newTestApp(t *testing.T, mutate func(*Config)) *testApp {
 	t.Helper()
-	images.EnsureBase(t)
-	dir := t.TempDir()
+	return newApp(t, mutate)
+}
+
+func newTestAppB(b *testing.B) *testApp { return newApp(b, nil) }
+
+func newApp(tb testing.TB, mutate func(*Config)) *testApp {
+	tb.Helper()
+	images.EnsureBase(tb)
+	dir := tb.TempDir()
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
-		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + t.Name(), BootstrapCredits: 1000,
+		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + tb.Name(), BootstrapCredits: 1000,
 		MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond}
 	if mutate != nil {
 		mutate(&cfg)
@@ -48,7 +55,7 @@ func newTestApp(t *testing.T, mutate func(*Config)) *testApp {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := New(ctx, cfg, log)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -59,8 +66,8 @@ func newTestApp(t *testing.T, mutate func(*Config)) *testApp {
 		<-ctx.Done()
 	}()
 	srv := httptest.NewServer(a.Handler)
-	ta := &testApp{t: t, app: a, srv: srv, key: cfg.BootstrapKey}
-	t.Cleanup(func() {
+	ta := &testApp{t: tb, app: a, srv: srv, key: cfg.BootstrapKey}
+	tb.Cleanup(func() {
 		srv.Close()
 		cancel()
 		<-done
@@ -207,4 +214,9 @@ func (ta *testApp) waitGone(id string, timeout time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ta.t.Fatalf("a container of sandbox %s is still there after %s", id, timeout)
+}
+
+func (ta *testApp) createB(tb testing.TB) (string, string) {
+	tb.Helper()
+	return ta.create(map[string]any{"waitReady": true})
 }

@@ -24,10 +24,11 @@ var ErrNotFound = errors.New("not found")
 // write transactions queue in Go instead of failing with SQLITE_BUSY, and a
 // reader pool that reads concurrently under WAL.
 type DB struct {
-	w    *sql.DB
-	r    *sql.DB
-	path string
-	mu   sync.Mutex // serialises Migrate
+	w     *sql.DB
+	r     *sql.DB
+	path  string
+	mu    sync.Mutex // serialises Migrate
+	cache *recordCache
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
@@ -63,7 +64,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()*2))
-	db := &DB{w: w, r: r, path: path}
+	db := &DB{w: w, r: r, path: path, cache: newRecordCache(100_000)}
 	if err := w.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
@@ -97,9 +98,12 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		db.settlePending(tx, false)
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	db.settlePending(tx, err == nil)
+	return err
 }
 
 // Exec runs one write statement outside an explicit transaction.

@@ -154,6 +154,7 @@ func InsertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
 		return fmt.Errorf("inserting record %s: %w", r.ID, err)
 	}
 	r.Seq, _ = res.LastInsertId()
+	notePending(tx, r)
 	return nil
 }
 
@@ -163,13 +164,24 @@ func placeholders(n int) string {
 
 // GetRecord reads one record by id, ErrNotFound when absent.
 func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
-	return scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	if r, ok := db.cache.get(id); ok {
+		return r, nil
+	}
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err == nil {
+		db.cache.put(r)
+	}
+	return r, err
 }
 
 // GetOrgRecord reads a record only if it belongs to org; another org's record
 // is ErrNotFound so its existence does not leak.
 func (db *DB) GetOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
-	return scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ? AND org_id = ?`, id, orgID))
+	r, err := db.GetRecord(ctx, id)
+	if err == nil && r.OrgID != orgID {
+		return nil, ErrNotFound
+	}
+	return r, err
 }
 
 // ErrConflict is returned by Transition when the record is not in any of the
@@ -229,6 +241,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, from []Phase, to P
 		return r, ErrConflict
 	}
 	r.Version++
+	notePending(tx, r)
 	return r, nil
 }
 

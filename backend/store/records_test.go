@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -107,5 +108,42 @@ func TestListFiltersAndCursor(t *testing.T) {
 	due, err := db.DueRecords(ctx, time.Now())
 	if err != nil || len(due) != 3 {
 		t.Fatalf("pending records are due: %v %v", err, due)
+	}
+}
+
+// The record cache shows committed writes at once and never rolled-back ones.
+func TestCacheFollowsCommits(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	newRecord(t, db, "r1")
+	if _, err := db.GetRecord(ctx, "r1"); err != nil { // warm the cache
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := db.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := TransitionTx(ctx, tx, "r1", nil, PhaseFailed, nil); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if r, _ := db.GetRecord(ctx, "r1"); r.Phase != PhasePending {
+		t.Fatalf("a rolled-back transition is visible: %s", r.Phase)
+	}
+	if _, err := db.Transition(ctx, "r1", nil, PhaseCreating, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := db.GetRecord(ctx, "r1"); r.Phase != PhaseCreating {
+		t.Fatalf("a committed transition is not visible: %s", r.Phase)
+	}
+	// A stale copy cannot replace a newer one.
+	old, _ := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, "r1"))
+	old.Version--
+	old.Phase = PhasePending
+	db.cache.put(old)
+	if r, _ := db.GetRecord(ctx, "r1"); r.Phase != PhaseCreating {
+		t.Fatalf("a stale copy replaced the cached record")
 	}
 }

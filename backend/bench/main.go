@@ -1,0 +1,302 @@
+// Command bench measures the backend against raw Docker on the same engine,
+// image and container options, in one run, and prints the ratios the issues
+// name as targets (make bench):
+//
+//   - create→running p50/p95: POST /sandboxes?waitReady vs ContainerCreate+Start
+//   - 50 concurrent creates vs 50 concurrent raw create+start (wall time)
+//   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
+//   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
+)
+
+var (
+	samples     = flag.Int("n", 20, "sequential creates per side")
+	concurrent  = flag.Int("c", 50, "concurrent creates per side")
+	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
+	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
+	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
+	parts       = flag.String("parts", "cold,concurrent,warm,get", "comma-separated parts to run")
+)
+
+func want(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	if err := images.EnsureBaseImage(ctx); err != nil {
+		fail(err)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		fail(err)
+	}
+	cold := start(ctx, 0)
+	defer cold.close()
+
+	fmt.Printf("dreadnode backend vs raw Docker (same engine, image %s, same container options)\n\n", images.Base)
+	var ours, raw []time.Duration
+	for i := range *samples * boolInt(want("cold")) { // interleaved so drift hits both sides alike
+		ours = append(ours, cold.createRunning())
+		raw = append(raw, rawCreateStart(ctx, cli, fmt.Sprintf("bench-raw-%d-%s", i, ids.New())))
+		cold.cleanup()
+	}
+	if want("cold") {
+		report("create→running (cold)", ours, raw, 1.10)
+	}
+	if want("concurrent") {
+		concurrentCreates(ctx, cli, cold)
+	}
+	if want("warm") {
+		warmCreates(ctx, cli, ours)
+	}
+	if want("get") {
+		cold.getThroughput()
+	}
+	removeRaw(ctx, cli)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func concurrentCreates(ctx context.Context, cli *client.Client, cold *backend) {
+	oursAll := timed(func() { parallel(*concurrent, func(int) { cold.createRunning() }) })
+	cold.cleanup()
+	rawAll := timed(func() {
+		parallel(*concurrent, func(i int) { rawCreateStart(ctx, cli, fmt.Sprintf("bench-rawc-%d-%s", i, ids.New())) })
+	})
+	fmt.Printf("%-28s ours %8.1f ms   raw %8.1f ms   ratio %.2f× (target ≤ 1.15×)\n", fmt.Sprintf("%d concurrent creates", *concurrent),
+		ms(oursAll), ms(rawAll), float64(oursAll)/float64(rawAll))
+}
+
+func warmCreates(ctx context.Context, cli *client.Client, ours []time.Duration) {
+	warm := start(ctx, *poolSize)
+	var warmRuns []time.Duration
+	for range *samples {
+		warm.waitPool(ctx, cli)
+		warmRuns = append(warmRuns, warm.createRunning())
+	}
+	warm.cleanup()
+	warm.close()
+	fmt.Printf("%-28s p50 %8.1f ms   p95 %8.1f ms   (target p50 < 20 ms; cold p50 %.1f ms)\n", "create→running (warm pool)",
+		ms(pct(warmRuns, 50)), ms(pct(warmRuns, 95)), ms(pct(ours, 50)))
+}
+
+// backend is an in-process backend on a temp database, served over loopback.
+type backend struct {
+	app    *app.App
+	srv    *httptest.Server
+	key    string
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	ids    []string
+	client *http.Client
+}
+
+func start(ctx context.Context, pool int) *backend {
+	dir, err := os.MkdirTemp("", "dreadnode-bench")
+	if err != nil {
+		fail(err)
+	}
+	key := ids.Token("bench")
+	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
+		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
+		ReconcileInterval: time.Second, WarmPoolSize: pool}
+	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		fail(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	for _, loop := range a.Loops() {
+		go loop(lctx)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
+	return &backend{app: a, srv: httptest.NewServer(a.Handler), key: key, cancel: cancel, client: &http.Client{Transport: tr}}
+}
+
+func (b *backend) do(method, path string, body any) (int, []byte) {
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
+	req.Header.Set("X-API-Key", b.key)
+	res, err := b.client.Do(req)
+	if err != nil {
+		fail(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return res.StatusCode, data
+}
+
+// createRunning times POST /sandboxes with waitReady until it answers running.
+func (b *backend) createRunning() time.Duration {
+	t0 := time.Now()
+	code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 600})
+	d := time.Since(t0)
+	var sb struct{ SandboxID, State string }
+	_ = json.Unmarshal(body, &sb)
+	if code != http.StatusCreated || sb.State != "running" {
+		fail(fmt.Errorf("create: %d %s", code, body))
+	}
+	b.mu.Lock()
+	b.ids = append(b.ids, sb.SandboxID)
+	b.mu.Unlock()
+	return d
+}
+
+func (b *backend) cleanup() {
+	b.mu.Lock()
+	ids := b.ids
+	b.ids = nil
+	b.mu.Unlock()
+	parallel(len(ids), func(i int) { b.do("DELETE", "/sandboxes/"+ids[i], nil) })
+}
+
+// waitPool polls until the warm pool is full again, so each warm sample
+// measures a claim rather than a refill.
+func (b *backend) waitPool(ctx context.Context, cli *client.Client) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if b.app.WarmPoolReady() >= *poolSize {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fail(fmt.Errorf("the warm pool did not fill within 60s"))
+}
+
+func (b *backend) getThroughput() {
+	b.createRunning()
+	id := b.ids[0]
+	path := "/sandboxes/" + id
+	var n atomic.Int64
+	lat := make([][]time.Duration, *getClients)
+	stop := time.Now().Add(*getDuration)
+	parallel(*getClients, func(i int) {
+		for time.Now().Before(stop) {
+			t0 := time.Now()
+			code, _ := b.do("GET", path, nil)
+			lat[i] = append(lat[i], time.Since(t0))
+			if code != 200 {
+				fail(fmt.Errorf("GET %s: %d", path, code))
+			}
+			n.Add(1)
+		}
+	})
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	rate := float64(n.Load()) / getDuration.Seconds()
+	fmt.Printf("%-28s %8.0f req/s   p50 %.2f ms   p99 %.2f ms   (%d clients, load generator in the same process; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
+		"GET /sandboxes/{id}", rate, ms(pct(all, 50)), ms(pct(all, 99)), *getClients)
+	b.cleanup()
+}
+
+func (b *backend) close() {
+	b.srv.Close()
+	b.cancel()
+	b.app.Close()
+	os.RemoveAll(b.app.Config.DataDir)
+}
+
+// rawCreateStart creates and starts the container the provider would:
+// same image, network, port binding and resource limits.
+func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.Duration {
+	port := nat.Port("8080/tcp")
+	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
+	pids := int64(4096)
+	hc := &container.HostConfig{
+		NetworkMode:  "dreadnode",
+		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
+		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
+	}
+	t0 := time.Now()
+	c, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		fail(err)
+	}
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		fail(err)
+	}
+	return time.Since(t0)
+}
+
+func removeRaw(ctx context.Context, cli *client.Client) {
+	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true})
+	for _, c := range cs {
+		if c.Labels["dev.dreadnode.bench"] == "raw" {
+			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+	}
+}
+
+func report(name string, ours, raw []time.Duration, target float64) {
+	for _, p := range []int{50, 95} {
+		o, r := pct(ours, p), pct(raw, p)
+		fmt.Printf("%-28s p%d ours %8.1f ms   raw %8.1f ms   ratio %.2f× (target ≤ %.2f×)\n", name, p, ms(o), ms(r), float64(o)/float64(r), target)
+	}
+}
+
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(i) }()
+	}
+	wg.Wait()
+}
+
+func timed(f func()) time.Duration {
+	t0 := time.Now()
+	f()
+	return time.Since(t0)
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
