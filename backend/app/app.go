@@ -12,12 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -33,9 +36,10 @@ type App struct {
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
-	DevKey string
-	loops  []func(ctx context.Context) error
-	closer []func() error
+	DevKey      string
+	loops       []func(ctx context.Context) error
+	transitions *prometheus.CounterVec
+	closer      []func() error
 }
 
 // New opens the database, the provider and wires the routes.
@@ -64,6 +68,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if c, ok := a.Provider.(interface{ Close() error }); ok {
 		a.closer = append(a.closer, c.Close)
 	}
+	reg := prometheus.NewRegistry()
+	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
+	reg.MustRegister(newRecordCollector(db), a.transitions)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		OnChange: a.onChange})
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
@@ -80,7 +87,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run)
 	a.Handler = api.NewHandler(api.Config{
-		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument,
+		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register},
 		Admin:  []api.Registrar{a.Ledger.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
@@ -97,8 +104,16 @@ func newProvider(cfg Config, deployment string) (provider.Provider, error) {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}
 		return p, nil
+	case "e2b":
+		ec := e2b.ConfigFromEnv()
+		ec.Scope = deployment
+		p, err := e2b.New(ec)
+		if err != nil {
+			return nil, fmt.Errorf("e2b provider: %w", err)
+		}
+		return p, nil
 	}
-	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not available in this build", cfg.Provider)
+	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not a provider; use docker or e2b", cfg.Provider)
 }
 
 // admit refuses creates for an org without credits (402): ledger.Admit.
@@ -109,6 +124,7 @@ func (a *App) admit(ctx context.Context, orgID string) error {
 // onChange is the reconciler's hook: the ledger settles records that stopped
 // accruing (paused or ended).
 func (a *App) onChange(r *store.Record) {
+	a.transitions.WithLabelValues(string(r.Phase)).Inc()
 	if a.Ledger != nil {
 		a.Ledger.OnChange(r)
 	}
