@@ -199,6 +199,11 @@ func TestFailureDiagnostics(t *testing.T) {
 	if d, _ := sb["diagnostic"].(string); !strings.HasPrefix(d, "entrypoint error") {
 		t.Fatalf("diagnostic for a missing entrypoint: %q", d)
 	}
+	egress, _ := ta.create(map[string]any{"network": map[string]any{"allowOut": []string{"10.0.0.0/8"}}})
+	sb = ta.waitState(egress, 30*time.Second, "failed")
+	if d, _ := sb["diagnostic"].(string); !strings.HasPrefix(d, "network policy") {
+		t.Fatalf("diagnostic for unenforceable egress rules: %q", d)
+	}
 	ta.waitGone(big, 10*time.Second)
 	ta.waitGone(badCmd, 10*time.Second)
 

@@ -1,0 +1,159 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+)
+
+// Pause implements provider.Provider with a real cgroup freeze; pausing a
+// paused or stopped instance is KindConflict.
+func (p *Provider) Pause(ctx context.Context, ref provider.Ref) error {
+	return classify("pause", p.cli.ContainerPause(ctx, ref.ID))
+}
+
+// Resume implements provider.Provider; resuming a running one is KindConflict.
+func (p *Provider) Resume(ctx context.Context, ref provider.Ref) (provider.Instance, error) {
+	if err := p.cli.ContainerUnpause(ctx, ref.ID); err != nil {
+		return provider.Instance{}, classify("resume", err)
+	}
+	return p.get(ctx, "resume", ref.ID)
+}
+
+// Delete implements provider.Provider: force-removes the container and its
+// anonymous volumes. A missing container, or one already being removed, is
+// not an error.
+func (p *Provider) Delete(ctx context.Context, ref provider.Ref) error {
+	err := p.cli.ContainerRemove(ctx, ref.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	p.cpuMu.Lock()
+	delete(p.cpuSamples, ref.ID)
+	p.cpuMu.Unlock()
+	if err == nil || cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && containsAny(err.Error(), "already in progress")) {
+		return nil
+	}
+	return classify("delete", err)
+}
+
+// SetTimeout implements provider.Provider; Docker has no TTL of its own (the
+// reconciler enforces it).
+func (p *Provider) SetTimeout(context.Context, provider.Ref, time.Duration) error { return nil }
+
+// Log bounds: the tail of the main process output, at most logMaxBytes.
+const (
+	logTailLines = "2000"
+	logMaxBytes  = 1 << 20
+)
+
+// Logs implements provider.Provider: the tail of the main process's stdout
+// and stderr, interleaved in the order Docker recorded them.
+func (p *Provider) Logs(ctx context.Context, ref provider.Ref) (string, error) {
+	rc, err := p.cli.ContainerLogs(ctx, ref.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: logTailLines})
+	if err != nil {
+		return "", classify("logs", err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+		return "", classify("logs", err)
+	}
+	b := buf.Bytes()
+	if len(b) > logMaxBytes {
+		b = b[len(b)-logMaxBytes:]
+	}
+	return string(b), nil
+}
+
+// Metrics implements provider.Provider from the container's size and one
+// one-shot stats reading. A one-shot reading has no previous sample, so CPU
+// percent (100 = one full core) is averaged since this provider's previous
+// reading of the instance, or since its start on the first reading.
+func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metrics, error) {
+	const op = "metrics"
+	type inspected struct {
+		c   container.InspectResponse
+		err error
+	}
+	ic := make(chan inspected, 1)
+	go func() { // in parallel: the engine may take up to its 1 s stats interval
+		c, _, err := p.cli.ContainerInspectWithRaw(ctx, ref.ID, true)
+		ic <- inspected{c, err}
+	}()
+	s, serr := p.stats(ctx, ref.ID)
+	in := <-ic
+	if in.err != nil {
+		return provider.Metrics{}, classify(op, in.err)
+	}
+	if serr != nil {
+		return provider.Metrics{}, classify(op, serr)
+	}
+	m := provider.Metrics{
+		MemoryLimitBytes: s.MemoryStats.Limit,
+		MemoryUsedBytes:  s.MemoryStats.Usage,
+		Pids:             s.PidsStats.Current,
+	}
+	// Like `docker stats`: page cache that can be dropped is not "used".
+	for _, k := range []string{"total_inactive_file", "inactive_file"} {
+		if v, ok := s.MemoryStats.Stats[k]; ok && v < m.MemoryUsedBytes {
+			m.MemoryUsedBytes -= v
+			break
+		}
+	}
+	for _, n := range s.Networks {
+		m.NetworkRxBytes += n.RxBytes
+		m.NetworkTxBytes += n.TxBytes
+	}
+	if in.c.HostConfig != nil {
+		m.CPUCount = int((in.c.HostConfig.NanoCPUs + 5e8) / 1e9)
+	}
+	if in.c.SizeRw != nil && *in.c.SizeRw > 0 {
+		m.DiskUsedBytes = uint64(*in.c.SizeRw)
+	}
+	if in.c.State != nil && in.c.State.Running {
+		started, _ := time.Parse(time.RFC3339Nano, in.c.State.StartedAt)
+		m.CPUPercent = p.cpuPercent(ref.ID, s.CPUStats.CPUUsage.TotalUsage, s.Read, started)
+	}
+	return m, nil
+}
+
+// cpuSample is the last CPU reading of one instance.
+type cpuSample struct {
+	usage uint64 // container CPU time, ns
+	at    time.Time
+}
+
+// cpuPercent averages CPU use since the previous sample of id (or since
+// started) and records this one.
+func (p *Provider) cpuPercent(id string, usage uint64, at, started time.Time) float64 {
+	p.cpuMu.Lock()
+	prev, ok := p.cpuSamples[id]
+	if len(p.cpuSamples) > 10000 { // forget instances deleted behind our back
+		clear(p.cpuSamples)
+	}
+	p.cpuSamples[id] = cpuSample{usage, at}
+	p.cpuMu.Unlock()
+	if !ok || !prev.at.Before(at) || usage < prev.usage {
+		prev = cpuSample{0, started}
+	}
+	elapsed := at.Sub(prev.at)
+	if prev.at.IsZero() || elapsed <= 0 {
+		return 0
+	}
+	return float64(usage-prev.usage) / float64(elapsed.Nanoseconds()) * 100
+}
+
+func (p *Provider) stats(ctx context.Context, id string) (container.StatsResponse, error) {
+	var s container.StatsResponse
+	r, err := p.cli.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	defer r.Body.Close()
+	return s, json.NewDecoder(r.Body).Decode(&s)
+}

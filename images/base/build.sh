@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the local sandbox base image dreadnode/base:latest from Debian
+# packages (no registry is needed, only deb.debian.org).
+#
+# Usage: images/base/build.sh [--force]
+#
+# - Does nothing when the image already exists (unless --force).
+# - Quiet on success; on failure prints the captured log and exits non-zero.
+# - Safe to run concurrently: a flock serialises builders, and the image is
+#   re-checked after the lock is taken, so parallel test binaries build once.
+# - Downloaded .debs are cached (DREADNODE_IMAGE_CACHE, default
+#   ~/.cache/dreadnode/debootstrap) so a rebuild is mostly local work.
+#
+# Needs root (debootstrap creates device nodes and chowns files) and docker.
+set -euo pipefail
+
+IMAGE="${DREADNODE_BASE_IMAGE:-dreadnode/base:latest}"
+SUITE="${DREADNODE_DEBIAN_SUITE:-bookworm}"
+MIRROR="${DREADNODE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+CACHE="${DREADNODE_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dreadnode/debootstrap}"
+LOCK="${DREADNODE_IMAGE_LOCK:-/tmp/dreadnode-image-build.lock}"
+# python3-minimal lacks http.server's dependencies (email, html, ...); the
+# full interpreter stdlib is ~10 MB more and makes the image useful.
+PACKAGES="busybox,python3-minimal,libpython3.11-stdlib,ca-certificates"
+
+force=0
+for arg in "$@"; do
+	case "$arg" in
+	--force) force=1 ;;
+	-h | --help)
+		sed -n '2,15p' "$0"
+		exit 0
+		;;
+	*)
+		echo "build.sh: unknown argument $arg" >&2
+		exit 2
+		;;
+	esac
+done
+
+have_image() { docker image inspect "$IMAGE" >/dev/null 2>&1; }
+
+if [ "$force" = 0 ] && have_image; then exit 0; fi
+
+for tool in docker debootstrap flock tar; do
+	command -v "$tool" >/dev/null || {
+		echo "build.sh: $tool is required (apt-get install debootstrap util-linux tar)" >&2
+		exit 1
+	}
+done
+if [ "$(id -u)" != 0 ]; then
+	echo "build.sh: debootstrap needs root; run: sudo $0 $*" >&2
+	exit 1
+fi
+
+exec 9>"$LOCK"
+flock 9
+# Another builder may have finished while we waited for the lock.
+if [ "$force" = 0 ] && have_image; then exit 0; fi
+
+mkdir -p "$CACHE"
+work="$(mktemp -d /var/tmp/dreadnode-base.XXXXXX)"
+log="$work.log"
+trap 'rm -rf "$work" "$log"' EXIT
+root="$work/rootfs"
+
+fail() {
+	echo "build.sh: $1 failed; log follows" >&2
+	cat "$log" >&2
+	exit 1
+}
+
+debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="$CACHE" \
+	"$SUITE" "$root" "$MIRROR" >"$log" 2>&1 || fail debootstrap
+
+# busybox applets the base lacks (wget, nc, ...), without shadowing real tools.
+for applet in wget nc ps ip netstat vi less; do
+	if ! chroot "$root" sh -c "command -v $applet" >/dev/null 2>&1; then
+		ln -s /bin/busybox "$root/usr/local/bin/$applet"
+	fi
+done
+
+# Trim what a sandbox never needs; keeps the import (and every layer copy) small.
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
+	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+	"$root"/var/log/*.log "$root"/var/log/apt/* "$root"/tmp/* "$root"/dev/*
+
+tar --numeric-owner -C "$root" -c . | docker import \
+	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change 'ENV LANG=C.UTF-8' \
+	--change 'WORKDIR /root' \
+	--change 'LABEL dev.dreadnode.image=base' \
+	--change 'CMD ["sleep","infinity"]' \
+	- "$IMAGE" >>"$log" 2>&1 || fail "docker import"
