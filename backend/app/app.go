@@ -106,6 +106,9 @@ func newProvider(cfg Config, deployment string) (provider.Provider, error) {
 		return p, nil
 	case "e2b":
 		ec := e2b.ConfigFromEnv()
+		if cfg.E2B != nil {
+			ec = *cfg.E2B
+		}
 		ec.Scope = deployment
 		p, err := e2b.New(ec)
 		if err != nil {

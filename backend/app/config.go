@@ -4,6 +4,7 @@ package app
 
 import (
 	"fmt"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,6 +29,8 @@ type Config struct {
 	DockerHost        string
 	DockerNetwork     string
 	DockerImage       string
+	// E2B, when set, replaces the E2B_* variables (embedding and tests).
+	E2B *e2b.Config
 }
 
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
