@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"log/slog"
 	"net"
 	"net/http"
@@ -145,7 +146,7 @@ func (a *App) bootstrap(ctx context.Context) error {
 		}
 		a.DevKey = key
 	}
-	o, created, err := a.DB.EnsureOrg(ctx, org, int64(a.Config.BootstrapCredits*1e6))
+	o, created, err := a.DB.EnsureOrg(ctx, org, int64(math.Round(a.Config.BootstrapCredits*1e6)))
 	if err != nil {
 		return fmt.Errorf("bootstrapping org %s: %w", org, err)
 	}

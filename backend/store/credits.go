@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -26,6 +27,7 @@ type BillingRow struct {
 	BilledNs     int64
 	BilledMicro  int64
 	RunningSince time.Time
+	Version      int64
 }
 
 // RuntimeAt is the total running time up to now (as Record.RuntimeAt).
@@ -37,7 +39,7 @@ func (b *BillingRow) RuntimeAt(now time.Time) time.Duration {
 	return d
 }
 
-const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since`
+const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since, version`
 
 // UnsettledWhere selects records with running time not yet billed: those
 // accruing now and those whose folded runtime exceeds the billed time. The
@@ -57,7 +59,7 @@ func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
 		var b BillingRow
 		var since sql.NullInt64
 		if err := rows.Scan(&b.Seq, &b.ID, &b.OrgID, &b.Kind, &b.Phase, &b.CPUCount, &b.MemoryMB,
-			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since); err != nil {
+			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since, &b.Version); err != nil {
 			return nil, err
 		}
 		b.RunningSince = fromNull(since)
@@ -113,22 +115,71 @@ func OrgCreditsTx(ctx context.Context, tx *sql.Tx, orgID string) (int64, error) 
 // ChargeStmt prepares the statement ApplyCharge runs, for many charges in
 // one transaction.
 func ChargeStmt(ctx context.Context, tx *sql.Tx) (*sql.Stmt, error) {
-	return tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = billed_micro + ?, billed_ns = ?, version = version + 1
-		WHERE id = ? AND billed_ns = ?`)
+	return tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = ?, billed_ns = ?, version = version + 1
+		WHERE seq = ? AND version = ?`)
 }
 
-// ApplyCharge adds micro to a record's billed credits and moves its billed
-// time from prevBilledNs to billedNs. It is conditional on the billed time
-// read, so a charge computed from a stale row is refused (ErrConflict).
-func ApplyCharge(ctx context.Context, stmt *sql.Stmt, id string, micro, prevBilledNs, billedNs int64) error {
-	res, err := stmt.ExecContext(ctx, micro, billedNs, id, prevBilledNs)
+// Charge is a committed change of a record's billing fields, to publish to
+// the record cache once its transaction commits (PublishCharges).
+type Charge struct {
+	ID          string
+	Version     int64 // the version the charge wrote
+	BilledMicro int64
+	BilledNs    int64
+}
+
+// ApplyCharge adds micro to the record's billed credits and sets its billed
+// time to billedNs. It is conditional on the version read (b.Version), so a
+// charge computed from a stale row is refused (ErrConflict).
+func ApplyCharge(ctx context.Context, stmt *sql.Stmt, b *BillingRow, micro, billedNs int64) (Charge, error) {
+	c := Charge{ID: b.ID, Version: b.Version + 1, BilledMicro: b.BilledMicro + micro, BilledNs: billedNs}
+	res, err := stmt.ExecContext(ctx, c.BilledMicro, billedNs, b.Seq, b.Version)
 	if err != nil {
-		return fmt.Errorf("charging record %s: %w", id, err)
+		return c, fmt.Errorf("charging record %s: %w", b.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return ErrConflict
+		return c, ErrConflict
 	}
-	return nil
+	return c, nil
+}
+
+// PublishCharges brings the record cache up to date with committed charges:
+// a cached copy one version behind is patched in place; an older or missing
+// one is reloaded from the database (put keeps the newest version, so a
+// reader racing this cannot put an older row back).
+func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
+	var reload []string
+	db.cache.mu.Lock()
+	for _, c := range charges {
+		cur, ok := db.cache.byID[c.ID]
+		switch {
+		case ok && cur.Version >= c.Version:
+			// a later write is already published
+		case ok && cur.Version == c.Version-1:
+			// Cached records are never mutated (get and put clone), so the
+			// new entry may share the old one's maps and slices.
+			n := *cur
+			n.BilledMicro, n.BilledNs, n.Version = c.BilledMicro, c.BilledNs, c.Version
+			db.cache.byID[c.ID] = &n
+		default:
+			delete(db.cache.byID, c.ID)
+			reload = append(reload, c.ID)
+		}
+	}
+	db.cache.mu.Unlock()
+	for chunk := range slices.Chunk(reload, 500) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
+		if err != nil {
+			continue // they stay uncached; the next GetRecord reads the database
+		}
+		for _, r := range recs {
+			db.cache.put(r)
+		}
+	}
 }
 
 // ErrInsufficientCredits is returned by DebitOrgTx when the balance does not

@@ -387,3 +387,22 @@ func (db *DB) OrgCredits(ctx context.Context, orgID string) (int64, error) {
 	}
 	return c, err
 }
+
+// PhaseTotals counts every record per kind and phase (for /metrics).
+func (db *DB) PhaseTotals(ctx context.Context) (map[[2]string]int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT kind, phase, COUNT(*) FROM sandboxes GROUP BY kind, phase`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[[2]string]int{}
+	for rows.Next() {
+		var k, p string
+		var n int
+		if err := rows.Scan(&k, &p, &n); err != nil {
+			return nil, err
+		}
+		out[[2]string{k, p}] = n
+	}
+	return out, rows.Err()
+}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -98,17 +99,18 @@ func credits(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	if sub == "grant" {
-		if *amount <= 0 {
-			return fmt.Errorf("credits grant: -amount must be a positive number of credits")
+		micro, err := ledger.MicroFromCredits(*amount)
+		if err != nil {
+			return fmt.Errorf("credits grant: -amount: %v", err)
 		}
-		if _, err := db.GrantCredits(ctx, *org, int64(*amount*1e6)); err != nil {
-			return err
+		if _, err := db.GrantCreditsMax(ctx, *org, micro, ledger.MaxBalanceMicro); err != nil {
+			return fmt.Errorf("credits grant: %w", err)
 		}
 	}
 	o, err := db.OrgByName(ctx, *org)
 	if err != nil {
 		return fmt.Errorf("organization %q: %w", *org, err)
 	}
-	fmt.Printf("org %s balance: %.6f credits\n", o.Name, float64(o.CreditsMicro)/1e6)
+	fmt.Printf("org %s balance: %s credits\n", o.Name, ledger.Credits(o.CreditsMicro))
 	return nil
 }
