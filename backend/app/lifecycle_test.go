@@ -1,7 +1,7 @@
 package app
 
 import (
-	"fmt"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -366,5 +366,41 @@ func TestBadInputNeverServerError(t *testing.T) {
 	if e := ta.req("POST", "/sandboxes/"+id+"/connect", nil); e.code != 200 && e.code != 201 {
 		t.Fatalf("sandbox lost after bad input: %d %s", e.code, e.body)
 	}
-	_ = fmt.Sprint()
+}
+
+// A create retried with the same Idempotency-Key returns the first sandbox
+// (without showing its secret again) instead of making a second one.
+func TestCreateIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	first := ta.req("POST", "/sandboxes", map[string]any{"timeout": 120}, "Idempotency-Key", "retry-1")
+	again := ta.req("POST", "/sandboxes", map[string]any{"timeout": 120}, "Idempotency-Key", "retry-1")
+	other := ta.req("POST", "/sandboxes", map[string]any{"timeout": 120}, "Idempotency-Key", "retry-2")
+	if first.code != 201 || again.code != 200 || other.code != 201 {
+		t.Fatalf("codes: first %d, replay %d, other key %d", first.code, again.code, other.code)
+	}
+	id := first.json(t)["sandboxID"]
+	if again.json(t)["sandboxID"] != id || other.json(t)["sandboxID"] == id {
+		t.Fatalf("replay must return the first sandbox and only it")
+	}
+	if again.json(t)["accessToken"] != nil {
+		t.Fatalf("a replay must not show the access token again")
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(ta.req("GET", "/sandboxes?state=starting,running", nil).body, &list); err != nil || len(list) != 2 {
+		t.Fatalf("want exactly 2 sandboxes, got %d (%v)", len(list), err)
+	}
+}
+
+func TestPrometheusMetrics(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	ta.create(map[string]any{"waitReady": true})
+	m := ta.reqKey("", "GET", "/metrics", nil)
+	for _, want := range []string{`dreadnode_sandbox_records{kind="runtime",phase="running"} 1`,
+		`dreadnode_sandbox_transitions_total{phase="running"}`, `dreadnode_http_requests_total{code="201",method="POST",route="/sandboxes"} 1`} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
