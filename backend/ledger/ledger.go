@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -66,7 +67,7 @@ type Service struct {
 	pending   map[string]struct{} // records to settle soon (left running)
 	wake      chan struct{}
 
-	rtLocks keyedMutex
+	rtLocks keyed.Mutex
 }
 
 // Migrations owned by the ledger: the runtimes table and a partial index
@@ -206,41 +207,5 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) pass(ctx context.Context) {
 	if _, err := s.SettleAll(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("settling credits failed; retrying next period", "err", err)
-	}
-}
-
-// keyedMutex serialises operations on one runtime inside this process;
-// across processes conditional updates keep them correct.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) lock(id string) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedEntry{}
-	}
-	e := k.locks[id]
-	if e == nil {
-		e = &keyedEntry{}
-		k.locks[id] = e
-	}
-	e.refs++
-	k.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		k.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(k.locks, id)
-		}
-		k.mu.Unlock()
 	}
 }

@@ -459,7 +459,7 @@ func (s *Service) Start(ctx context.Context, rt *runtime, timeout int) (*Runtime
 
 // lockRuntime takes the runtime's in-process lock and re-reads it.
 func (s *Service) lockRuntime(ctx context.Context, rt *runtime) (*runtime, func(), error) {
-	unlock := s.rtLocks.lock(rt.ID)
+	unlock := s.rtLocks.Lock(rt.ID)
 	cur, err := s.getRuntime(ctx, rt.OrgID, "", rt.ID)
 	if err != nil {
 		unlock()

@@ -23,7 +23,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 // Drive advances record id until it is stable (a non-transitional phase that
 // is not due) and returns it. An *OpError reports a refused pause or resume.
 func (rc *Reconciler) Drive(ctx context.Context, id string) (*store.Record, error) {
-	unlock := rc.locks.lock(id)
+	unlock := rc.locks.Lock(id)
 	defer unlock()
 	var opErr error
 	for range 16 {

@@ -54,7 +54,7 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 }
 
 func (rc *Reconciler) observeOne(ctx context.Context, id string) {
-	unlock := rc.locks.lock(id)
+	unlock := rc.locks.Lock(id)
 	r, err := rc.db.GetRecord(ctx, id)
 	if err != nil || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) || r.ProviderID == "" {
 		unlock()

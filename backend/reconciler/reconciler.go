@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -43,7 +44,7 @@ type Reconciler struct {
 	db     *store.DB
 	prov   provider.Provider
 	log    *slog.Logger
-	locks  keyedMutex
+	locks  keyed.Mutex
 	notes  notifier
 	kicks  chan string
 	queued sync.Map // id -> struct{}: de-duplicates kicks
