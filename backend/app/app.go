@@ -22,6 +22,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -96,8 +97,31 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	return a, nil
 }
 
+// newProvider builds the deployment's provider: DREADNODE_PROVIDER, plus
+// the providers DREADNODE_TEMPLATE_PROVIDERS routes templates to.
 func newProvider(cfg Config, deployment string) (provider.Provider, error) {
-	switch cfg.Provider {
+	def, err := buildProvider(cfg, cfg.Provider, deployment)
+	if err != nil || len(cfg.TemplateProviders) == 0 {
+		return def, err
+	}
+	var others []provider.Provider
+	seen := map[string]bool{cfg.Provider: true}
+	for _, name := range cfg.TemplateProviders {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		p, err := buildProvider(cfg, name, deployment)
+		if err != nil {
+			return nil, fmt.Errorf("DREADNODE_TEMPLATE_PROVIDERS needs the %s provider: %w", name, err)
+		}
+		others = append(others, p)
+	}
+	return multi.New(def, others, cfg.TemplateProviders)
+}
+
+func buildProvider(cfg Config, name, deployment string) (provider.Provider, error) {
+	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
 			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
@@ -117,7 +141,7 @@ func newProvider(cfg Config, deployment string) (provider.Provider, error) {
 		}
 		return p, nil
 	}
-	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not a provider; use docker or e2b", cfg.Provider)
+	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not a provider; use docker or e2b", name)
 }
 
 // admit refuses creates for an org without credits (402): ledger.Admit.

@@ -5,6 +5,7 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ type Config struct {
 	DockerHost        string
 	DockerNetwork     string
 	DockerImage       string
+	// TemplateProviders routes templates to another provider than Provider
+	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
+	TemplateProviders map[string]string
 	// E2B, when set, replaces the E2B_* variables (embedding and tests).
 	E2B *e2b.Config
 }
@@ -66,6 +70,9 @@ func ConfigFromEnv() (Config, error) {
 		return c, err
 	}
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
+		return c, err
+	}
+	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err
 	}
 	if c.Provider != "docker" && c.Provider != "e2b" {

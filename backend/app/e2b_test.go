@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
 )
@@ -65,4 +66,46 @@ func TestLifecycleOnE2B(t *testing.T) {
 			t.Fatalf("E2B still runs the deleted sandbox: %+v", s)
 		}
 	}
+}
+
+// One deployment, two providers: "cloud" is routed to E2B, everything else
+// stays on Docker, and each sandbox is driven by the provider that made it.
+func TestTemplatesRoutedToProviders(t *testing.T) {
+	t.Parallel()
+	fake := e2bfake.New(t)
+	ta := newTestApp(t, func(c *Config) {
+		c.TemplateProviders = map[string]string{"cloud": "e2b"}
+		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
+			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
+			Templates: map[string]provider.Template{"cloud": {ID: "base", CPUCount: 2, MemoryMB: 512}}}
+	})
+	cloud, cloudTok := ta.create(map[string]any{"templateID": "cloud", "waitReady": true})
+	local, localTok := ta.create(map[string]any{"waitReady": true})
+	if len(fake.Sandboxes()) != 1 || len(ta.containersOf(cloud)) != 0 {
+		t.Fatalf("the cloud template must run on E2B only")
+	}
+	if len(ta.containersOf(local)) != 1 {
+		t.Fatalf("the base template must run on Docker")
+	}
+	for id, tok := range map[string]string{cloud: cloudTok, local: localTok} {
+		if e := ta.req("POST", "/sandboxes/"+id+"/exec", map[string]any{"cmd": []string{"echo", "hi"}}, "X-Access-Token", tok); e.code != 200 {
+			t.Fatalf("exec on %s: %d %s", id, e.code, e.body)
+		}
+		if p := ta.req("POST", "/sandboxes/"+id+"/pause", nil); p.code != 204 {
+			t.Fatalf("pause %s: %d %s", id, p.code, p.body)
+		}
+	}
+	ledger := ta.req("GET", "/api/v1/org/org1/sandboxes/"+cloud, nil).json(t)
+	if ledger["provider"] != "e2b" {
+		t.Fatalf("the ledger names provider %v for the cloud sandbox", ledger["provider"])
+	}
+	for _, id := range []string{cloud, local} {
+		if d := ta.req("DELETE", "/sandboxes/"+id, nil); d.code != 204 {
+			t.Fatalf("delete %s: %d", id, d.code)
+		}
+	}
+	if len(fake.Sandboxes()) != 0 {
+		t.Fatalf("E2B still runs the deleted sandbox")
+	}
+	ta.waitGone(local, 10*time.Second)
 }

@@ -101,6 +101,15 @@ func (s *Service) template(ctx context.Context, id string) (provider.Template, e
 	return t, nil
 }
 
+// providerFor names the provider that will run template (several providers
+// may serve one deployment, routed by template).
+func (s *Service) providerFor(template string) string {
+	if r, ok := s.prov.(interface{ ProviderFor(string) string }); ok {
+		return r.ProviderFor(template)
+	}
+	return s.prov.Name()
+}
+
 // CreateOptions are set by callers other than the public create route.
 type CreateOptions struct {
 	Kind           string // default runtime
@@ -134,7 +143,7 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 	now := s.now()
 	token := ids.Token("sbx_at")
 	rec := &store.Record{
-		ID: ids.New(), OrgID: orgID, Kind: store.KindRuntime, Provider: s.prov.Name(), Phase: store.PhasePending,
+		ID: ids.New(), OrgID: orgID, Kind: store.KindRuntime, Provider: s.providerFor(req.TemplateID), Phase: store.PhasePending,
 		TemplateID: req.TemplateID, Metadata: req.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
 		AutoPause: req.AutoPause, AutoResume: req.AutoResume, TimeoutSec: *req.Timeout,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(*req.Timeout) * time.Second),

@@ -79,6 +79,9 @@ type Endpoint struct {
 type Ref struct {
 	ID   string
 	Data string
+	// Provider names the provider owning the instance when several serve one
+	// deployment (see package multi); single providers ignore it.
+	Provider string
 }
 
 // Instance is a provider's view of one instance.

@@ -165,6 +165,9 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 
 func adoptInstance(r *store.Record, inst provider.Instance) {
 	r.ProviderID, r.ProviderData = inst.Ref.ID, inst.Ref.Data
+	if inst.Ref.Provider != "" {
+		r.Provider = inst.Ref.Provider
+	}
 	if inst.Endpoints != nil {
 		r.Endpoints = inst.Endpoints
 	}

@@ -144,7 +144,7 @@ type Record struct {
 
 // Ref is the provider address of the record's instance.
 func (r *Record) Ref() provider.Ref {
-	return provider.Ref{ID: r.ProviderID, Data: r.ProviderData}
+	return provider.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider}
 }
 
 // RuntimeAt is the total time the record spent running up to now.

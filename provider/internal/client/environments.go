@@ -1,0 +1,126 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Task environment states (API §3, seed 000).
+const (
+	EnvBuilding     = "building"
+	EnvProvisioning = "provisioning"
+	EnvReady        = "ready"
+	EnvPaused       = "paused"
+	EnvTornDown     = "torn_down"
+	EnvFailed       = "failed"
+)
+
+// EnvironmentCreate is the body of POST /environments.
+type EnvironmentCreate struct {
+	TaskRef    string            `json:"task_ref"`
+	Inputs     map[string]string `json:"inputs,omitempty"`
+	TimeoutSec *int64            `json:"timeout_sec,omitempty"`
+	ProjectID  string            `json:"project_id,omitempty"`
+	SecretIDs  []string          `json:"secret_ids,omitempty"`
+}
+
+// Environment is a task environment (POST answer, GET detail, status poll).
+type Environment struct {
+	ID           string            `json:"id"`
+	State        string            `json:"state"`
+	TaskRef      string            `json:"task_ref"`
+	Inputs       map[string]string `json:"inputs"`
+	TimeoutSec   *int64            `json:"timeout_sec"`
+	ProjectID    *string           `json:"project_id"`
+	SecretIDs    []string          `json:"secret_ids"`
+	ServiceURLs  Endpoints         `json:"service_urls"`
+	Instruction  string            `json:"instruction"`
+	ExpiresAt    string            `json:"expires_at"`
+	CreatedAt    string            `json:"created_at"`
+	ExecuteToken string            `json:"execute_token"`
+	Error        json.RawMessage   `json:"error"`
+}
+
+// ErrorText renders the environment's error for a user.
+func (e *Environment) ErrorText() string { return rawText(e.Error) }
+
+func (c *Client) envPath(org, ws string, rest string) string {
+	return "/api/v1/org/" + url.PathEscape(org) + "/ws/" + url.PathEscape(ws) + "/environments" + rest
+}
+
+// CreateEnvironment provisions a task environment; the answer (201, state
+// building) is the only one carrying execute_token.
+func (c *Client) CreateEnvironment(ctx context.Context, org, ws string, in EnvironmentCreate, idempotencyKey string) (*Environment, error) {
+	var out Environment
+	err := c.do(ctx, request{method: http.MethodPost, path: c.envPath(org, ws, ""), body: in, out: &out, idempotencyKey: idempotencyKey})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetEnvironment returns the full environment.
+func (c *Client) GetEnvironment(ctx context.Context, org, ws, id string) (*Environment, error) {
+	var out Environment
+	if err := c.do(ctx, request{method: http.MethodGet, path: c.envPath(org, ws, "/"+url.PathEscape(id)), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// EnvironmentStatus is the cheap poll. wait > 0 asks the server to hold the
+// answer up to that long until the state changes.
+func (c *Client) EnvironmentStatus(ctx context.Context, org, ws, id string, wait time.Duration) (*Environment, error) {
+	var out Environment
+	var q url.Values
+	if s := int(wait / time.Second); s > 0 {
+		q = url.Values{"wait": {strconv.Itoa(s)}}
+	}
+	if err := c.do(ctx, request{method: http.MethodGet, path: c.envPath(org, ws, "/"+url.PathEscape(id)+"/status"), query: q, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PauseEnvironment pauses a ready environment.
+func (c *Client) PauseEnvironment(ctx context.Context, org, ws, id string) error {
+	return c.do(ctx, request{method: http.MethodPost, path: c.envPath(org, ws, "/"+url.PathEscape(id)+"/pause")})
+}
+
+// ResumeEnvironment resumes a paused environment.
+func (c *Client) ResumeEnvironment(ctx context.Context, org, ws, id string) error {
+	return c.do(ctx, request{method: http.MethodPost, path: c.envPath(org, ws, "/"+url.PathEscape(id)+"/resume")})
+}
+
+// DeleteEnvironment tears an environment down.
+func (c *Client) DeleteEnvironment(ctx context.Context, org, ws, id string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: c.envPath(org, ws, "/"+url.PathEscape(id))})
+}
+
+// ListEnvironments lists the environments of a workspace, all pages; state
+// filters when non-empty.
+func (c *Client) ListEnvironments(ctx context.Context, org, ws, state string) ([]Environment, error) {
+	var all []Environment
+	for page := 1; page < 1000; page++ {
+		q := url.Values{"page": {strconv.Itoa(page)}, "limit": {"100"}}
+		if state != "" {
+			q.Set("state", state)
+		}
+		var out struct {
+			Environments []Environment `json:"environments"`
+			HasNext      bool          `json:"has_next"`
+		}
+		if err := c.do(ctx, request{method: http.MethodGet, path: c.envPath(org, ws, ""), query: q, out: &out}); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Environments...)
+		if !out.HasNext || len(out.Environments) == 0 {
+			break
+		}
+	}
+	return all, nil
+}

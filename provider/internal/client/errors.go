@@ -1,0 +1,89 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// FieldError is one entry of the error envelope's "errors" list.
+type FieldError struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// APIError is a non-2xx answer of the API. The envelope is
+// {"code": <status>, "detail": "...", "type": "...", "errors": [...] | null}.
+type APIError struct {
+	Method     string       `json:"-"`
+	Path       string       `json:"-"`
+	StatusCode int          `json:"-"`
+	Code       int          `json:"code"`
+	Detail     string       `json:"detail"`
+	Type       string       `json:"type"`
+	Errors     []FieldError `json:"errors"`
+	// Body is the raw body when it was not an error envelope.
+	Body string `json:"-"`
+}
+
+func newAPIError(method, path string, status int, body []byte) *APIError {
+	e := &APIError{Method: method, Path: path, StatusCode: status}
+	if err := json.Unmarshal(body, e); err != nil || (e.Detail == "" && e.Type == "") {
+		e.Detail, e.Type, e.Errors = "", "", nil
+		e.Body = strings.TrimSpace(string(body))
+		if len(e.Body) > 2048 {
+			e.Body = e.Body[:2048] + "…"
+		}
+	}
+	return e
+}
+
+// Error renders the server's detail, type and field errors.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: HTTP %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
+	switch {
+	case e.Detail != "":
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+		if e.Type != "" {
+			fmt.Fprintf(&b, " (%s)", e.Type)
+		}
+	case e.Type != "":
+		fmt.Fprintf(&b, ": %s", e.Type)
+	case e.Body != "":
+		b.WriteString(": ")
+		b.WriteString(e.Body)
+	}
+	for _, fe := range e.Errors {
+		b.WriteString("\n  - ")
+		if len(fe.Loc) > 0 {
+			parts := make([]string, len(fe.Loc))
+			for i, l := range fe.Loc {
+				parts[i] = fmt.Sprint(l)
+			}
+			b.WriteString(strings.Join(parts, "."))
+			b.WriteString(": ")
+		}
+		b.WriteString(fe.Msg)
+	}
+	return b.String()
+}
+
+// StatusOf returns the HTTP status of an *APIError in err's chain, or 0.
+func StatusOf(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.StatusCode
+	}
+	return 0
+}
+
+// IsNotFound reports whether err is a 404 answer.
+func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
+
+// IsConflict reports whether err is a 409 answer.
+func IsConflict(err error) bool { return StatusOf(err) == http.StatusConflict }

@@ -1,0 +1,299 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// Public sandbox states (API §1).
+const (
+	SandboxStarting  = "starting"
+	SandboxRunning   = "running"
+	SandboxPaused    = "paused"
+	SandboxCompleted = "completed"
+	SandboxFailed    = "failed"
+	SandboxDeleted   = "deleted"
+)
+
+// SandboxGone reports whether a sandbox in state will never run again, so
+// Terraform should treat it as gone.
+func SandboxGone(state string) bool {
+	switch state {
+	case SandboxCompleted, SandboxFailed, SandboxDeleted, "error", "terminated", "killed":
+		return true
+	}
+	return false
+}
+
+// SandboxNetwork is the network policy of a sandbox.
+type SandboxNetwork struct {
+	AllowPublicTraffic  *bool    `json:"allowPublicTraffic,omitempty"`
+	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
+	AllowOut            []string `json:"allowOut,omitempty"`
+	DenyOut             []string `json:"denyOut,omitempty"`
+}
+
+// SandboxResources are the requested resources of a sandbox.
+type SandboxResources struct {
+	CPUCount *int64 `json:"cpuCount,omitempty"`
+	MemoryMB *int64 `json:"memoryMB,omitempty"`
+}
+
+// SandboxCreate is the body of POST /sandboxes.
+type SandboxCreate struct {
+	TemplateID string            `json:"templateID,omitempty"`
+	Timeout    *int64            `json:"timeout,omitempty"`
+	EnvVars    map[string]string `json:"envVars,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	AutoPause  *bool             `json:"autoPause,omitempty"`
+	AutoResume *bool             `json:"autoResume,omitempty"`
+	Network    *SandboxNetwork   `json:"network,omitempty"`
+	Resources  *SandboxResources `json:"resources,omitempty"`
+	Command    []string          `json:"command,omitempty"`
+}
+
+// Endpoint is one reachable service of a sandbox or task environment.
+type Endpoint struct {
+	URL  string `json:"url"`
+	Host string `json:"host"`
+	Port int64  `json:"port"`
+}
+
+// Sandbox is the detail of a sandbox (create, get, list and connect answers).
+type Sandbox struct {
+	SandboxID   string            `json:"sandboxID"`
+	TemplateID  string            `json:"templateID"`
+	State       string            `json:"state"`
+	StartedAt   string            `json:"startedAt"`
+	EndAt       string            `json:"endAt"`
+	CPUCount    int64             `json:"cpuCount"`
+	MemoryMB    int64             `json:"memoryMB"`
+	Metadata    map[string]string `json:"metadata"`
+	EnvdURL     string            `json:"envdURL"`
+	AccessToken string            `json:"accessToken"`
+	AutoPause   *bool             `json:"autoPause"`
+	AutoResume  *bool             `json:"autoResume"`
+	Timeout     *int64            `json:"timeout"`
+	// ServiceURLs maps a service (or port) name to where it is reachable.
+	ServiceURLs Endpoints       `json:"serviceURLs"`
+	Diagnostic  json.RawMessage `json:"diagnostic"`
+	Timeline    json.RawMessage `json:"timeline"`
+}
+
+// DiagnosticText renders the sandbox's diagnostic for a user.
+func (s *Sandbox) DiagnosticText() string { return rawText(s.Diagnostic) }
+
+// Endpoints decodes a map of endpoints whose values are either objects
+// ({"url","host","port"}) or plain URL strings.
+type Endpoints map[string]Endpoint
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (e *Endpoints) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*e = nil
+		return nil
+	}
+	out := make(Endpoints, len(raw))
+	for k, v := range raw {
+		var ep Endpoint
+		if err := json.Unmarshal(v, &ep); err == nil {
+			out[k] = ep
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return err
+		}
+		out[k] = endpointFromURL(s)
+	}
+	*e = out
+	return nil
+}
+
+func endpointFromURL(s string) Endpoint {
+	ep := Endpoint{URL: s}
+	if u, err := url.Parse(s); err == nil {
+		ep.Host = u.Hostname()
+		if p := u.Port(); p != "" {
+			var n int64
+			for _, c := range p {
+				n = n*10 + int64(c-'0')
+			}
+			ep.Port = n
+		}
+	}
+	return ep
+}
+
+// rawText renders a JSON diagnostic/error value (string, object or list) as text.
+func rawText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err == nil {
+		var parts []string
+		for _, k := range []string{"message", "detail", "reason", "error"} {
+			if v, ok := obj[k].(string); ok && v != "" {
+				parts = append(parts, v)
+			}
+		}
+		if len(parts) > 0 {
+			if kind, ok := obj["kind"].(string); ok && kind != "" {
+				return kind + ": " + strings.Join(parts, "; ")
+			}
+			if kind, ok := obj["type"].(string); ok && kind != "" {
+				return kind + ": " + strings.Join(parts, "; ")
+			}
+			return strings.Join(parts, "; ")
+		}
+	}
+	return string(raw)
+}
+
+// CreateSandbox creates a sandbox (POST /sandboxes). idempotencyKey makes
+// the call safe to retry; pass NewIdempotencyKey().
+func (c *Client) CreateSandbox(ctx context.Context, in SandboxCreate, idempotencyKey string) (*Sandbox, error) {
+	var out Sandbox
+	err := c.do(ctx, request{method: http.MethodPost, path: "/sandboxes", body: in, out: &out, idempotencyKey: idempotencyKey})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSandbox returns a sandbox (GET /sandboxes/{id}).
+func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	var out Sandbox
+	if err := c.do(ctx, request{method: http.MethodGet, path: "/sandboxes/" + url.PathEscape(id), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteSandbox deletes a sandbox (DELETE /sandboxes/{id}).
+func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: "/sandboxes/" + url.PathEscape(id)})
+}
+
+// PauseSandbox pauses a running sandbox (POST /sandboxes/{id}/pause).
+func (c *Client) PauseSandbox(ctx context.Context, id string) error {
+	return c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/pause"})
+}
+
+// ConnectSandbox resumes a paused sandbox, sets its timeout and returns the
+// connection data with a fresh access token (POST /sandboxes/{id}/connect).
+func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSec int64) (*Sandbox, error) {
+	var out Sandbox
+	body := map[string]any{"timeout": timeoutSec}
+	if err := c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/connect", body: body, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetSandboxTimeout sets the sandbox's TTL to timeoutSec from now
+// (POST /sandboxes/{id}/timeout).
+func (c *Client) SetSandboxTimeout(ctx context.Context, id string, timeoutSec int64) error {
+	body := map[string]any{"timeout": timeoutSec}
+	return c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/timeout", body: body})
+}
+
+// ListSandboxes lists the sandboxes of the key's org (GET /sandboxes),
+// following the X-Next-Token cursor. states and metadata filter on the
+// server (without states the server lists live sandboxes: starting, running,
+// paused); callers should filter again, as metadata pairs the server's
+// "k=v&k2=v2" syntax cannot carry are not sent.
+func (c *Client) ListSandboxes(ctx context.Context, states []string, metadata map[string]string) ([]Sandbox, error) {
+	var all []Sandbox
+	cursor := ""
+	for page := 0; page < 10000; page++ {
+		q := url.Values{}
+		if len(states) > 0 {
+			q.Set("state", strings.Join(states, ","))
+		}
+		if len(metadata) > 0 {
+			keys := make([]string, 0, len(metadata))
+			for k := range metadata {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var pairs []string
+			for _, k := range keys {
+				v := metadata[k]
+				if strings.ContainsAny(k, "&=") || strings.ContainsAny(v, "&") {
+					continue
+				}
+				pairs = append(pairs, k+"="+v)
+			}
+			if len(pairs) > 0 {
+				q.Set("metadata", strings.Join(pairs, "&"))
+			}
+		}
+		q.Set("limit", "100")
+		if cursor != "" {
+			q.Set("nextToken", cursor)
+		}
+		var raw json.RawMessage
+		var hdr http.Header
+		if err := c.do(ctx, request{method: http.MethodGet, path: "/sandboxes", query: q, out: &raw, respHeader: &hdr}); err != nil {
+			return nil, err
+		}
+		items, next, err := decodePage[Sandbox](raw, "items", "sandboxes")
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if h := hdr.Get("X-Next-Token"); h != "" {
+			next = h
+		}
+		if next == "" || next == cursor {
+			break
+		}
+		cursor = next
+	}
+	return all, nil
+}
+
+// decodePage decodes a bare JSON list, or an object holding the list under
+// one of keys with an optional next cursor.
+func decodePage[T any](raw json.RawMessage, keys ...string) ([]T, string, error) {
+	var list []T
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, "", nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, "", err
+	}
+	for _, k := range keys {
+		if v, ok := obj[k]; ok {
+			if err := json.Unmarshal(v, &list); err != nil {
+				return nil, "", err
+			}
+			break
+		}
+	}
+	var next string
+	for _, k := range []string{"next_cursor", "nextCursor", "next_token", "nextToken"} {
+		if v, ok := obj[k]; ok {
+			_ = json.Unmarshal(v, &next)
+			if next != "" {
+				break
+			}
+		}
+	}
+	return list, next, nil
+}
