@@ -19,7 +19,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -197,20 +199,58 @@ func (b *backend) waitPool(ctx context.Context, cli *client.Client) {
 	fail(fmt.Errorf("the warm pool did not fill within 60s"))
 }
 
+// getThroughput loads GET /sandboxes/{id} with wrk when it is installed (a
+// C load generator in its own process, as a client would be), else with Go
+// clients in this process (which then compete with the server for the CPU).
 func (b *backend) getThroughput() {
 	b.createRunning()
-	id := b.ids[0]
-	path := "/sandboxes/" + id
+	url := b.srv.URL + "/sandboxes/" + b.ids[0]
+	if path, err := exec.LookPath("wrk"); err == nil {
+		b.getWithWrk(path, url)
+	} else {
+		b.getInProcess(url)
+	}
+	b.cleanup()
+}
+
+var (
+	wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkP50  = regexp.MustCompile(`\s50%\s+([0-9.]+)(us|ms|s)`)
+	wrkP99  = regexp.MustCompile(`\s99%\s+([0-9.]+)(us|ms|s)`)
+)
+
+func (b *backend) getWithWrk(wrk, url string) {
+	out, err := exec.Command(wrk, "-t2", fmt.Sprintf("-c%d", *getClients), "-d"+getDuration.String(), "--latency",
+		"-H", "X-API-Key: "+b.key, url).CombinedOutput()
+	if err != nil {
+		fail(fmt.Errorf("wrk: %v\n%s", err, out))
+	}
+	rate, p50, p99 := wrkRate.FindSubmatch(out), wrkP50.FindSubmatch(out), wrkP99.FindSubmatch(out)
+	if rate == nil || p50 == nil || p99 == nil {
+		fail(fmt.Errorf("unexpected wrk output:\n%s", out))
+	}
+	fmt.Printf("%-28s %8s req/s   p50 %s%s   p99 %s%s   (wrk, %d connections; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
+		"GET /sandboxes/{id}", rate[1], p50[1], p50[2], p99[1], p99[2], *getClients)
+}
+
+func (b *backend) getInProcess(url string) {
 	var n atomic.Int64
 	lat := make([][]time.Duration, *getClients)
 	stop := time.Now().Add(*getDuration)
 	parallel(*getClients, func(i int) {
 		for time.Now().Before(stop) {
 			t0 := time.Now()
-			code, _ := b.do("GET", path, nil)
+			req, _ := http.NewRequest("GET", url, nil)
+			req.Header.Set("X-API-Key", b.key)
+			res, err := b.client.Do(req)
+			if err != nil {
+				fail(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
 			lat[i] = append(lat[i], time.Since(t0))
-			if code != 200 {
-				fail(fmt.Errorf("GET %s: %d", path, code))
+			if res.StatusCode != 200 {
+				fail(fmt.Errorf("GET %s: %d", url, res.StatusCode))
 			}
 			n.Add(1)
 		}
@@ -220,9 +260,8 @@ func (b *backend) getThroughput() {
 		all = append(all, l...)
 	}
 	rate := float64(n.Load()) / getDuration.Seconds()
-	fmt.Printf("%-28s %8.0f req/s   p50 %.2f ms   p99 %.2f ms   (%d clients, load generator in the same process; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
+	fmt.Printf("%-28s %8.0f req/s   p50 %.2f ms   p99 %.2f ms   (%d Go clients in this process: install wrk for a fair figure; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
 		"GET /sandboxes/{id}", rate, ms(pct(all, 50)), ms(pct(all, 99)), *getClients)
-	b.cleanup()
 }
 
 func (b *backend) close() {

@@ -152,12 +152,19 @@ func parseMetadataFilter(vals []string) (map[string]string, error) {
 	return out, nil
 }
 
+// handleGet is the hot polling path: a shared cached record and its cached
+// rendering, no copies.
 func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) error {
-	rec, err := s.load(r)
+	id := mux.Vars(r)["id"]
+	rec, err := s.db.PeekOrgRecord(r.Context(), httpx.Org(r), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
+		return httpx.NotFound("sandbox", id)
+	}
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, view(rec, baseURL(r)))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.rendered.get(rec, baseURL(r)))
 	return nil
 }
 

@@ -47,6 +47,7 @@ type Service struct {
 	tmplOnce  sync.Once
 	templates map[string]provider.Template
 	tmplErr   error
+	rendered  renderCache
 }
 
 // New returns a Service.
@@ -63,7 +64,8 @@ func New(cfg Config) *Service {
 	if cfg.WaitLimit <= 0 {
 		cfg.WaitLimit = 2 * time.Minute
 	}
-	return &Service{cfg: cfg, db: cfg.DB, rc: cfg.Reconciler, prov: cfg.Provider, log: cfg.Logger}
+	return &Service{cfg: cfg, db: cfg.DB, rc: cfg.Reconciler, prov: cfg.Provider, log: cfg.Logger,
+		rendered: renderCache{maxSize: 50_000}}
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }

@@ -31,6 +31,14 @@ func (c *recordCache) get(id string) (*Record, bool) {
 	return r.Clone(), true
 }
 
+// peek returns the cached record itself; callers must not modify it.
+func (c *recordCache) peek(id string) (*Record, bool) {
+	c.mu.RLock()
+	r, ok := c.byID[id]
+	c.mu.RUnlock()
+	return r, ok
+}
+
 // put stores r unless a newer version is already cached.
 func (c *recordCache) put(r *Record) {
 	c.mu.Lock()

@@ -174,6 +174,23 @@ func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
 	return r, err
 }
 
+// PeekOrgRecord is GetOrgRecord without the copy: the record is shared with
+// the cache and must not be modified (cached records are replaced, never
+// changed in place). It serves the hot read-only path.
+func (db *DB) PeekOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
+	r, ok := db.cache.peek(id)
+	if !ok {
+		var err error
+		if r, err = db.GetRecord(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	if r.OrgID != orgID {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
 // GetOrgRecord reads a record only if it belongs to org; another org's record
 // is ErrNotFound so its existence does not leak.
 func (db *DB) GetOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
