@@ -43,6 +43,8 @@ type Config struct {
 	Registry *prometheus.Registry
 	// OpenAPI is the JSON document served at /openapi.json.
 	OpenAPI []byte
+	// Checks are more dependencies /readyz reports, by name.
+	Checks map[string]func(context.Context) error
 }
 
 type server struct {
@@ -114,6 +116,12 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.cfg.Provider.Ping(ctx); err != nil {
 		checks["provider"], status = s.cfg.Provider.Name()+": "+err.Error(), http.StatusServiceUnavailable
+	}
+	for name, check := range s.cfg.Checks {
+		checks[name] = "ok"
+		if err := check(ctx); err != nil {
+			checks[name], status = err.Error(), http.StatusServiceUnavailable
+		}
 	}
 	httpx.WriteJSON(w, status, map[string]any{"status": map[bool]string{true: "ready", false: "not_ready"}[status == 200],
 		"checks": checks, "provider": s.cfg.Provider.Name()})

@@ -25,6 +25,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 )
 
 // App is a wired backend.
@@ -34,6 +35,7 @@ type App struct {
 	Provider   provider.Provider
 	Reconciler *reconciler.Reconciler
 	Lifecycle  *lifecycle.Service
+	Tasks      *tasks.Service
 	Ledger     *ledger.Service
 	Handler    http.Handler
 	Log        *slog.Logger
@@ -87,10 +89,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run)
+	if a.Tasks, err = tasks.New(tasks.Config{DB: db, DockerHost: cfg.DockerHost, CatalogDir: cfg.TasksDir, Logger: log,
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit}); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("task environments: %w", err)
+	}
+	a.closer = append(a.closer, a.Tasks.Close)
+	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run, a.Tasks.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register, a.Tasks.Register},
+		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Ledger.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})

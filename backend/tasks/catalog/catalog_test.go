@@ -1,0 +1,131 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseRef(t *testing.T) {
+	t.Parallel()
+	good := map[string]Ref{
+		"web-login":                 {Name: "web-login"},
+		"dreadnode/web-login":       {Org: "dreadnode", Name: "web-login"},
+		"dreadnode/web-login@1.0.0": {Org: "dreadnode", Name: "web-login", Version: "1.0.0"},
+		"web-login@^1":              {Name: "web-login", Version: "^1"},
+		"x@>=1.0 <2":                {Name: "x", Version: ">=1.0 <2"},
+	}
+	for in, want := range good {
+		got, err := ParseRef(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRef(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if got.String() != in {
+			t.Errorf("String() = %q, want %q", got.String(), in)
+		}
+	}
+	for _, in := range []string{"", "Web", "a/b/c", "web@", "web@not a version!", "/web", "org/", "we b", "@1.0.0", strings.Repeat("a", 201)} {
+		if _, err := ParseRef(in); err == nil {
+			t.Errorf("ParseRef(%q) accepted a malformed ref", in)
+		}
+	}
+}
+
+func openTestCatalog(t *testing.T) *Catalog {
+	t.Helper()
+	dirs := filepath.Join("..", "..", "..", "tasks") + string(filepath.ListSeparator) + filepath.Join("..", "testdata", "tasks") +
+		string(filepath.ListSeparator) + filepath.Join("..", "testdata", "bad-tasks")
+	c, err := Open(context.Background(), dirs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCatalogResolve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := openTestCatalog(t)
+	cases := []struct{ ref, org, want string }{
+		{"versioned", "x", "dreadnode/versioned@1.2.0"}, // highest stable, not the release candidate
+		{"versioned@1.0.0", "x", "dreadnode/versioned@1.0.0"},
+		{"versioned@~1.0", "x", "dreadnode/versioned@1.0.0"},
+		{"versioned@2.0.0-rc.1", "x", "dreadnode/versioned@2.0.0-rc.1"},
+		{"dreadnode/versioned", "x", "dreadnode/versioned@1.2.0"},
+		{"web-login", "x", "dreadnode/web-login@1.0.0"},
+		{"ssrf-vault", "x", "dreadnode/ssrf-vault@1.0.0"},
+		{"private-task", "acme", "acme/private-task@0.1.0"},
+		{"acme/private-task", "acme", "acme/private-task@0.1.0"},
+	}
+	for _, tc := range cases {
+		ref, err := ParseRef(tc.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Resolve(ctx, ref, tc.org)
+		if err != nil || got.Ref() != tc.want {
+			t.Errorf("Resolve(%q) for %s = %v, %v; want %s", tc.ref, tc.org, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ ref, org string }{
+		{"versioned@3.0.0", "x"}, {"nope", "x"}, {"private-task", "other"}, {"acme/private-task", "other"}, {"unsupported", "x"},
+	} {
+		ref, _ := ParseRef(tc.ref)
+		if got, err := c.Resolve(ctx, ref, tc.org); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), tc.ref) {
+			t.Errorf("Resolve(%q) for %s = %v, %v; want ErrNotFound naming the ref", tc.ref, tc.org, got, err)
+		}
+	}
+	for _, tk := range c.List("other") {
+		if tk.Org != DefaultOrg {
+			t.Errorf("org other sees %s", tk.Ref())
+		}
+	}
+}
+
+func TestCatalogProblems(t *testing.T) {
+	t.Parallel()
+	c := openTestCatalog(t)
+	var all []string
+	for _, p := range c.Problems() {
+		all = append(all, p.Error())
+	}
+	text := strings.Join(all, "\n")
+	for _, want := range []string{"privileged is not supported", "volumes is not supported", "field surprise not found"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems do not mention %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestInputsAndRender(t *testing.T) {
+	t.Parallel()
+	c := openTestCatalog(t)
+	ref, _ := ParseRef("web-login")
+	tk, err := c.Resolve(context.Background(), ref, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tk.ResolveInputs(map[string]string{"flag": "F"})
+	if err != nil || got["flag"] != "F" || got["admin_password"] == "" {
+		t.Fatalf("ResolveInputs: %v %v", got, err)
+	}
+	var ie *InputError
+	if _, err := tk.ResolveInputs(map[string]string{"bogus": "1"}); !errors.As(err, &ie) || ie.Input != "bogus" {
+		t.Fatalf("unknown input: %v", err)
+	}
+	ref, _ = ParseRef("nonce-build")
+	nb, _ := c.Resolve(context.Background(), ref, "x")
+	if _, err := nb.ResolveInputs(nil); !errors.As(err, &ie) || ie.Input != "nonce" || !strings.Contains(ie.Msg, "required") {
+		t.Fatalf("missing required input: %v", err)
+	}
+	vars := Variables(map[string]string{"flag": "a", "FLAG2": "b"})
+	if vars["FLAG"] != "a" || vars["flag"] != "a" || vars["FLAG2"] != "b" {
+		t.Fatalf("Variables: %v", vars)
+	}
+	out := Render("at {{web_url}} {{ web_port }} {{unknown}}", map[string]string{"web_url": "http://x", "web_port": "1"})
+	if out != "at http://x 1 {{unknown}}" {
+		t.Fatalf("Render: %q", out)
+	}
+}

@@ -1,0 +1,145 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// ExecResult is the outcome of Exec.
+type ExecResult struct {
+	ExitCode  int
+	Output    []byte // stdout and stderr, interleaved as written
+	Truncated bool   // output beyond the limit was dropped
+	TimedOut  bool
+	Duration  time.Duration
+}
+
+// ErrNotRunning is returned by Exec when the service's container is not
+// running.
+var ErrNotRunning = errors.New("the service is not running")
+
+// execWrapper runs "$@" under timeout(1) when the image has it, so a command
+// that outlives its budget is killed inside the container, not only
+// abandoned by the backend. $0 is the budget in seconds.
+const execWrapper = `if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 "$0" "$@"; fi; exec "$@"`
+
+// Exec runs argv in the container of service of environment envID with a
+// budget of timeout, collecting up to maxOutput bytes of combined output. A
+// command exceeding the budget is killed and reported with TimedOut and exit
+// code 124. The container needs /bin/sh.
+func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*ExecResult, error) {
+	name := ContainerName(envID, service)
+	st, err := e.cli.ContainerInspect(ctx, name)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: service %q has no container", ErrNotRunning, service)
+		}
+		return nil, perr(err, "inspecting service %q", service)
+	}
+	if st.State == nil || !st.State.Running || st.State.Paused || st.Config.Labels[LabelOwner] != e.owner {
+		return nil, fmt.Errorf("%w: service %q is not running", ErrNotRunning, service)
+	}
+	secs := int(timeout / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	cmd := append([]string{"sh", "-c", execWrapper, strconv.Itoa(secs)}, argv...)
+	created, err := e.cli.ContainerExecCreate(ctx, st.ID, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, perr(err, "running a command in service %q", service)
+	}
+	start := time.Now()
+	att, err := e.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, perr(err, "running a command in service %q", service)
+	}
+	defer att.Close()
+	out := &limitedBuffer{max: maxOutput}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(out, out, att.Reader)
+		copied <- err
+	}()
+	// The in-container timeout(1) fires at secs (+2 s to KILL); the backend
+	// gives up a little later in case the image has no timeout(1).
+	backstop := time.NewTimer(timeout + 4*time.Second)
+	defer backstop.Stop()
+	res := &ExecResult{}
+	select {
+	case err := <-copied:
+		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			return nil, perr(err, "reading the command's output")
+		}
+	case <-backstop.C:
+		att.Close()
+		res.TimedOut = true
+	case <-ctx.Done():
+		att.Close()
+		return nil, context.Cause(ctx)
+	}
+	res.Duration = time.Since(start)
+	res.Output, res.Truncated = out.bytes()
+	if res.TimedOut {
+		res.ExitCode = 124
+		return res, nil
+	}
+	// The stream ends when the process exits; its exit code follows shortly.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for {
+		in, err := e.cli.ContainerExecInspect(ictx, created.ID)
+		if err != nil {
+			return nil, perr(err, "reading the command's exit code")
+		}
+		if !in.Running {
+			res.ExitCode = in.ExitCode
+			break
+		}
+		if !sleepCtx(ictx, 20*time.Millisecond) {
+			return nil, perr(ictx.Err(), "reading the command's exit code")
+		}
+	}
+	// timeout(1) exits 124 when it stopped the command with TERM, 137 when it
+	// had to KILL it.
+	if res.Duration >= timeout && (res.ExitCode == 124 || res.ExitCode == 137) {
+		res.TimedOut, res.ExitCode = true, 124
+	}
+	return res, nil
+}
+
+// limitedBuffer keeps the first max bytes written and counts the rest.
+type limitedBuffer struct {
+	mu      sync.Mutex
+	buf     []byte
+	max     int
+	dropped int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - len(b.buf)
+	if room > 0 {
+		n := min(room, len(p))
+		b.buf = append(b.buf, p[:n]...)
+		b.dropped += len(p) - n
+	} else {
+		b.dropped += len(p)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) bytes() ([]byte, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...), b.dropped > 0
+}

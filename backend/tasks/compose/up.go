@@ -1,0 +1,687 @@
+package compose
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+)
+
+// Endpoint is where an exposed service answers, from the backend's host.
+type Endpoint struct {
+	URL  string `json:"url"`
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// Up is one environment to bring up.
+type Up struct {
+	Target
+	Project *types.Project
+	Images  map[string]*Image
+	// Expose maps a service to the container port to publish on 127.0.0.1.
+	Expose map[string]int
+}
+
+// UpResult is what a successful Up produced.
+type UpResult struct {
+	Endpoints  map[string]Endpoint
+	Containers map[string]string // service -> container id
+	// OneShots are services that may exit 0 (a dependent waits for them with
+	// condition service_completed_successfully).
+	OneShots []string
+	Adopted  int // containers found running and kept
+}
+
+// ServiceError says why a service did not come up, with its last log lines.
+type ServiceError struct {
+	Service string
+	Msg     string
+	Logs    []string
+}
+
+func (e *ServiceError) Error() string {
+	s := fmt.Sprintf("service %q %s", e.Service, e.Msg)
+	if len(e.Logs) > 0 {
+		s += "; last log lines:\n" + strings.Join(e.Logs, "\n")
+	} else {
+		s += "; it wrote no log output"
+	}
+	return s
+}
+
+// svcRun tracks one service during Up.
+type svcRun struct {
+	name    string
+	cfg     types.ServiceConfig
+	id      string
+	state   container.InspectResponse
+	have    bool // state is current
+	starter bool // a goroutine is creating it
+}
+
+// Bring starts (or adopts) every service of u in dependency order and waits
+// until each is running and healthy (compose healthchecks honoured; one-shot
+// dependencies must have exited 0). It is idempotent: containers of the
+// environment already running the right image are adopted, others removed
+// and recreated. When ctx ends before that, the error is a *ServiceError
+// describing what was still missing (wrapping nothing); callers inspect
+// context.Cause(ctx) to tell a deadline from a cancellation.
+func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
+	netID, err := e.ensureNetwork(ctx, u.Target)
+	if err != nil {
+		return nil, err
+	}
+	oneShot := map[string]bool{}
+	for _, s := range u.Project.Services {
+		for dep, d := range s.DependsOn {
+			if d.Condition == types.ServiceConditionCompletedSuccessfully {
+				oneShot[dep] = true
+			}
+		}
+	}
+	runs := map[string]*svcRun{}
+	for name, s := range u.Project.Services {
+		runs[name] = &svcRun{name: name, cfg: s}
+	}
+	res := &UpResult{Containers: map[string]string{}, Endpoints: map[string]Endpoint{}}
+	for name := range oneShot {
+		res.OneShots = append(res.OneShots, name)
+	}
+	sort.Strings(res.OneShots)
+
+	// Adopt what a previous attempt left: keep running containers of the
+	// right image, remove the rest.
+	existing, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(u.EnvID)})
+	if err != nil {
+		return nil, perr(err, "listing the environment's containers")
+	}
+	for _, c := range existing {
+		r := runs[c.Labels[LabelService]]
+		img := ""
+		if r != nil {
+			img = u.Images[r.name].Ref
+		}
+		if r != nil && r.id == "" && c.Image == img && (c.State == container.StateRunning || c.State == container.StatePaused ||
+			(oneShot[r.name] && c.State == container.StateExited && strings.HasPrefix(c.Status, "Exited (0)"))) {
+			if c.State == container.StatePaused {
+				if err := e.cli.ContainerUnpause(ctx, c.ID); err != nil {
+					return nil, perr(err, "resuming service %q", r.name)
+				}
+			}
+			r.id = c.ID
+			res.Adopted++
+			continue
+		}
+		if err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+			return nil, perr(err, "removing a stale container of the environment")
+		}
+	}
+
+	names := make([]string, 0, len(runs))
+	for n := range runs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	type started struct {
+		name string
+		id   string
+		err  error
+	}
+	startedCh := make(chan started, len(runs))
+	pending := 0
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		evCh, release := e.events.Wait(u.EnvID)
+		err := e.observe(ctx, runs, names, oneShot)
+		if err == nil {
+			// Start every service whose dependencies are satisfied.
+			for _, n := range names {
+				r := runs[n]
+				if r.id != "" || r.starter || !e.depsMet(r, runs) {
+					continue
+				}
+				r.starter = true
+				pending++
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					id, err := e.startService(ctx, u, r.name, netID)
+					startedCh <- started{r.name, id, err}
+				}()
+			}
+			ready := pending == 0
+			for _, n := range names {
+				if !e.serviceReady(runs[n], oneShot[n]) {
+					ready = false
+				}
+			}
+			if ready {
+				release()
+				break
+			}
+			// Wait for a start to finish, a Docker event, or the poll interval.
+			poll := time.NewTimer(e.pollInterval())
+			select {
+			case s := <-startedCh:
+				pending--
+				runs[s.name].starter = false
+				runs[s.name].id = s.id
+				err = s.err
+			case <-evCh:
+			case <-poll.C:
+			case <-ctx.Done():
+			}
+			poll.Stop()
+		}
+		release()
+		if ctx.Err() != nil {
+			return nil, e.notReady(ctx, runs, names, oneShot)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for n, r := range runs {
+		res.Containers[n] = r.id
+		port, ok := u.Expose[n]
+		if !ok {
+			continue
+		}
+		ep, err := publishedEndpoint(r.state, port)
+		if err != nil {
+			return nil, &ServiceError{Service: n, Msg: err.Error()}
+		}
+		res.Endpoints[n] = ep
+	}
+	return res, nil
+}
+
+func publishedEndpoint(st container.InspectResponse, port int) (Endpoint, error) {
+	if st.NetworkSettings != nil {
+		for _, b := range st.NetworkSettings.Ports[nat.Port(strconv.Itoa(port)+"/tcp")] {
+			p, err := strconv.Atoi(b.HostPort)
+			if err != nil || p == 0 {
+				continue
+			}
+			host := b.HostIP
+			if host == "" || host == "0.0.0.0" {
+				host = "127.0.0.1"
+			}
+			return Endpoint{URL: "http://" + host + ":" + b.HostPort, Host: host, Port: p}, nil
+		}
+	}
+	return Endpoint{}, fmt.Errorf("has no published port for container port %d", port)
+}
+
+// depsMet reports whether r's depends_on conditions hold.
+func (e *Engine) depsMet(r *svcRun, runs map[string]*svcRun) bool {
+	for dep, d := range r.cfg.DependsOn {
+		dr := runs[dep]
+		if dr == nil {
+			continue // optional dependency not in the project
+		}
+		if dr.id == "" || !dr.have || dr.state.State == nil {
+			return false
+		}
+		st := dr.state.State
+		switch d.Condition {
+		case types.ServiceConditionHealthy:
+			if st.Health != nil && st.Health.Status != container.Healthy {
+				return false
+			}
+			if st.Health == nil && !st.Running {
+				return false
+			}
+		case types.ServiceConditionCompletedSuccessfully:
+			if st.Running || st.Status != container.StateExited || st.ExitCode != 0 {
+				return false
+			}
+		default: // service_started
+			if !st.Running && st.Status != container.StateExited {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (e *Engine) serviceReady(r *svcRun, oneShot bool) bool {
+	if r.id == "" || !r.have || r.state.State == nil {
+		return false
+	}
+	st := r.state.State
+	if oneShot && st.Status == container.StateExited && st.ExitCode == 0 {
+		return true
+	}
+	if !st.Running || st.Paused || st.Restarting {
+		return false
+	}
+	return st.Health == nil || st.Health.Status == container.Healthy || st.Health.Status == container.NoHealthcheck
+}
+
+// failed reports a service that can no longer become ready.
+func (e *Engine) failed(ctx context.Context, r *svcRun, oneShot bool) error {
+	st := r.state.State
+	if st == nil {
+		return nil
+	}
+	switch {
+	case st.Status == container.StateExited || st.Status == container.StateDead:
+		if oneShot && st.ExitCode == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("exited with code %d before the environment was ready", st.ExitCode)
+		if st.OOMKilled {
+			msg += " (out of memory)"
+		}
+		if st.Error != "" {
+			msg += ": " + st.Error
+		}
+		return &ServiceError{Service: r.name, Msg: msg, Logs: e.lastLogs(context.WithoutCancel(ctx), r.id, 20)}
+	case st.Health != nil && st.Health.Status == container.Unhealthy:
+		return &ServiceError{Service: r.name, Msg: "never became healthy: " + healthSummary(st.Health),
+			Logs: e.lastLogs(context.WithoutCancel(ctx), r.id, 20)}
+	}
+	return nil
+}
+
+func healthSummary(h *container.Health) string {
+	s := fmt.Sprintf("health %q after %d consecutive failed checks", h.Status, h.FailingStreak)
+	if h.Status == container.Starting {
+		s = fmt.Sprintf("health still %q (%d consecutive failed checks)", h.Status, h.FailingStreak)
+	}
+	if n := len(h.Log); n > 0 {
+		last := h.Log[n-1]
+		out := strings.TrimSpace(last.Output)
+		s += fmt.Sprintf("; last check: exit code %d", last.ExitCode)
+		if out != "" {
+			s += ", output " + strconv.Quote(truncate(out, 300))
+		}
+	}
+	return s
+}
+
+// observe inspects every created container and reports a service that can
+// no longer become ready.
+func (e *Engine) observe(ctx context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
+	for _, n := range names {
+		r := runs[n]
+		if r.id == "" {
+			r.have = false
+			continue
+		}
+		st, err := e.cli.ContainerInspect(ctx, r.id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errdefs.IsNotFound(err) {
+				return &ServiceError{Service: n, Msg: "disappeared while the environment was starting (its container was removed)"}
+			}
+			return perr(err, "inspecting service %q", n)
+		}
+		r.state, r.have = st, true
+		if serr := e.failed(ctx, r, oneShot[n]); serr != nil {
+			return serr
+		}
+	}
+	return nil
+}
+
+// notReady is Bring's answer once ctx is over: for a deadline (a cause that
+// is context.DeadlineExceeded), a *ServiceError naming the first service that
+// was not ready, with its health and last log lines; otherwise the cause.
+func (e *Engine) notReady(orig context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
+	cause := context.Cause(orig)
+	if !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(orig), 10*time.Second)
+	defer cancel()
+	for _, n := range names {
+		r := runs[n]
+		if r.id == "" {
+			continue
+		}
+		if st, err := e.cli.ContainerInspect(ctx, r.id); err == nil {
+			r.state, r.have = st, true
+		}
+		if e.serviceReady(r, oneShot[n]) {
+			continue
+		}
+		msg := "never became ready"
+		if st := r.state.State; st != nil {
+			switch {
+			case st.Health != nil:
+				msg = "never became healthy: " + healthSummary(st.Health)
+			case !st.Running:
+				msg = "never started (state " + st.Status + ")"
+			}
+		}
+		return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: msg, Logs: e.lastLogs(ctx, r.id, 20)}}
+	}
+	for _, n := range names {
+		if r := runs[n]; r.id == "" && r.starter {
+			return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: "was still being created and started (the Docker engine is slow or overloaded)"}}
+		}
+	}
+	for _, n := range names {
+		if runs[n].id == "" {
+			return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: "was never started (its dependencies never became ready)"}}
+		}
+	}
+	return cause
+}
+
+// DeadlineError is a *ServiceError caused by the deadline of Bring's context.
+type DeadlineError struct {
+	*ServiceError
+	Cause error
+}
+
+func (e *DeadlineError) Unwrap() []error { return []error{e.ServiceError, e.Cause} }
+
+func (e *Engine) pollInterval() time.Duration {
+	if e.watching.Load() {
+		return 500 * time.Millisecond
+	}
+	return 100 * time.Millisecond
+}
+
+// LastLogs returns the last n lines a container wrote (stdout and stderr).
+func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
+	return e.lastLogs(ctx, id, n)
+}
+
+func (e *Engine) lastLogs(ctx context.Context, id string, n int) []string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(n)})
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	raw, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if _, err := stdcopy.StdCopy(&buf, &buf, bytes.NewReader(raw)); err != nil {
+		buf.Reset()
+		buf.Write(raw) // a TTY container's log is not multiplexed
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		if l = strings.TrimRight(l, "\r"); l != "" {
+			lines = append(lines, truncate(l, 300))
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+// createTimeout bounds one resource-creating Docker call. Such calls are not
+// cancelled with the caller's context (only checked before they start), so
+// when a cancelled Bring returns, every resource it asked for exists and a
+// following Remove sees it: a create aborted client-side may still complete
+// in the daemon and would otherwise leak.
+const createTimeout = 2 * time.Minute
+
+func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+}
+
+// startService creates and starts one service's container.
+func (e *Engine) startService(ctx context.Context, u *Up, name, netID string) (string, error) {
+	s := u.Project.Services[name]
+	cfg, host := e.containerConfig(u, name, s)
+	cname := ContainerName(u.EnvID, name)
+	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		NetworkName(u.EnvID): {NetworkID: netID, Aliases: aliases(name, s)},
+	}}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	cctx, cancel := uncancelled(ctx)
+	defer cancel()
+	var id string
+	for attempt := 0; ; attempt++ {
+		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)
+		if err == nil {
+			id = resp.ID
+			break
+		}
+		if errdefs.IsConflict(err) && attempt == 0 {
+			// A container of that name survived an earlier attempt.
+			_ = e.cli.ContainerRemove(cctx, cname, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			continue
+		}
+		if errdefs.IsNotFound(err) {
+			return "", perr(err, "creating service %q: image %s is missing", name, cfg.Image)
+		}
+		return "", perr(err, "creating service %q", name)
+	}
+	if err := ctx.Err(); err != nil {
+		return id, err
+	}
+	if err := e.cli.ContainerStart(cctx, id, container.StartOptions{}); err != nil {
+		return id, perr(err, "starting service %q", name)
+	}
+	return id, nil
+}
+
+func aliases(name string, s types.ServiceConfig) []string {
+	a := []string{name}
+	if s.ContainerName != "" && s.ContainerName != name {
+		a = append(a, s.ContainerName)
+	}
+	if s.Networks != nil {
+		if n := s.Networks["default"]; n != nil {
+			a = append(a, n.Aliases...)
+		}
+	}
+	return a
+}
+
+func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*container.Config, *container.HostConfig) {
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	for k, v := range e.labels(u.Target, name) {
+		labels[k] = v
+	}
+	var env []string
+	for k, v := range s.Environment {
+		if v != nil {
+			env = append(env, k+"="+*v)
+		}
+	}
+	sort.Strings(env)
+	hostname := s.Hostname
+	if hostname == "" {
+		hostname = name
+	}
+	cfg := &container.Config{
+		Image:      u.Images[name].Ref,
+		Hostname:   hostname,
+		Domainname: s.DomainName,
+		User:       s.User,
+		Env:        env,
+		WorkingDir: s.WorkingDir,
+		Labels:     labels,
+		Tty:        s.Tty,
+		OpenStdin:  s.StdinOpen,
+		StopSignal: s.StopSignal,
+	}
+	if s.Command != nil {
+		cfg.Cmd = strslice.StrSlice(s.Command)
+	}
+	if s.Entrypoint != nil {
+		cfg.Entrypoint = strslice.StrSlice(s.Entrypoint)
+	}
+	if s.StopGracePeriod != nil {
+		secs := int(time.Duration(*s.StopGracePeriod).Seconds())
+		cfg.StopTimeout = &secs
+	}
+	if hc := s.HealthCheck; hc != nil {
+		h := &container.HealthConfig{Test: []string(hc.Test)}
+		if hc.Disable {
+			h.Test = []string{"NONE"}
+		}
+		if hc.Interval != nil {
+			h.Interval = time.Duration(*hc.Interval)
+		}
+		if hc.Timeout != nil {
+			h.Timeout = time.Duration(*hc.Timeout)
+		}
+		if hc.StartPeriod != nil {
+			h.StartPeriod = time.Duration(*hc.StartPeriod)
+		}
+		if hc.Retries != nil {
+			h.Retries = int(*hc.Retries)
+		}
+		cfg.Healthcheck = h
+	}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(NetworkName(u.EnvID)),
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Init:           s.Init,
+		ReadonlyRootfs: s.ReadOnly,
+		CapDrop:        s.CapDrop,
+		ExtraHosts:     []string(s.ExtraHosts.AsList(":")),
+		ShmSize:        int64(s.ShmSize),
+		GroupAdd:       s.GroupAdd,
+		DNS:            s.DNS,
+		DNSSearch:      s.DNSSearch,
+		DNSOptions:     s.DNSOpts,
+	}
+	if len(s.Tmpfs) > 0 {
+		host.Tmpfs = map[string]string{}
+		for _, t := range s.Tmpfs {
+			path, opts, _ := strings.Cut(t, ":")
+			host.Tmpfs[path] = opts
+		}
+	}
+	host.Resources.Memory = int64(s.MemLimit)
+	host.Resources.MemoryReservation = int64(s.MemReservation)
+	if s.CPUS > 0 {
+		host.Resources.NanoCPUs = int64(float64(s.CPUS) * 1e9)
+	}
+	if s.PidsLimit > 0 {
+		host.Resources.PidsLimit = &s.PidsLimit
+	}
+	if port, ok := u.Expose[name]; ok {
+		p := nat.Port(strconv.Itoa(port) + "/tcp")
+		cfg.ExposedPorts = nat.PortSet{p: {}}
+		host.PortBindings = nat.PortMap{p: {{HostIP: "127.0.0.1", HostPort: ""}}}
+	}
+	return cfg, host
+}
+
+// ensureNetwork returns the environment's network, creating it with a
+// subnet from the pool when missing.
+func (e *Engine) ensureNetwork(ctx context.Context, t Target) (string, error) {
+	name := NetworkName(t.EnvID)
+	if n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
+		if n.Labels[LabelEnv] != t.EnvID {
+			return "", &ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("a network named %s exists but belongs to something else", name)}
+		}
+		return n.ID, nil
+	} else if !errdefs.IsNotFound(err) {
+		return "", perr(err, "inspecting the environment's network")
+	}
+	var lastErr error
+	for attempt := 0; attempt < 8; attempt++ {
+		subnet, err := e.reserveSubnet(ctx)
+		if err != nil {
+			return "", err
+		}
+		if err := ctx.Err(); err != nil {
+			e.releaseSubnet(subnet)
+			return "", err
+		}
+		cctx, cancel := uncancelled(ctx)
+		resp, err := e.cli.NetworkCreate(cctx, name, network.CreateOptions{
+			Driver: "bridge",
+			Labels: e.labels(t, ""),
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
+		})
+		cancel()
+		e.releaseSubnet(subnet)
+		if err == nil {
+			return resp.ID, nil
+		}
+		lastErr = err
+		if errdefs.IsConflict(err) || strings.Contains(err.Error(), "already exists") {
+			if n, ierr := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil {
+				return n.ID, nil
+			}
+		}
+		if !strings.Contains(err.Error(), "overlap") {
+			break
+		}
+	}
+	return "", perr(lastErr, "creating the environment's network")
+}
+
+// reserveSubnet picks a /26 of the pool that no Docker network uses and no
+// concurrent creation holds.
+func (e *Engine) reserveSubnet(ctx context.Context) (netip.Prefix, error) {
+	nets, err := e.cli.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return netip.Prefix{}, perr(err, "listing networks")
+	}
+	var used []netip.Prefix
+	for _, n := range nets {
+		for _, c := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				used = append(used, p)
+			}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for p := range e.reserved {
+		used = append(used, p)
+	}
+	const bits = 26
+	n := 1 << (bits - e.pool.Bits())
+	base := e.pool.Addr().As4()
+	start := int(time.Now().UnixNano() % int64(n)) // spread concurrent backends
+	for i := 0; i < n; i++ {
+		k := (start + i) % n
+		off := uint32(k) << (32 - bits)
+		v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		v += off
+		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits)
+		if !slices.ContainsFunc(used, cand.Overlaps) {
+			e.reserved[cand] = true
+			return cand, nil
+		}
+	}
+	return netip.Prefix{}, &ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("the subnet pool %s is exhausted", e.pool)}
+}
+
+func (e *Engine) releaseSubnet(p netip.Prefix) {
+	e.mu.Lock()
+	delete(e.reserved, p)
+	e.mu.Unlock()
+}

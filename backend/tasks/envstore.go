@@ -1,0 +1,421 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
+)
+
+// Environment states (API §3, seed 000).
+const (
+	StateBuilding     = "building"
+	StateProvisioning = "provisioning"
+	StateReady        = "ready"
+	StatePaused       = "paused"
+	StateTornDown     = "torn_down"
+	StateFailed       = "failed"
+)
+
+// States lists every state, in lifecycle order.
+var States = []string{StateBuilding, StateProvisioning, StateReady, StatePaused, StateTornDown, StateFailed}
+
+func terminal(state string) bool { return state == StateTornDown || state == StateFailed }
+
+func transitional(state string) bool { return state == StateBuilding || state == StateProvisioning }
+
+var liveStates = []string{StateBuilding, StateProvisioning, StateReady, StatePaused}
+
+// schema is the tasks package's own tables. Times are Unix nanoseconds.
+var schema = []string{
+	`CREATE TABLE task_environments (
+		seq INTEGER PRIMARY KEY AUTOINCREMENT,
+		id TEXT NOT NULL UNIQUE,
+		org_id TEXT NOT NULL REFERENCES orgs(id),
+		workspace TEXT NOT NULL,
+		task_ref TEXT NOT NULL,
+		task_org TEXT NOT NULL,
+		task_name TEXT NOT NULL,
+		task_version TEXT NOT NULL,
+		inputs TEXT NOT NULL DEFAULT '{}',
+		resolved_inputs TEXT NOT NULL DEFAULT '{}',
+		timeout_sec INTEGER NOT NULL,
+		project_id TEXT,
+		secret_ids TEXT NOT NULL DEFAULT '[]',
+		state TEXT NOT NULL,
+		error TEXT NOT NULL DEFAULT '',
+		service_urls TEXT NOT NULL DEFAULT '{}',
+		containers TEXT NOT NULL DEFAULT '{}',
+		one_shots TEXT NOT NULL DEFAULT '[]',
+		instruction TEXT NOT NULL DEFAULT '',
+		execute_service TEXT NOT NULL DEFAULT '',
+		token_hash TEXT NOT NULL,
+		record_id TEXT NOT NULL,
+		deadline INTEGER,
+		expires_at INTEGER,
+		timeline TEXT NOT NULL DEFAULT '[]',
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		version INTEGER NOT NULL DEFAULT 1
+	)`,
+	`CREATE INDEX task_environments_ws ON task_environments (org_id, workspace, seq)`,
+	`CREATE INDEX task_environments_state ON task_environments (state)`,
+}
+
+// TimelineEntry records when an environment entered a state.
+type TimelineEntry struct {
+	State  string    `json:"state"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Env is one task environment row.
+type Env struct {
+	Seq            int64
+	ID             string
+	OrgID          string
+	Workspace      string
+	TaskRef        string // as requested
+	TaskOrg        string
+	TaskName       string
+	TaskVersion    string
+	Inputs         map[string]string // as requested
+	Resolved       map[string]string // with the task's defaults applied
+	TimeoutSec     int
+	ProjectID      *string
+	SecretIDs      []string
+	State          string
+	Error          string
+	ServiceURLs    map[string]compose.Endpoint
+	Containers     map[string]string // service -> container id, once ready
+	OneShots       []string
+	Instruction    string
+	ExecuteService string
+	TokenHash      string
+	RecordID       string
+	Deadline       time.Time // building/provisioning must be over by then
+	ExpiresAt      time.Time // set when ready
+	Timeline       []TimelineEntry
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Version        int64
+}
+
+const envColumns = `seq, id, org_id, workspace, task_ref, task_org, task_name, task_version, inputs, resolved_inputs, timeout_sec, project_id,
+	secret_ids, state, error, service_urls, containers, one_shots, instruction, execute_service, token_hash, record_id,
+	deadline, expires_at, timeline, created_at, updated_at, version`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanEnv(s rowScanner) (*Env, error) {
+	var (
+		e                                                             Env
+		inputs, resolved, secrets, urls, containers, oneShots, timeln string
+		project                                                       sql.NullString
+		deadline, expires                                             sql.NullInt64
+		created, updated                                              int64
+	)
+	err := s.Scan(&e.Seq, &e.ID, &e.OrgID, &e.Workspace, &e.TaskRef, &e.TaskOrg, &e.TaskName, &e.TaskVersion, &inputs,
+		&resolved, &e.TimeoutSec, &project, &secrets, &e.State, &e.Error, &urls, &containers, &oneShots, &e.Instruction,
+		&e.ExecuteService, &e.TokenHash, &e.RecordID, &deadline, &expires, &timeln, &created, &updated, &e.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if project.Valid {
+		e.ProjectID = &project.String
+	}
+	e.Deadline, e.ExpiresAt = fromNS(deadline), fromNS(expires)
+	e.CreatedAt, e.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+	if err := errors.Join(
+		json.Unmarshal([]byte(inputs), &e.Inputs),
+		json.Unmarshal([]byte(resolved), &e.Resolved),
+		json.Unmarshal([]byte(secrets), &e.SecretIDs),
+		json.Unmarshal([]byte(urls), &e.ServiceURLs),
+		json.Unmarshal([]byte(containers), &e.Containers),
+		json.Unmarshal([]byte(oneShots), &e.OneShots),
+		json.Unmarshal([]byte(timeln), &e.Timeline),
+	); err != nil {
+		return nil, fmt.Errorf("decoding environment %s: %w", e.ID, err)
+	}
+	return &e, nil
+}
+
+func fromNS(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+func toNS(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func nonNil[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func envArgs(e *Env) []any {
+	var project any
+	if e.ProjectID != nil {
+		project = *e.ProjectID
+	}
+	return []any{e.OrgID, e.Workspace, e.TaskRef, e.TaskOrg, e.TaskName, e.TaskVersion, mustJSON(nonNil(e.Inputs)),
+		mustJSON(nonNil(e.Resolved)), e.TimeoutSec, project, mustJSON(nonNilSlice(e.SecretIDs)), e.State, e.Error, mustJSON(nonNil(e.ServiceURLs)),
+		mustJSON(nonNil(e.Containers)), mustJSON(nonNilSlice(e.OneShots)), e.Instruction, e.ExecuteService, e.TokenHash,
+		e.RecordID, toNS(e.Deadline), toNS(e.ExpiresAt), mustJSON(nonNilSlice(e.Timeline)), e.CreatedAt.UnixNano(),
+		e.UpdatedAt.UnixNano()}
+}
+
+func insertEnvTx(ctx context.Context, tx *sql.Tx, e *Env) error {
+	args := append([]any{e.ID}, envArgs(e)...)
+	res, err := tx.ExecContext(ctx, `INSERT INTO task_environments (id, org_id, workspace, task_ref, task_org, task_name,
+		task_version, inputs, resolved_inputs, timeout_sec, project_id, secret_ids, state, error, service_urls, containers,
+		one_shots, instruction, execute_service, token_hash, record_id, deadline, expires_at, timeline, created_at, updated_at,
+		version) VALUES (`+strings.Repeat("?, ", len(args))+`1)`, args...)
+	if err != nil {
+		return fmt.Errorf("inserting environment %s: %w", e.ID, err)
+	}
+	e.Seq, _ = res.LastInsertId()
+	e.Version = 1
+	return nil
+}
+
+func getEnvTx(ctx context.Context, tx *sql.Tx, id string) (*Env, error) {
+	return scanEnv(tx.QueryRowContext(ctx, `SELECT `+envColumns+` FROM task_environments WHERE id = ?`, id))
+}
+
+// getEnv reads an environment by id (no org check: internal use).
+func (s *Service) getEnv(ctx context.Context, id string) (*Env, error) {
+	return scanEnv(s.db.Reader().QueryRowContext(ctx, `SELECT `+envColumns+` FROM task_environments WHERE id = ?`, id))
+}
+
+// getOrgEnv reads an environment of org in workspace; anything else is
+// store.ErrNotFound so existence does not leak.
+func (s *Service) getOrgEnv(ctx context.Context, org, workspace, id string) (*Env, error) {
+	return scanEnv(s.db.Reader().QueryRowContext(ctx, `SELECT `+envColumns+` FROM task_environments
+		WHERE id = ? AND org_id = ? AND workspace = ?`, id, org, workspace))
+}
+
+func (s *Service) pageEnvs(ctx context.Context, org, workspace string, states []string, offset, limit int) ([]*Env, error) {
+	q := `SELECT ` + envColumns + ` FROM task_environments WHERE org_id = ? AND workspace = ?`
+	args := []any{org, workspace}
+	if len(states) > 0 {
+		q += ` AND state IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(states)), ", ") + `)`
+		for _, st := range states {
+			args = append(args, st)
+		}
+	}
+	q += ` ORDER BY seq LIMIT ? OFFSET ?`
+	args = append(args, limit, offset)
+	return s.queryEnvs(ctx, q, args...)
+}
+
+func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env, error) {
+	rows, err := s.db.Reader().QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Env
+	for rows.Next() {
+		e, err := scanEnv(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// liveEnv is a non-terminal environment with its ledger record's phase.
+type liveEnv struct {
+	*Env
+	RecordPhase store.Phase
+	KillReason  string
+}
+
+func (s *Service) liveEnvs(ctx context.Context) ([]liveEnv, error) {
+	rows, err := s.db.Reader().QueryContext(ctx, `SELECT `+prefixed("e.", envColumns)+`, COALESCE(r.phase, ''), COALESCE(r.kill_reason, '')
+		FROM task_environments e LEFT JOIN sandboxes r ON r.id = e.record_id
+		WHERE e.state IN ('building', 'provisioning', 'ready', 'paused') ORDER BY e.seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []liveEnv
+	for rows.Next() {
+		var le liveEnv
+		var env *Env
+		env, err = scanEnv(scanFunc(func(dest ...any) error {
+			return rows.Scan(append(dest, &le.RecordPhase, &le.KillReason)...)
+		}))
+		if err != nil {
+			return nil, err
+		}
+		le.Env = env
+		out = append(out, le)
+	}
+	return out, rows.Err()
+}
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// envStates maps ids to states (missing ids are absent), for the orphan sweep.
+func (s *Service) envStates(ctx context.Context, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := s.db.Reader().QueryContext(ctx, `SELECT id, state FROM task_environments WHERE id IN (`+
+			strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, st string
+			if err := rows.Scan(&id, &st); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// errConflict: the environment is not in a state the change applies to.
+var errConflict = errors.New("environment is not in the expected state")
+
+// errRecordConflict: the ledger record moved (e.g. killed for credits) so
+// the environment change was not applied; the sweep takes over.
+var errRecordConflict = errors.New("ledger record is not in the expected phase")
+
+// change is one conditional transition of an environment and its record.
+type change struct {
+	from   []string // accepted current states
+	to     string   // new state ("" keeps)
+	detail string   // timeline note
+	env    func(e *Env)
+	// Record side: phase target ("" keeps), accepted current phases (nil:
+	// any non-terminal; a terminal record is left alone), mutation.
+	rec     store.Phase
+	recFrom []store.Phase
+	recMut  func(r *store.Record)
+}
+
+// apply runs c in one transaction: the environment row is updated only if its
+// state is one of c.from (errConflict otherwise, returning the current row),
+// and the ledger record in the same transaction.
+func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) {
+	var out *Env
+	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		e, err := getEnvTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = e
+		if len(c.from) > 0 && !slices.Contains(c.from, e.State) {
+			return errConflict
+		}
+		now := s.now()
+		if c.env != nil {
+			c.env(e)
+		}
+		if c.to != "" && c.to != e.State {
+			e.State = c.to
+			e.Timeline = append(e.Timeline, TimelineEntry{State: c.to, At: now, Detail: c.detail})
+		} else if c.detail != "" {
+			e.Timeline = append(e.Timeline, TimelineEntry{State: e.State, At: now, Detail: c.detail})
+		}
+		e.UpdatedAt = now
+		args := append(envArgs(e), e.ID, e.Version)
+		res, err := tx.ExecContext(ctx, `UPDATE task_environments SET org_id = ?, workspace = ?, task_ref = ?, task_org = ?,
+			task_name = ?, task_version = ?, inputs = ?, resolved_inputs = ?, timeout_sec = ?, project_id = ?, secret_ids = ?, state = ?, error = ?,
+			service_urls = ?, containers = ?, one_shots = ?, instruction = ?, execute_service = ?, token_hash = ?, record_id = ?,
+			deadline = ?, expires_at = ?, timeline = ?, created_at = ?, updated_at = ?, version = version + 1
+			WHERE id = ? AND version = ?`, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errConflict
+		}
+		e.Version++
+		if c.rec == "" && c.recMut == nil {
+			return nil
+		}
+		from := c.recFrom
+		if from == nil {
+			from = store.NonTerminal
+		}
+		_, err = store.TransitionTx(ctx, tx, e.RecordID, from, c.rec, func(r *store.Record) error {
+			if c.recMut != nil {
+				c.recMut(r)
+			}
+			return nil
+		})
+		if errors.Is(err, store.ErrConflict) {
+			if c.recFrom == nil {
+				// The record already ended (or moved on) on its own: leave it.
+				return nil
+			}
+			return errRecordConflict
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // the record is gone; the environment still changes
+		}
+		return err
+	})
+	if err == nil {
+		s.hub.Notify(id)
+	}
+	return out, err
+}

@@ -1,0 +1,362 @@
+// Package tasks serves the task catalog and task environments (API §3, seed
+// 000): POST /environments answers at once with state "building"; a worker
+// builds the task's images (cached by content hash), provisions the compose
+// project on Docker (a private network per environment, services in
+// dependency order, ports on 127.0.0.1) and marks it ready; a level-triggered
+// loop driven by the database expires, recovers and garbage-collects
+// environments. Each environment is backed by a ledger record of kind task.
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/notify"
+)
+
+// Defaults of Config.
+const (
+	DefaultBuildDeadline     = 15 * time.Minute
+	DefaultReadyDeadline     = 3 * time.Minute
+	DefaultSweepInterval     = time.Second
+	DefaultMinTimeoutSec     = 60
+	DefaultMaxTimeoutSec     = 86400
+	DefaultTimeoutSec        = 3600
+	DefaultMaxWait           = 60 * time.Second
+	DefaultMaxExecOutput     = 1 << 20
+	DefaultExecTimeoutSec    = 60
+	MaxExecTimeoutSec        = 600
+	DefaultMaxConcurrentJobs = 16
+)
+
+// Config configures a Service. Zero values take the defaults above.
+type Config struct {
+	DB *store.DB
+	// Docker is the engine client; nil connects from the environment
+	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) with API version
+	// negotiation, or to DockerHost when set.
+	Docker     *client.Client
+	DockerHost string
+	// CatalogDir is the task catalog (DREADNODE_TASKS_DIR, default ./tasks).
+	CatalogDir string
+	Logger     *slog.Logger
+	// Now is the clock (tests move it to expire environments).
+	Now func() time.Time
+
+	// BuildDeadline bounds the building state (all image builds of one
+	// environment); ReadyDeadline bounds provisioning (services up and
+	// healthy). Past them the environment fails.
+	BuildDeadline time.Duration
+	ReadyDeadline time.Duration
+	// SweepInterval is the period of the reconciliation loop (expiry,
+	// deadlines, credits kills, dead services, orphans).
+	SweepInterval time.Duration
+	// MinTimeoutSec..MaxTimeoutSec bound an environment's timeout_sec
+	// (default 60..86400, DREADNODE_MIN_TIMEOUT_SEC may lower the minimum);
+	// DefaultTimeoutSec applies when the request has none (3600).
+	MinTimeoutSec     int
+	MaxTimeoutSec     int
+	DefaultTimeoutSec int
+	// MaxWait bounds GET /status?wait= (60 s).
+	MaxWait time.Duration
+	// MaxConcurrentJobs bounds environments building/provisioning at once.
+	MaxConcurrentJobs int
+	// SubnetPool is the IPv4 range environment networks are carved from
+	// (/26 each; default 10.213.0.0/16).
+	SubnetPool string
+	// Admit, when set, is asked before an environment is created (e.g. the
+	// org's credits); an *httpx.Error it returns is the answer (402...).
+	Admit func(ctx context.Context, orgID string) error
+}
+
+// Service is the task catalog and environment service.
+type Service struct {
+	cfg     Config
+	db      *store.DB
+	log     *slog.Logger
+	now     func() time.Time
+	catalog *catalog.Catalog
+	engine  *compose.Engine
+	owner   string
+	hub     notify.Hub // per environment id: state changed
+	kick    chan struct{}
+	jobs    chan struct{} // semaphore of MaxConcurrentJobs
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	locks   map[string]*envLock
+	wg      sync.WaitGroup // workers
+	runs    sync.WaitGroup // Run loops
+	closed  bool
+	// dockerDown: the last sweep could not list Docker resources.
+	dockerDown bool
+}
+
+type worker struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+type envLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// Errors used as cancellation causes of a worker.
+var (
+	errShutdown = errors.New("the backend is shutting down")
+	errStopped  = errors.New("the environment was torn down")
+)
+
+// deadlineError is the cause of a worker whose persisted deadline passed; it
+// is a context.DeadlineExceeded so the engine describes what was not ready.
+type deadlineError struct{ state string }
+
+func (e deadlineError) Error() string { return e.state + " deadline exceeded" }
+
+func (e deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// New opens the catalog, connects to Docker and migrates the tables.
+func New(cfg Config) (*Service, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("tasks: Config.DB is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CatalogDir == "" {
+		cfg.CatalogDir = os.Getenv("DREADNODE_TASKS_DIR")
+		if cfg.CatalogDir == "" {
+			cfg.CatalogDir = "./tasks"
+		}
+	}
+	setDefault(&cfg.BuildDeadline, DefaultBuildDeadline)
+	setDefault(&cfg.ReadyDeadline, DefaultReadyDeadline)
+	setDefault(&cfg.SweepInterval, DefaultSweepInterval)
+	setDefault(&cfg.MaxWait, DefaultMaxWait)
+	setDefault(&cfg.MinTimeoutSec, DefaultMinTimeoutSec)
+	setDefault(&cfg.MaxTimeoutSec, DefaultMaxTimeoutSec)
+	setDefault(&cfg.DefaultTimeoutSec, DefaultTimeoutSec)
+	setDefault(&cfg.MaxConcurrentJobs, DefaultMaxConcurrentJobs)
+	if cfg.MinTimeoutSec > cfg.MaxTimeoutSec {
+		return nil, fmt.Errorf("tasks: MinTimeoutSec %d exceeds MaxTimeoutSec %d", cfg.MinTimeoutSec, cfg.MaxTimeoutSec)
+	}
+	cfg.DefaultTimeoutSec = min(max(cfg.DefaultTimeoutSec, cfg.MinTimeoutSec), cfg.MaxTimeoutSec)
+
+	ctx := context.Background()
+	if err := cfg.DB.Migrate(ctx, "tasks_0001_environments", schema...); err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	owner, err := cfg.DB.DeploymentID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	cat, err := catalog.Open(ctx, cfg.CatalogDir, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	eng, err := compose.New(compose.Options{Client: cfg.Docker, Host: cfg.DockerHost, Owner: owner, Logger: cfg.Logger,
+		SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, catalog: cat, engine: eng, owner: owner,
+		kick: make(chan struct{}, 1), jobs: make(chan struct{}, cfg.MaxConcurrentJobs),
+		workers: map[string]*worker{}, locks: map[string]*envLock{}}
+	s.now = func() time.Time { return cfg.Now().UTC() }
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Catalog is the task catalog.
+func (s *Service) Catalog() *catalog.Catalog { return s.catalog }
+
+// Engine is the Docker engine wrapper (tests, benchmarks).
+func (s *Service) Engine() *compose.Engine { return s.engine }
+
+// Owner labels every Docker resource of this database
+// (dev.dreadnode.tasks.owner=<the database's deployment id>).
+func (s *Service) Owner() string { return s.owner }
+
+// Builds is the number of image builds this Service ran; cache hits do not count.
+func (s *Service) Builds() int64 { return s.engine.Builds() }
+
+// CleanupDeployment removes every Docker container and network that task
+// environments of the database with deployment id deployment left, without
+// touching the database: for tests that throw their backend and database
+// away (a live backend cleans up after itself). dockerHost "" uses the
+// environment's DOCKER_HOST.
+func CleanupDeployment(ctx context.Context, dockerHost, deployment string) error {
+	eng, err := compose.New(compose.Options{Host: dockerHost, Owner: deployment})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	return eng.RemoveAll(ctx)
+}
+
+// Ping reports whether Docker answers (for /readyz).
+func (s *Service) Ping(ctx context.Context) error { return s.engine.Ping(ctx) }
+
+// Run recovers environments a previous process left (resuming or failing
+// builds and provisions, adopting or removing containers) and then runs the
+// reconciliation loop until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("tasks: Run after Close")
+	}
+	s.runs.Add(1)
+	s.mu.Unlock()
+	defer s.runs.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.ctx.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s.engine.Negotiate(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		s.engine.Watch(ctx)
+	}()
+	defer func() { <-watchDone }()
+	s.sweep(ctx, true)
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.kick:
+		}
+		s.sweep(ctx, false)
+	}
+}
+
+// Kick asks the loop for a sweep now (e.g. after moving the test clock).
+func (s *Service) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the workers without changing any environment's state (a new
+// Service on the same database resumes them) and releases Docker.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, w := range s.workers {
+		w.cancel(errShutdown)
+	}
+	s.mu.Unlock()
+	s.cancel() // also ends Run
+	s.runs.Wait()
+	s.wg.Wait()
+	return s.engine.Close()
+}
+
+// lockEnv serialises the user operations (pause, resume, delete) of one
+// environment in this process; the database stays the arbiter between
+// processes through conditional updates.
+func (s *Service) lockEnv(id string) func() {
+	s.mu.Lock()
+	l := s.locks[id]
+	if l == nil {
+		l = &envLock{}
+		s.locks[id] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.locks, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// startWorker runs the build/provision worker of environment id unless one
+// runs already.
+func (s *Service) startWorker(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.workers[id] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	w := &worker{cancel: cancel, done: make(chan struct{})}
+	s.workers[id] = w
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(w.done)
+		defer func() {
+			s.mu.Lock()
+			if s.workers[id] == w {
+				delete(s.workers, id)
+			}
+			s.mu.Unlock()
+			cancel(nil)
+		}()
+		s.work(ctx, id)
+	}()
+}
+
+// stopWorker cancels environment id's worker with cause and waits for it.
+func (s *Service) stopWorker(ctx context.Context, id string, cause error) {
+	s.mu.Lock()
+	w := s.workers[id]
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.cancel(cause)
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+}
+
+// bg is a context for cleanup that must finish even when the request or
+// worker that started it is cancelled, bounded by d.
+func (s *Service) bg(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

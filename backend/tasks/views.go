@@ -1,0 +1,157 @@
+package tasks
+
+import (
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
+)
+
+// TaskView is a catalog entry (GET /tasks, GET /tasks/{ref}).
+type TaskView struct {
+	Ref            string                   `json:"ref"`
+	Org            string                   `json:"org"`
+	Name           string                   `json:"name"`
+	Version        string                   `json:"version"`
+	Latest         bool                     `json:"latest"`
+	Description    string                   `json:"description"`
+	Instruction    string                   `json:"instruction"`
+	Inputs         map[string]catalog.Input `json:"inputs"`
+	Services       []ServiceView            `json:"services"`
+	Expose         map[string]int           `json:"expose"`
+	ExecuteService string                   `json:"execute_service"`
+	E2BTemplates   map[string]string        `json:"e2b_templates"`
+}
+
+// ServiceView is one service of a task; Port is its exposed container port
+// (null when it is not exposed).
+type ServiceView struct {
+	Name        string   `json:"name"`
+	Port        *int     `json:"port"`
+	Build       bool     `json:"build"`
+	Healthcheck bool     `json:"healthcheck"`
+	DependsOn   []string `json:"depends_on"`
+}
+
+func taskView(t *catalog.Task, latest bool) TaskView {
+	v := TaskView{Ref: t.Ref(), Org: t.Org, Name: t.Name, Version: t.Version, Latest: latest, Description: t.Description,
+		Instruction: t.Instruction, Inputs: nonNil(t.Inputs), Expose: nonNil(t.Expose), ExecuteService: t.ExecuteService,
+		E2BTemplates: nonNil(t.E2BTemplates), Services: []ServiceView{}}
+	for _, s := range t.Services {
+		sv := ServiceView{Name: s.Name, Build: s.Build, Healthcheck: s.Healthcheck, DependsOn: nonNilSlice(s.DependsOn)}
+		if s.Port != 0 {
+			p := s.Port
+			sv.Port = &p
+		}
+		v.Services = append(v.Services, sv)
+	}
+	return v
+}
+
+// EnvView is the full environment resource.
+type EnvView struct {
+	ID             string                      `json:"id"`
+	Org            string                      `json:"org"`
+	Workspace      string                      `json:"workspace"`
+	TaskRef        string                      `json:"task_ref"`
+	Task           TaskRefView                 `json:"task"`
+	TaskName       string                      `json:"task_name"`
+	TaskVersion    string                      `json:"task_version"`
+	State          string                      `json:"state"`
+	Inputs         map[string]string           `json:"inputs"`
+	ResolvedInputs map[string]string           `json:"resolved_inputs"`
+	TimeoutSec     int                         `json:"timeout_sec"`
+	ProjectID      *string                     `json:"project_id"`
+	SecretIDs      []string                    `json:"secret_ids"`
+	ServiceURLs    map[string]compose.Endpoint `json:"service_urls"`
+	Instruction    *string                     `json:"instruction"`
+	ExecuteService string                      `json:"execute_service"`
+	ExpiresAt      *time.Time                  `json:"expires_at"`
+	CreatedAt      time.Time                   `json:"created_at"`
+	UpdatedAt      time.Time                   `json:"updated_at"`
+	Error          *string                     `json:"error"`
+	SandboxID      string                      `json:"sandbox_id"`
+	Timeline       []TimelineEntry             `json:"timeline"`
+	// ExecuteToken is only set in the 201 answer of the create that made it.
+	ExecuteToken string `json:"execute_token,omitempty"`
+}
+
+// TaskRefView names the task an environment runs.
+type TaskRefView struct {
+	Org     string `json:"org"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Ref     string `json:"ref"`
+}
+
+// StatusView is the cheap poll.
+type StatusView struct {
+	ID          string                      `json:"id"`
+	State       string                      `json:"state"`
+	ExpiresAt   *time.Time                  `json:"expires_at"`
+	ServiceURLs map[string]compose.Endpoint `json:"service_urls"`
+	Error       *string                     `json:"error"`
+}
+
+// serviceURLs are shown while the services exist (seed 000: ready, paused).
+func serviceURLs(e *Env) map[string]compose.Endpoint {
+	if e.State != StateReady && e.State != StatePaused {
+		return nil
+	}
+	return nonNil(e.ServiceURLs)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func envView(e *Env) EnvView {
+	v := EnvView{ID: e.ID, Org: e.OrgID, Workspace: e.Workspace, TaskRef: e.TaskRef,
+		Task:     TaskRefView{Org: e.TaskOrg, Name: e.TaskName, Version: e.TaskVersion, Ref: e.TaskOrg + "/" + e.TaskName + "@" + e.TaskVersion},
+		TaskName: e.TaskName, TaskVersion: e.TaskVersion, State: e.State, Inputs: nonNil(e.Inputs),
+		ResolvedInputs: nonNil(e.Resolved), TimeoutSec: e.TimeoutSec, ProjectID: e.ProjectID,
+		SecretIDs: nonNilSlice(e.SecretIDs), ServiceURLs: serviceURLs(e), Instruction: strPtr(e.Instruction),
+		ExecuteService: e.ExecuteService, ExpiresAt: timePtr(e.ExpiresAt), CreatedAt: e.CreatedAt.UTC(),
+		UpdatedAt: e.UpdatedAt.UTC(), Error: strPtr(e.Error), SandboxID: e.RecordID, Timeline: nonNilSlice(e.Timeline)}
+	return v
+}
+
+func statusView(e *Env) StatusView {
+	return StatusView{ID: e.ID, State: e.State, ExpiresAt: timePtr(e.ExpiresAt), ServiceURLs: serviceURLs(e), Error: strPtr(e.Error)}
+}
+
+// latestOf marks the highest stable version of each org/name.
+func latestOf(tasks []*catalog.Task) map[*catalog.Task]bool {
+	best := map[string]*catalog.Task{}
+	for _, t := range tasks {
+		k := t.Org + "/" + t.Name
+		b := best[k]
+		if b == nil || better(t, b) {
+			best[k] = t
+		}
+	}
+	out := map[*catalog.Task]bool{}
+	for _, t := range best {
+		out[t] = true
+	}
+	return out
+}
+
+func better(a, b *catalog.Task) bool {
+	ap, bp := a.SemVer.Prerelease() != "", b.SemVer.Prerelease() != ""
+	if ap != bp {
+		return !ap
+	}
+	return a.SemVer.GreaterThan(b.SemVer)
+}
