@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -141,34 +140,8 @@ func (ta *testApp) req(method, path string, body any, hdr ...string) resp {
 
 func (ta *testApp) reqKey(key, method, path string, body any, hdr ...string) resp {
 	ta.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, _ := json.Marshal(b)
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, ta.srv.URL+path, rd)
-	if err != nil {
-		ta.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("X-API-Key", key)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		ta.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(res.Body)
-	return resp{code: res.StatusCode, body: data, hdr: res.Header}
+	r := apitest.Do(ta.t, ta.srv.URL, method, path, body, append([]string{"X-API-Key", key}, hdr...)...)
+	return resp{code: r.Code, body: r.Body, hdr: r.Header}
 }
 
 // create makes a sandbox and returns its id and access token.

@@ -1,17 +1,14 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -160,34 +158,8 @@ func (e *env) req(method, path string, body any, hdr ...string) resp {
 
 func (e *env) reqKey(key, method, path string, body any, hdr ...string) resp {
 	e.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		data, _ := json.Marshal(b)
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("X-API-Key", key)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(res.Body)
-	return resp{code: res.StatusCode, body: data}
+	r := apitest.Do(e.t, e.srv.URL, method, path, body, append([]string{"X-API-Key", key}, hdr...)...)
+	return resp{code: r.Code, body: r.Body}
 }
 
 // must asserts the status code and returns the JSON object answered.

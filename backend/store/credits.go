@@ -207,40 +207,14 @@ var LivePhases = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing
 
 // LiveRecordIDsTx lists an org's records in LivePhases, inside tx.
 func LiveRecordIDsTx(ctx context.Context, tx *sql.Tx, orgID string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return QueryStrings(ctx, tx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
 }
 
 // BrokeOrgs lists the orgs whose balance is zero (or less) while some of
 // their records are still live.
 func (db *DB) BrokeOrgs(ctx context.Context) ([]string, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT o.id FROM orgs o WHERE o.credits_micro <= 0 AND EXISTS (
+	return QueryStrings(ctx, db.r, `SELECT o.id FROM orgs o WHERE o.credits_micro <= 0 AND EXISTS (
 		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming'))`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // GrantCreditsMax adds micro credits to the org named name unless the new

@@ -16,9 +16,7 @@ const recordColumns = `seq, id, org_id, kind, provider, provider_id, provider_da
 	last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason, diagnostic, exit_code,
 	timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id, environment_id, version`
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanRecord(s scanner) (*Record, error) {
+func scanRecord(s Scanner) (*Record, error) {
 	var (
 		r                                                          Record
 		spec, meta, timeline, endpoints                            string
@@ -301,41 +299,15 @@ func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error
 }
 
 func (db *DB) queryRecords(ctx context.Context, q string, args ...any) ([]*Record, error) {
-	rows, err := db.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return QueryAll(ctx, db.r, scanRecord, q, args...)
 }
 
 // DueRecords returns the ids of records (other than kind task) the reconciler
 // owes work at now: transitional phases, and live ones whose TTL has passed.
 func (db *DB) DueRecords(ctx context.Context, now time.Time) ([]string, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id FROM sandboxes WHERE kind <> 'task' AND (
+	return QueryStrings(ctx, db.r, `SELECT id FROM sandboxes WHERE kind <> 'task' AND (
 		phase IN ('pending', 'creating', 'pausing', 'resuming', 'stopping')
 		OR (phase IN ('running', 'paused') AND end_at IS NOT NULL AND end_at <= ?)) ORDER BY seq`, now.UnixNano())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // LiveRecords returns the records (other than kind task) whose instance should

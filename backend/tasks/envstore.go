@@ -243,20 +243,7 @@ func (s *Service) pageEnvs(ctx context.Context, org, workspace string, states []
 }
 
 func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env, error) {
-	rows, err := s.db.Reader().QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Env
-	for rows.Next() {
-		e, err := scanEnv(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return store.QueryAll(ctx, s.db.Reader(), func(sc store.Scanner) (*Env, error) { return scanEnv(sc) }, q, args...)
 }
 
 // liveEnv is a non-terminal environment with its ledger record's phase.

@@ -1,7 +1,6 @@
 package tasks_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -235,32 +235,8 @@ func (r *response) JSON(t testing.TB) map[string]any {
 // do sends a request as org; body may be nil, a string (raw) or a value.
 func (h *harness) do(org, method, path string, body any, headers ...string) *response {
 	h.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		buf, _ := json.Marshal(b)
-		rd = bytes.NewReader(buf)
-	}
-	req, err := http.NewRequest(method, h.srv.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if org != "" {
-		req.Header.Set("X-Test-Org", org)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return &response{Code: resp.StatusCode, Header: resp.Header, Body: b}
+	r := apitest.Do(h.t, h.srv.URL, method, path, body, append([]string{"X-Test-Org", org}, headers...)...)
+	return &response{Code: r.Code, Header: r.Header, Body: r.Body}
 }
 
 func envPath(org, ws string, rest ...string) string {
