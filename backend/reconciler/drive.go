@@ -151,6 +151,10 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 		adoptInstance(r, inst)
 		r.MarkRunning(now)
 		r.PhaseDeadline = time.Time{}
+		// The TTL buys running time: a slow start does not eat into it.
+		if end := now.Add(time.Duration(r.TimeoutSec) * time.Second); r.TimeoutSec > 0 && end.After(r.EndAt) {
+			r.EndAt = end
+		}
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A delete won the race: remember the instance so stopping removes it.
