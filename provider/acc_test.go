@@ -67,13 +67,16 @@ type accBackend struct {
 	client *client.Client
 }
 
-// testAccPreCheck skips unless TF_ACC is set, then fails (never skips) when
+// testAccPreCheck skips unless TF_ACC is set (outside CI), then fails (never skips) when
 // Terraform or Docker is missing, and starts a backend with the given task
 // catalog (default: the repository's tasks/).
 func testAccPreCheck(t *testing.T, tasksDir string) *accBackend {
 	t.Helper()
 	if os.Getenv(resource.EnvTfAcc) == "" {
-		t.Skipf("acceptance tests run only with %s=1", resource.EnvTfAcc)
+		if os.Getenv("CI") != "" { // CI runs make test, which sets TF_ACC: never skip there
+			t.Fatalf("acceptance tests need %s=1; run them with make test or make testacc", resource.EnvTfAcc)
+		}
+		t.Skipf("acceptance tests run only with %s=1 (make test sets it)", resource.EnvTfAcc)
 	}
 	requireTerraform(t)
 	requireDocker(t)
