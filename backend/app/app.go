@@ -26,6 +26,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )
 
 // App is a wired backend.
@@ -89,8 +90,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
+	taskEngine, err := newTaskEngine(cfg, deployment, log)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, DockerHost: cfg.DockerHost, CatalogDir: cfg.TasksDir, Logger: log,
-		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit}); err != nil {
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -151,6 +157,24 @@ func buildProvider(cfg Config, name, deployment string) (provider.Provider, erro
 		return p, nil
 	}
 	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not a provider; use docker or e2b", name)
+}
+
+// newTaskEngine is the engine of task environments: E2B (sandboxes in a
+// scope of their own, so the reconciler's provider never lists them) when
+// DREADNODE_PROVIDER=e2b, else nil: Docker.
+func newTaskEngine(cfg Config, deployment string, log *slog.Logger) (tasks.Engine, error) {
+	if cfg.Provider != "e2b" {
+		return nil, nil
+	}
+	ec := e2b.ConfigFromEnv()
+	if cfg.E2B != nil {
+		ec = *cfg.E2B
+	}
+	eng, err := e2bengine.NewE2B(ec, deployment, log)
+	if err != nil {
+		return nil, fmt.Errorf("task environments on e2b: %w", err)
+	}
+	return eng, nil
 }
 
 // admit refuses creates for an org without credits (402): ledger.Admit.

@@ -156,9 +156,13 @@ func TestTTLExpiryDeletesAndAutoPausePauses(t *testing.T) {
 	if cs := ta.containersOf(auto); len(cs) != 1 || cs[0].State != "paused" {
 		t.Fatalf("auto-paused sandbox should keep a paused container: %+v", cs)
 	}
-	// A paused auto-pause sandbox keeps no TTL until connect sets one.
-	c := ta.req("POST", "/sandboxes/"+auto+"/connect", map[string]any{"timeout": 1})
-	if c.code != 201 {
+	// A paused auto-pause sandbox keeps no TTL; connect without a timeout
+	// gives it its original one again, so it pauses again at expiry.
+	if end := ta.req("GET", "/sandboxes/"+auto, nil).json(t)["endAt"]; end != nil {
+		t.Fatalf("an auto-paused sandbox keeps endAt %v", end)
+	}
+	c := ta.req("POST", "/sandboxes/"+auto+"/connect", nil)
+	if c.code != 201 || c.json(t)["endAt"] == nil {
 		t.Fatalf("connect: %d %s", c.code, c.body)
 	}
 	ta.waitState(auto, 20*time.Second, "paused")
@@ -401,6 +405,42 @@ func TestPrometheusMetrics(t *testing.T) {
 		`dreadnode_sandbox_transitions_total{phase="running"}`, `dreadnode_http_requests_total{code="201",method="POST",route="/sandboxes"} 1`} {
 		if !strings.Contains(string(m.body), want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// Pause racing connect: whichever wins, the record says what the container
+// really is, and exec works exactly when the record says running.
+func TestPauseRacesConnect(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	id, _ := ta.create(map[string]any{"waitReady": true})
+	for range 4 {
+		var wg sync.WaitGroup
+		var tok string
+		wg.Add(2)
+		go func() { defer wg.Done(); ta.req("POST", "/sandboxes/"+id+"/pause", nil) }()
+		go func() {
+			defer wg.Done()
+			if c := ta.req("POST", "/sandboxes/"+id+"/connect", nil); c.code == 200 || c.code == 201 {
+				tok, _ = c.json(t)["accessToken"].(string)
+			} else if c.code >= 500 {
+				t.Errorf("connect answered %d %s", c.code, c.body)
+			}
+		}()
+		wg.Wait()
+		sb := ta.waitState(id, 20*time.Second, "running", "paused")
+		cs := ta.containersOf(id)
+		if len(cs) != 1 || cs[0].State != sb["state"] {
+			t.Fatalf("record says %v, container says %+v", sb["state"], cs)
+		}
+		if sb["state"] == "running" && tok != "" {
+			if e := ta.req("POST", "/sandboxes/"+id+"/exec", map[string]any{"cmd": []string{"true"}}, "X-Access-Token", tok); e.code != 200 {
+				t.Fatalf("exec on a running sandbox: %d %s", e.code, e.body)
+			}
+		}
+		if sb["state"] == "paused" {
+			ta.req("POST", "/sandboxes/"+id+"/connect", nil)
 		}
 	}
 }

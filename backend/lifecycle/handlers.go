@@ -222,8 +222,13 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	if rec.Phase.Terminal() || rec.Phase == store.PhaseStopping {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be connected to; create a new sandbox", rec.ID, rec.Phase.PublicState()))
 	}
-	if req.Timeout != nil {
+	switch {
+	case req.Timeout != nil:
 		if _, err := s.SetEnd(r.Context(), rec, time.Duration(*req.Timeout)*time.Second, true); err != nil {
+			return err
+		}
+	case rec.EndAt.IsZero(): // auto-paused at expiry: resuming gives it its timeout again
+		if _, err := s.SetEnd(r.Context(), rec, time.Duration(max(rec.TimeoutSec, s.cfg.MinTimeout))*time.Second, true); err != nil {
 			return err
 		}
 	}

@@ -246,35 +246,43 @@ func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, er
 }
 
 // Resume moves a paused sandbox back to running; a running one is returned
-// as it is. resumed reports whether it was paused.
+// as it is. resumed reports whether it was paused. A sandbox still starting
+// is waited for, and one still pausing is paused first, then resumed.
 func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Record, resumed bool, err error) {
-	now := s.now()
-	_, err = s.db.Transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
-		r.PhaseDeadline = now.Add(time.Minute)
-		return nil
-	})
-	if errors.Is(err, store.ErrConflict) {
-		cur, gerr := s.db.GetRecord(ctx, r.ID)
-		if gerr != nil {
-			return nil, false, gerr
-		}
-		switch {
-		case cur.Phase == store.PhasePending || cur.Phase == store.PhaseCreating:
-			cur, err = s.WaitStarted(ctx, r.ID)
-			return cur, false, err
-		case cur.Phase == store.PhaseResuming || cur.Phase == store.PhasePausing:
+	for range 3 {
+		now := s.now()
+		_, err = s.db.Transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
+			r.PhaseDeadline = now.Add(time.Minute)
+			return nil
+		})
+		if err == nil {
 			cur, err = s.drive(ctx, r.ID)
 			return cur, true, err
-		case cur.Phase == store.PhaseRunning:
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, false, err
+		}
+		if cur, err = s.db.GetRecord(ctx, r.ID); err != nil {
+			return nil, false, err
+		}
+		switch cur.Phase {
+		case store.PhaseRunning:
 			return cur, false, nil
+		case store.PhasePending, store.PhaseCreating:
+			cur, err = s.WaitStarted(ctx, r.ID)
+			return cur, false, err
+		case store.PhasePausing, store.PhaseResuming:
+			if cur, err = s.drive(ctx, r.ID); err != nil {
+				return cur, false, err
+			}
+			if cur.Phase == store.PhaseRunning {
+				return cur, true, nil
+			}
+			continue // paused now: resume it
 		}
 		return cur, false, httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	cur, err = s.drive(ctx, r.ID)
-	return cur, true, err
+	return cur, false, httpx.Conflict(fmt.Sprintf("sandbox %s keeps changing state; retry the request", r.ID))
 }
 
 // Delete ends the sandbox whatever its phase; a terminal one stays as it is.

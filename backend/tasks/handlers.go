@@ -235,7 +235,7 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 		ExecuteService: task.ExecuteService, TokenHash: store.HashSecret(token), RecordID: ids.New(),
 		Deadline: now.Add(s.cfg.BuildDeadline), CreatedAt: now, UpdatedAt: now,
 		Timeline: []TimelineEntry{{State: StateBuilding, At: now}}}
-	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: store.KindTask, Provider: "docker", Phase: store.PhasePending,
+	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: store.KindTask, Provider: s.providerName, Phase: store.PhasePending,
 		TemplateID: task.Ref(), TimeoutSec: timeout, EnvironmentID: e.ID, CreatedAt: now, PhaseDeadline: e.Deadline,
 		Metadata: map[string]string{"environment_id": e.ID, "workspace": ws, "task": task.Ref()}}
 	var replay string
@@ -482,6 +482,14 @@ func (s *Service) pauseResume(w http.ResponseWriter, r *http.Request, pause bool
 	}
 	if err != nil {
 		return providerHTTPError(err)
+	}
+	if ka, ok := s.engine.(KeepAliver); ok && !pause {
+		// The instances run again: keep them alive until the environment expires.
+		if left := e.ExpiresAt.Sub(s.now()); left > 0 {
+			if err := ka.KeepAlive(ctx, e.ID, left); err != nil {
+				s.log.Warn("extending a resumed environment's instances; they may end before it expires", "environment", e.ID, "error", err)
+			}
+		}
 	}
 	e, err = s.apply(ctx, e.ID, c)
 	switch {

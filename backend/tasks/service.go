@@ -77,6 +77,10 @@ type Config struct {
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); an *httpx.Error it returns is the answer (402...).
 	Admit func(ctx context.Context, orgID string) error
+	// Engine, when set, runs the environments instead of Docker (e.g.
+	// e2bengine on E2B); the Service closes it. Docker, DockerHost,
+	// SubnetPool are then unused.
+	Engine Engine
 }
 
 // Service is the task catalog and environment service.
@@ -86,11 +90,13 @@ type Service struct {
 	log     *slog.Logger
 	now     func() time.Time
 	catalog *catalog.Catalog
-	engine  *compose.Engine
-	owner   string
-	hub     notify.Hub // per environment id: state changed
-	kick    chan struct{}
-	jobs    chan struct{} // semaphore of MaxConcurrentJobs
+	engine  Engine
+	// providerName is the ledger record's provider ("docker", "e2b").
+	providerName string
+	owner        string
+	hub          notify.Hub // per environment id: state changed
+	kick         chan struct{}
+	jobs         chan struct{} // semaphore of MaxConcurrentJobs
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -171,12 +177,20 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %w", err)
 	}
-	eng, err := compose.New(compose.Options{Client: cfg.Docker, Host: cfg.DockerHost, Owner: owner, Logger: cfg.Logger,
-		SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline})
-	if err != nil {
-		return nil, fmt.Errorf("tasks: %w", err)
+	eng := cfg.Engine
+	if eng == nil {
+		ce, err := compose.New(compose.Options{Client: cfg.Docker, Host: cfg.DockerHost, Owner: owner, Logger: cfg.Logger,
+			SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline})
+		if err != nil {
+			return nil, fmt.Errorf("tasks: %w", err)
+		}
+		eng = ce
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, catalog: cat, engine: eng, owner: owner,
+	name := "docker"
+	if n, ok := eng.(Named); ok {
+		name = n.Name()
+	}
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, catalog: cat, engine: eng, providerName: name, owner: owner,
 		kick: make(chan struct{}, 1), jobs: make(chan struct{}, cfg.MaxConcurrentJobs),
 		workers: map[string]*worker{}, locks: map[string]*envLock{}}
 	s.now = func() time.Time { return cfg.Now().UTC() }
@@ -194,8 +208,15 @@ func setDefault[T comparable](v *T, def T) {
 // Catalog is the task catalog.
 func (s *Service) Catalog() *catalog.Catalog { return s.catalog }
 
-// Engine is the Docker engine wrapper (tests, benchmarks).
-func (s *Service) Engine() *compose.Engine { return s.engine }
+// Engine is the Docker engine wrapper (tests, benchmarks); nil when the
+// environments run on another engine (see Runtime).
+func (s *Service) Engine() *compose.Engine {
+	e, _ := s.engine.(*compose.Engine)
+	return e
+}
+
+// Runtime is the engine the environments run on.
+func (s *Service) Runtime() Engine { return s.engine }
 
 // Owner labels every Docker resource of this database
 // (dev.dreadnode.tasks.owner=<the database's deployment id>).
@@ -218,7 +239,7 @@ func CleanupDeployment(ctx context.Context, dockerHost, deployment string) error
 	return eng.RemoveAll(ctx)
 }
 
-// Ping reports whether Docker answers (for /readyz).
+// Ping reports whether the engine (Docker, E2B) answers (for /readyz).
 func (s *Service) Ping(ctx context.Context) error { return s.engine.Ping(ctx) }
 
 // Run recovers environments a previous process left (resuming or failing

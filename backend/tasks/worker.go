@@ -157,6 +157,9 @@ func (s *Service) build(ctx context.Context, e *Env) error {
 		return err
 	}
 	detail := "images cached"
+	if len(imgs) == 0 {
+		detail = "nothing to build (the services start from prebuilt templates)"
+	}
 	if len(missing) > 0 {
 		n, err := s.engine.Build(ctx, imgs)
 		if err != nil {
@@ -180,10 +183,15 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 	}
 	res, err := s.engine.Bring(ctx, &compose.Up{
 		Target:  compose.Target{EnvID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
-		Project: p, Images: imgs, Expose: task.Expose,
+		Project: p, Images: imgs, Expose: task.Expose, Templates: task.E2BTemplates,
 	})
 	if err != nil {
 		return err
+	}
+	if ka, ok := s.engine.(KeepAliver); ok {
+		if err := ka.KeepAlive(ctx, e.ID, time.Duration(e.TimeoutSec)*time.Second); err != nil {
+			return err
+		}
 	}
 	vars := map[string]string{}
 	for k, v := range e.Resolved {

@@ -194,10 +194,16 @@ func (e *Engine) envFilter(envID string) filters.Args {
 type ProviderError struct {
 	Op  string // what was being done, e.g. `starting service "web"`
 	Err error
+	// Provider names the runtime that failed; "" means docker.
+	Provider string
 }
 
 func (e *ProviderError) Error() string {
-	return "provider error (docker): " + e.Op + ": " + cleanDockerErr(e.Err)
+	name := e.Provider
+	if name == "" {
+		name = "docker"
+	}
+	return "provider error (" + name + "): " + e.Op + ": " + cleanDockerErr(e.Err)
 }
 
 func (e *ProviderError) Unwrap() error { return e.Err }

@@ -37,6 +37,10 @@ type Up struct {
 	Images  map[string]*Image
 	// Expose maps a service to the container port to publish on 127.0.0.1.
 	Expose map[string]int
+	// Templates maps a service to its prebuilt template (task.yaml
+	// e2b_templates) for runtimes that start templates instead of images
+	// (E2B); the Docker engine ignores it.
+	Templates map[string]string
 }
 
 // UpResult is what a successful Up produced.

@@ -1,0 +1,530 @@
+// Package e2bengine runs task environments on E2B: it implements
+// tasks.Engine on top of a provider.Provider (the E2B provider of
+// backend/provider/e2b) instead of Docker.
+//
+// E2B templates are prebuilt, so nothing is built: building is instant and a
+// task runs on E2B only when its manifest names an E2B template for every
+// service (task.yaml e2b_templates). Bringing an environment up creates one
+// sandbox per service (concurrently: sandboxes share no private network, so
+// depends_on has nothing to order) and it is ready once every sandbox runs.
+// An exposed service answers at E2B's public URL of the port,
+// https://<port>-<sandboxID>.<domain>; its service_urls entry is
+// {"url": that URL, "host": "<port>-<sandboxID>.<domain>", "port": 443}: the
+// port is the one a client connects to (E2B's TLS proxy), not the service's
+// port inside the sandbox, which is part of the host name.
+//
+// Each sandbox carries the provider record id "<environment id>/<service>"
+// (metadata dev.dreadnode.record), which makes creation idempotent per
+// service and lets Snapshot, Remove and the sweep find an environment's
+// sandboxes through List, plus metadata naming the environment, service,
+// task and ledger record. The provider must use a scope of its own (Scope:
+// "<deployment>-tasks") so that the sandbox reconciler's provider, scoped to
+// the deployment, never lists nor sweeps task sandboxes, and this engine
+// never sees the reconciler's.
+package e2bengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
+)
+
+// LabelLedgerRecord is the metadata key naming the environment's ledger
+// record (dev.dreadnode.record holds the per-service provider record id).
+const LabelLedgerRecord = "dev.dreadnode.tasks.record"
+
+// Scope is the E2B provider scope of the task sandboxes of a deployment.
+func Scope(deployment string) string { return deployment + "-tasks" }
+
+// createTimeout bounds one sandbox creation; it is not cut short by the
+// caller's context (only checked before it starts), so that once Bring
+// returns every sandbox it asked for exists and a following Remove sees it.
+const createTimeout = 2 * time.Minute
+
+// Options configure an Engine.
+type Options struct {
+	// Provider creates the sandboxes; required. Its scope must be reserved
+	// to task environments (see Scope).
+	Provider provider.Provider
+	// ServiceURL is the public URL of a sandbox port; default the
+	// provider's ServiceURL method (E2B: https://<port>-<id>.<domain>).
+	ServiceURL func(sandboxID string, port int) string
+	Logger     *slog.Logger
+}
+
+// Engine implements tasks.Engine on E2B. It is safe for concurrent use.
+type Engine struct {
+	p          provider.Provider
+	serviceURL func(string, int) string
+	log        *slog.Logger
+}
+
+var (
+	_ tasks.Engine     = (*Engine)(nil)
+	_ tasks.KeepAliver = (*Engine)(nil)
+	_ tasks.Named      = (*Engine)(nil)
+)
+
+// New returns an Engine on opts.Provider.
+func New(opts Options) (*Engine, error) {
+	if opts.Provider == nil {
+		return nil, errors.New("e2bengine: Provider is required")
+	}
+	e := &Engine{p: opts.Provider, serviceURL: opts.ServiceURL, log: opts.Logger}
+	if e.serviceURL == nil {
+		su, ok := opts.Provider.(interface{ ServiceURL(string, int) string })
+		if !ok {
+			return nil, errors.New("e2bengine: Options.ServiceURL is required for a provider without a ServiceURL method")
+		}
+		e.serviceURL = su.ServiceURL
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	return e, nil
+}
+
+// NewE2B builds the E2B provider of cfg scoped to the task sandboxes of
+// deployment (Scope) and returns an Engine on it. Template ids of task
+// manifests are E2B's own, so cfg.Templates (our ids of sandbox templates)
+// does not apply.
+func NewE2B(cfg e2b.Config, deployment string, log *slog.Logger) (*Engine, error) {
+	cfg.Scope = Scope(deployment)
+	cfg.Templates = map[string]provider.Template{}
+	p, err := e2b.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{Provider: p, Logger: log})
+}
+
+// Name implements tasks.Named.
+func (e *Engine) Name() string { return "e2b" }
+
+// recordID is the provider record id of service's sandbox in envID.
+func recordID(envID, service string) string { return envID + "/" + service }
+
+// parseRecord splits a provider record id made by recordID.
+func parseRecord(id string) (envID, service string, ok bool) {
+	envID, service, ok = strings.Cut(id, "/")
+	return envID, service, ok && envID != "" && service != ""
+}
+
+func perr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var pe *compose.ProviderError
+	if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &compose.ProviderError{Provider: "e2b", Op: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Images implements tasks.Engine: E2B starts prebuilt templates, so there
+// is nothing to build.
+func (e *Engine) Images(*types.Project, string) (map[string]*compose.Image, error) {
+	return map[string]*compose.Image{}, nil
+}
+
+// Missing implements tasks.Engine: nothing is ever missing.
+func (e *Engine) Missing(context.Context, map[string]*compose.Image) ([]*compose.Image, error) {
+	return nil, nil
+}
+
+// Build implements tasks.Engine: nothing to build.
+func (e *Engine) Build(context.Context, map[string]*compose.Image) (int, error) { return 0, nil }
+
+// Builds implements tasks.Engine.
+func (e *Engine) Builds() int64 { return 0 }
+
+// Ping implements tasks.Engine.
+func (e *Engine) Ping(ctx context.Context) error { return e.p.Ping(ctx) }
+
+// Negotiate implements tasks.Engine (nothing to negotiate).
+func (e *Engine) Negotiate(context.Context) {}
+
+// Watch implements tasks.Engine: E2B pushes no events; the sweep polls.
+func (e *Engine) Watch(context.Context) {}
+
+// Close implements tasks.Engine.
+func (e *Engine) Close() error {
+	if c, ok := e.p.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// sandboxes lists the sandboxes of environment envID ("" for all), by
+// service.
+func (e *Engine) sandboxes(ctx context.Context, envID string) (map[string][]provider.Instance, error) {
+	insts, err := e.p.List(ctx)
+	if err != nil {
+		return nil, perr(err, "listing the environment's sandboxes")
+	}
+	out := map[string][]provider.Instance{}
+	for _, in := range insts {
+		env, svc, ok := parseRecord(in.RecordID)
+		if !ok || (envID != "" && env != envID) {
+			continue
+		}
+		out[svc] = append(out[svc], in)
+	}
+	return out, nil
+}
+
+// Bring implements tasks.Engine: one sandbox per service from the
+// manifest's e2b_templates, adopting those an earlier attempt made (resumed
+// when paused). A service without a template fails the environment.
+func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, error) {
+	names := make([]string, 0, len(u.Project.Services))
+	for n := range u.Project.Services {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var missing []string
+	for _, n := range names {
+		if u.Templates[n] == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, &compose.BuildError{Service: missing[0], Msg: fmt.Sprintf(
+			"has no E2B template: this backend runs task environments on E2B, which needs task.yaml's e2b_templates to name a template for every service (missing: %s)",
+			strings.Join(missing, ", "))}
+	}
+	existing, err := e.sandboxes(ctx, u.EnvID)
+	if err != nil {
+		return nil, err
+	}
+	res := &compose.UpResult{Containers: map[string]string{}, Endpoints: map[string]compose.Endpoint{}}
+	// Sandboxes of services the project no longer has, or duplicates.
+	var stale []provider.Instance
+	for svc, ins := range existing {
+		if _, ok := u.Project.Services[svc]; !ok {
+			stale = append(stale, ins...)
+		} else if len(ins) > 1 {
+			stale = append(stale, ins[1:]...)
+		}
+	}
+	for _, in := range stale {
+		if err := e.p.Delete(ctx, in.Ref); err != nil {
+			return nil, perr(err, "removing a stale sandbox of the environment")
+		}
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = make([]error, len(names))
+	)
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, adopted, err := e.bringService(ctx, u, n, existing[n])
+			errs[i] = err
+			if err == nil {
+				mu.Lock()
+				res.Containers[n] = id
+				if adopted {
+					res.Adopted++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			if cerr := context.Cause(ctx); cerr != nil {
+				return nil, cerr
+			}
+			return nil, err
+		}
+	}
+	for n, id := range res.Containers {
+		if port, ok := u.Expose[n]; ok {
+			res.Endpoints[n] = e.endpoint(id, port)
+		}
+	}
+	return res, nil
+}
+
+// bringService adopts or creates service n's sandbox and returns its id.
+func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have []provider.Instance) (string, bool, error) {
+	if len(have) > 0 {
+		in := have[0]
+		if in.Status == provider.StatusPaused {
+			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
+				return "", false, perr(err, "resuming service %q", n)
+			}
+		}
+		return in.Ref.ID, true, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	s := u.Project.Services[n]
+	env := map[string]string{}
+	for k, v := range s.Environment {
+		if v != nil {
+			env[k] = *v
+		}
+	}
+	spec := provider.Spec{
+		RecordID: recordID(u.EnvID, n),
+		OrgID:    u.OrgID,
+		Kind:     "task",
+		Template: u.Templates[n],
+		EnvVars:  env,
+		Metadata: map[string]string{
+			compose.LabelEnv:     u.EnvID,
+			compose.LabelService: n,
+			compose.LabelTask:    u.TaskRef,
+			LabelLedgerRecord:    u.RecordID,
+		},
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	in, err := e.p.Create(cctx, spec)
+	if err != nil {
+		if provider.KindOf(err) == provider.KindImageMissing {
+			var pe *provider.Error
+			errors.As(err, &pe)
+			return "", false, &compose.BuildError{Service: n, Msg: "e2b_templates names template " + strconv.Quote(spec.Template) + ": " + pe.Msg}
+		}
+		return "", false, perr(err, "creating service %q from E2B template %q", n, spec.Template)
+	}
+	if in.Status == provider.StatusPaused { // adopted by the provider after a lost answer
+		if _, err := e.p.Resume(cctx, in.Ref); err != nil {
+			return "", false, perr(err, "resuming service %q", n)
+		}
+	}
+	e.log.Info("task environment sandbox created", "environment", u.EnvID, "service", n, "sandbox", in.Ref.ID, "template", spec.Template)
+	return in.Ref.ID, false, nil
+}
+
+// endpoint is where port of a sandbox answers: E2B's public URL of it.
+func (e *Engine) endpoint(sandboxID string, port int) compose.Endpoint {
+	raw := e.serviceURL(sandboxID, port)
+	ep := compose.Endpoint{URL: raw}
+	if u, err := url.Parse(raw); err == nil {
+		ep.Host = u.Hostname()
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			ep.Port = p
+		} else if u.Scheme == "http" {
+			ep.Port = 80
+		} else {
+			ep.Port = 443
+		}
+	}
+	return ep
+}
+
+// KeepAlive implements tasks.KeepAliver: E2B keeps every sandbox of the
+// environment running at least d from now (the provider adds its grace).
+func (e *Engine) KeepAlive(ctx context.Context, envID string, d time.Duration) error {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return err
+	}
+	for _, svc := range sortedKeys(sbs) {
+		for _, in := range sbs[svc] {
+			if in.Status != provider.StatusRunning {
+				continue
+			}
+			if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !provider.IsNotFound(err) {
+				return perr(err, "setting the time to live of service %q", svc)
+			}
+		}
+	}
+	return nil
+}
+
+// Remove implements tasks.Engine.
+func (e *Engine) Remove(ctx context.Context, envID string) error {
+	_, err := e.RemoveCount(ctx, envID)
+	return err
+}
+
+// RemoveCount implements tasks.Engine: it deletes every sandbox of the
+// environment.
+func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		n    int
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	for svc, ins := range sbs {
+		for _, in := range ins {
+			n++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := e.p.Delete(ctx, in.Ref); err != nil && !provider.IsNotFound(err) {
+					mu.Lock()
+					errs = append(errs, perr(err, "removing the sandbox of service %q", svc))
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
+}
+
+// Pause implements tasks.Engine: all running sandboxes of the environment
+// are paused, or none (those already paused are resumed on a failure).
+func (e *Engine) Pause(ctx context.Context, envID string) error {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return err
+	}
+	var done []provider.Ref
+	for _, svc := range sortedKeys(sbs) {
+		for _, in := range sbs[svc] {
+			if in.Status != provider.StatusRunning {
+				continue
+			}
+			err := e.p.Pause(ctx, in.Ref)
+			switch {
+			case err == nil:
+				done = append(done, in.Ref)
+			case provider.KindOf(err) == provider.KindConflict:
+				// Paused meanwhile (E2B's 409): what was asked for.
+			default:
+				for _, ref := range done { // all or nothing
+					_, _ = e.p.Resume(context.WithoutCancel(ctx), ref)
+				}
+				return perr(err, "pausing service %q", svc)
+			}
+		}
+	}
+	return nil
+}
+
+// Unpause implements tasks.Engine: every paused sandbox of the environment
+// is resumed.
+func (e *Engine) Unpause(ctx context.Context, envID string) error {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return err
+	}
+	for _, svc := range sortedKeys(sbs) {
+		for _, in := range sbs[svc] {
+			if in.Status != provider.StatusPaused {
+				continue
+			}
+			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
+				return perr(err, "resuming service %q", svc)
+			}
+		}
+	}
+	return nil
+}
+
+// Exec implements tasks.Engine through envd in service's sandbox. The
+// output is stdout followed by stderr (envd streams them apart); a command
+// exceeding timeout is killed and reported with TimedOut and exit code 124.
+func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compose.ExecResult, error) {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return nil, err
+	}
+	ins := sbs[service]
+	if len(ins) == 0 {
+		return nil, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
+	}
+	in := ins[0]
+	if in.Status != provider.StatusRunning {
+		return nil, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, in.Status)
+	}
+	start := time.Now()
+	out, err := e.p.Exec(ctx, in.Ref, provider.ExecRequest{Cmd: argv, Timeout: timeout})
+	res := &compose.ExecResult{Duration: time.Since(start), ExitCode: out.ExitCode}
+	combined := append(append([]byte(nil), out.Stdout...), out.Stderr...)
+	if maxOutput > 0 && len(combined) > maxOutput {
+		combined, res.Truncated = combined[:maxOutput], true
+	}
+	res.Output = combined
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case provider.KindOf(err) == provider.KindTimeout:
+		res.TimedOut, res.ExitCode = true, 124
+		return res, nil
+	case provider.IsNotFound(err), provider.KindOf(err) == provider.KindConflict:
+		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
+	}
+	return nil, perr(err, "running a command in service %q", service)
+}
+
+// Snapshot implements tasks.Engine: the sandboxes of this scope by
+// environment (E2B has no networks).
+func (e *Engine) Snapshot(ctx context.Context) (*compose.Snapshot, error) {
+	insts, err := e.p.List(ctx)
+	if err != nil {
+		return nil, perr(err, "listing sandboxes")
+	}
+	s := &compose.Snapshot{Containers: map[string][]compose.ContainerState{}, Networks: map[string][]string{}}
+	for _, in := range insts {
+		env, svc, ok := parseRecord(in.RecordID)
+		if !ok {
+			continue
+		}
+		s.Containers[env] = append(s.Containers[env], compose.ContainerState{ID: in.Ref.ID, Name: in.Ref.ID, EnvID: env,
+			Service: svc, State: string(in.Status), Status: "E2B sandbox " + string(in.Status)})
+	}
+	return s, nil
+}
+
+// LastLogs implements tasks.Engine with the sandbox's E2B logs.
+func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	text, err := e.p.Logs(ctx, provider.Ref{ID: id})
+	if err != nil {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
