@@ -42,6 +42,13 @@ have_image() { docker image inspect "$IMAGE" >/dev/null 2>&1; }
 
 if [ "$force" = 0 ] && have_image; then exit 0; fi
 
+# A fresh machine: install debootstrap from Debian's packages (root only).
+if ! command -v debootstrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	echo "build.sh: installing debootstrap (apt-get)" >&2
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } >/dev/null 2>&1 ||
+		echo "build.sh: installing debootstrap failed" >&2
+fi
+
 for tool in docker debootstrap flock tar; do
 	command -v "$tool" >/dev/null || {
 		echo "build.sh: $tool is required (apt-get install debootstrap util-linux tar)" >&2
