@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -49,7 +50,7 @@ type Config struct {
 
 type server struct {
 	cfg     Config
-	keys    sync.Map // key hash -> org id; keys are immutable once issued
+	keys    sync.Map // [32]byte key digest -> org id; keys are immutable once issued
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 }
@@ -145,7 +146,7 @@ func (s *server) auth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "unauthenticated", "send your API key in the X-API-Key header (or Authorization: Bearer <key>)"))
 			return
 		}
-		hash := store.HashSecret(key)
+		hash := sha256.Sum256([]byte(key)) // the cache key; no hex string per request
 		org, ok := s.keys.Load(hash)
 		if !ok {
 			id, err := s.cfg.DB.OrgForKey(r.Context(), key)

