@@ -11,6 +11,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -72,7 +73,8 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Ins
 	// Create holds the name but its container is not visible yet, or a
 	// concurrent network creation briefly left two networks of one name.
 	for attempt, wait := 1, 10*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, time.Second) {
-		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated)
+		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
+			volumeMounts(spec, labels))
 		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use") {
 			inst, aerr := p.adopt(ctx, name)
 			if !provider.IsNotFound(aerr) || attempt == 10 {
@@ -124,12 +126,13 @@ func env(m map[string]string) []string {
 // createContainer creates (but does not start) one container on the default
 // or the isolated network.
 func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
-	envs, cmd []string, cpu, mem int, isolated bool) (string, error) {
+	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount) (string, error) {
 	cfg := &container.Config{Image: image, Labels: labels, Env: envs, ExposedPorts: nat.PortSet{}}
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	hc := &container.HostConfig{
+		Mounts:       mounts,
 		PortBindings: nat.PortMap{},
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpu) * 1e9,
@@ -160,6 +163,21 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	}
 	return resp.ID, err
 }
+
+// volumeMounts turns the spec's volumes into named volumes private to the
+// sandbox (dn-<record>-<name>), labelled like the container so Delete and
+// the operator can find them.
+func volumeMounts(spec provider.Spec, labels map[string]string) []mount.Mount {
+	var out []mount.Mount
+	for _, v := range spec.Volumes {
+		out = append(out, mount.Mount{Type: mount.TypeVolume, Source: volumePrefix + spec.RecordID + "-" + v.Name, Target: v.Path,
+			ReadOnly: v.ReadOnly, VolumeOptions: &mount.VolumeOptions{Labels: labels}})
+	}
+	return out
+}
+
+// volumePrefix starts the name of every volume this provider creates.
+const volumePrefix = "dn-"
 
 // createError maps a ContainerCreate failure to the user's terms.
 func (p *Provider) createError(op, image string, err error) error {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -31,7 +34,20 @@ func (p *Provider) Resume(ctx context.Context, ref provider.Ref) (provider.Insta
 // anonymous volumes. A missing container, or one already being removed, is
 // not an error.
 func (p *Provider) Delete(ctx context.Context, ref provider.Ref) error {
+	var named []string // the sandbox's volumeMounts: named volumes outlive a plain remove
+	if c, err := p.cli.ContainerInspect(ctx, ref.ID); err == nil {
+		for _, m := range c.Mounts {
+			if m.Type == mount.TypeVolume && strings.HasPrefix(m.Name, volumePrefix) {
+				named = append(named, m.Name)
+			}
+		}
+	}
 	err := p.cli.ContainerRemove(ctx, ref.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	for _, v := range named {
+		if verr := p.cli.VolumeRemove(ctx, v, true); verr != nil && !cerrdefs.IsNotFound(verr) {
+			return classify("delete", fmt.Errorf("removing volume %s: %w", v, verr))
+		}
+	}
 	p.cpuMu.Lock()
 	delete(p.cpuSamples, ref.ID)
 	p.cpuMu.Unlock()

@@ -53,7 +53,7 @@ func startPool(p *Provider, size int) *pool {
 // and the main command are fixed at creation, and pool containers sit on the
 // default (internet) network. Resources can be changed by ContainerUpdate.
 func poolCompatible(spec provider.Spec) bool {
-	return len(spec.EnvVars) == 0 && len(spec.Command) == 0 &&
+	return len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
 		(spec.Network.AllowInternetAccess == nil || *spec.Network.AllowInternetAccess)
 }
 
@@ -168,7 +168,7 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 		labelPool:             tmplID,
 		labelScope:            p.cfg.Scope,
 	}
-	id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false)
+	id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil)
 	if err != nil {
 		return poolEntry{}, err
 	}
