@@ -13,11 +13,10 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -84,38 +83,18 @@ func (ta *testApp) removeContainers() {
 		return
 	}
 	for _, c := range ta.containers(dep) {
-		_ = dockerClient(ta.t).ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		_ = dockertest.Client(ta.t).ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}
-}
-
-func dockerClient(t testing.TB) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // containers lists the containers of a deployment (all states).
 func (ta *testApp) containers(deployment string) []container.Summary {
-	cs, err := dockerClient(ta.t).ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", provider.LabelDeployment+"="+deployment))})
-	if err != nil {
-		ta.t.Fatal(err)
-	}
-	return cs
+	return dockertest.ContainersWithLabel(ta.t, provider.LabelDeployment, deployment)
 }
 
 // containersOf lists the containers labelled with record id.
 func (ta *testApp) containersOf(id string) []container.Summary {
-	cs, err := dockerClient(ta.t).ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", provider.LabelRecord+"="+id))})
-	if err != nil {
-		ta.t.Fatal(err)
-	}
-	return cs
+	return dockertest.ContainersOfRecord(ta.t, id)
 }
 
 type resp struct {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -89,7 +89,7 @@ func (e *env) removeContainers() {
 	if err != nil {
 		return
 	}
-	cli := dockerClient(e.t)
+	cli := dockertest.Client(e.t)
 	cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", provider.LabelDeployment+"="+dep))})
 	if err != nil {
@@ -100,24 +100,9 @@ func (e *env) removeContainers() {
 	}
 }
 
-func dockerClient(t testing.TB) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
 // containersOf lists the containers labelled with record id (all states).
 func (e *env) containersOf(id string) []container.Summary {
-	cs, err := dockerClient(e.t).ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", provider.LabelRecord+"="+id))})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return cs
+	return dockertest.ContainersOfRecord(e.t, id)
 }
 
 // addOrg makes another org with its own key.

@@ -62,7 +62,7 @@ func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
 			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since, &b.Version); err != nil {
 			return nil, err
 		}
-		b.RunningSince = fromNull(since)
+		b.RunningSince = TimeFromNanos(since)
 		out = append(out, b)
 	}
 	return out, rows.Err()
@@ -294,7 +294,7 @@ func (db *DB) UsageSpans(ctx context.Context, orgID string, since time.Time) ([]
 		if err := rows.Scan(&u.RuntimeNs, &rs, &tl); err != nil {
 			return nil, err
 		}
-		u.RunningSince = fromNull(rs)
+		u.RunningSince = TimeFromNanos(rs)
 		if err := json.Unmarshal([]byte(tl), &u.Timeline); err != nil {
 			return nil, err
 		}

@@ -35,8 +35,8 @@ func scanRecord(s Scanner) (*Record, error) {
 		return nil, err
 	}
 	r.AutoPause, r.AutoResume = autoPause != 0, autoResume != 0
-	r.StartedAt, r.LastStartedAt, r.LastPausedAt = fromNull(started), fromNull(lastStarted), fromNull(lastPaused)
-	r.KilledAt, r.EndAt, r.PhaseDeadline, r.RunningSince = fromNull(killed), fromNull(endAt), fromNull(dl), fromNull(since)
+	r.StartedAt, r.LastStartedAt, r.LastPausedAt = TimeFromNanos(started), TimeFromNanos(lastStarted), TimeFromNanos(lastPaused)
+	r.KilledAt, r.EndAt, r.PhaseDeadline, r.RunningSince = TimeFromNanos(killed), TimeFromNanos(endAt), TimeFromNanos(dl), TimeFromNanos(since)
 	if exit.Valid {
 		v := int(exit.Int64)
 		r.ExitCode = &v
@@ -66,14 +66,16 @@ func (s *nsTimeScanner) Scan(v any) error {
 	return nil
 }
 
-func fromNull(n sql.NullInt64) time.Time {
+// TimeFromNanos reads a nullable Unix-nanosecond column (NULL is the zero time).
+func TimeFromNanos(n sql.NullInt64) time.Time {
 	if !n.Valid {
 		return time.Time{}
 	}
 	return time.Unix(0, n.Int64).UTC()
 }
 
-func toNull(t time.Time) any {
+// NanosOrNull writes a time as Unix nanoseconds, the zero time as NULL.
+func NanosOrNull(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
@@ -97,9 +99,9 @@ func recordArgs(r *Record) ([]any, error) {
 	}
 	return []any{r.ID, r.OrgID, r.Kind, r.Provider, r.ProviderID, r.ProviderData, string(r.Phase), r.TemplateID,
 		string(spec), string(meta), r.CPUCount, r.MemoryMB, b2i(r.AutoPause), b2i(r.AutoResume), r.TimeoutSec,
-		r.AccessTokenHash, r.CreatedAt.UnixNano(), toNull(r.StartedAt), toNull(r.LastStartedAt), toNull(r.LastPausedAt),
-		toNull(r.KilledAt), toNull(r.EndAt), toNull(r.PhaseDeadline), r.KillReason, r.Diagnostic, exit,
-		string(timeline), string(endpoints), r.BilledMicro, r.BilledNs, r.RuntimeNs, toNull(r.RunningSince), r.Sessions,
+		r.AccessTokenHash, r.CreatedAt.UnixNano(), NanosOrNull(r.StartedAt), NanosOrNull(r.LastStartedAt), NanosOrNull(r.LastPausedAt),
+		NanosOrNull(r.KilledAt), NanosOrNull(r.EndAt), NanosOrNull(r.PhaseDeadline), r.KillReason, r.Diagnostic, exit,
+		string(timeline), string(endpoints), r.BilledMicro, r.BilledNs, r.RuntimeNs, NanosOrNull(r.RunningSince), r.Sessions,
 		r.RuntimeID, r.EnvironmentID}, nil
 }
 

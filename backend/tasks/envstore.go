@@ -134,7 +134,7 @@ func scanEnv(s rowScanner) (*Env, error) {
 	if project.Valid {
 		e.ProjectID = &project.String
 	}
-	e.Deadline, e.ExpiresAt = fromNS(deadline), fromNS(expires)
+	e.Deadline, e.ExpiresAt = store.TimeFromNanos(deadline), store.TimeFromNanos(expires)
 	e.CreatedAt, e.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	if err := errors.Join(
 		json.Unmarshal([]byte(inputs), &e.Inputs),
@@ -148,20 +148,6 @@ func scanEnv(s rowScanner) (*Env, error) {
 		return nil, fmt.Errorf("decoding environment %s: %w", e.ID, err)
 	}
 	return &e, nil
-}
-
-func fromNS(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
-}
-
-func toNS(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
 }
 
 func mustJSON(v any) string {
@@ -194,7 +180,7 @@ func envArgs(e *Env) []any {
 	return []any{e.OrgID, e.Workspace, e.TaskRef, e.TaskOrg, e.TaskName, e.TaskVersion, mustJSON(nonNil(e.Inputs)),
 		mustJSON(nonNil(e.Resolved)), e.TimeoutSec, project, mustJSON(nonNilSlice(e.SecretIDs)), e.State, e.Error, mustJSON(nonNil(e.ServiceURLs)),
 		mustJSON(nonNil(e.Containers)), mustJSON(nonNilSlice(e.OneShots)), e.Instruction, e.ExecuteService, e.TokenHash,
-		e.RecordID, toNS(e.Deadline), toNS(e.ExpiresAt), mustJSON(nonNilSlice(e.Timeline)), e.CreatedAt.UnixNano(),
+		e.RecordID, store.NanosOrNull(e.Deadline), store.NanosOrNull(e.ExpiresAt), mustJSON(nonNilSlice(e.Timeline)), e.CreatedAt.UnixNano(),
 		e.UpdatedAt.UnixNano()}
 }
 
