@@ -67,16 +67,13 @@ type accBackend struct {
 	client *client.Client
 }
 
-// testAccPreCheck skips unless TF_ACC is set (outside CI), then fails (never skips) when
+// testAccPreCheck fails unless TF_ACC is set, then fails (never skips) when
 // Terraform or Docker is missing, and starts a backend with the given task
 // catalog (default: the repository's tasks/).
 func testAccPreCheck(t *testing.T, tasksDir string) *accBackend {
 	t.Helper()
 	if os.Getenv(resource.EnvTfAcc) == "" {
-		if os.Getenv("CI") != "" { // CI runs make test, which sets TF_ACC: never skip there
-			t.Fatalf("acceptance tests need %s=1; run them with make test or make testacc", resource.EnvTfAcc)
-		}
-		t.Skipf("acceptance tests run only with %s=1 (make test sets it)", resource.EnvTfAcc)
+		t.Fatalf("acceptance tests need %s=1 and the Terraform CLI: run them with make test or make testacc", resource.EnvTfAcc)
 	}
 	requireTerraform(t)
 	requireDocker(t)

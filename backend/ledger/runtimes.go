@@ -483,7 +483,9 @@ func (s *Service) liveRecord(ctx context.Context, rt *runtime, op string) (*stor
 	return rec, nil
 }
 
-func (s *Service) handlePause(w http.ResponseWriter, r *http.Request, org string) error {
+// withLiveRecord runs op on the runtime's live sandbox record, holding the
+// runtime's lock (409 when the runtime is idle), then answers the runtime.
+func (s *Service) withLiveRecord(w http.ResponseWriter, r *http.Request, org, doing string, op func(rec *store.Record) error) error {
 	rt, err := s.loadRuntime(r, org)
 	if err != nil {
 		return err
@@ -496,43 +498,36 @@ func (s *Service) handlePause(w http.ResponseWriter, r *http.Request, org string
 		return err
 	}
 	defer unlock()
-	rec, err := s.liveRecord(r.Context(), rt, "pausing it")
+	rec, err := s.liveRecord(r.Context(), rt, doing)
 	if err != nil {
 		return err
 	}
-	if _, err := s.lc.Pause(r.Context(), rec); err != nil {
+	if err := op(rec); err != nil {
 		return err
-	}
-	if err := s.Settle(r.Context(), rec.ID); err != nil {
-		s.log.Warn("settling a paused sandbox failed; the settle loop retries", "record", rec.ID, "err", err)
 	}
 	return s.writeRuntime(w, r, rt.ID, org)
 }
 
+func (s *Service) handlePause(w http.ResponseWriter, r *http.Request, org string) error {
+	return s.withLiveRecord(w, r, org, "pausing it", func(rec *store.Record) error {
+		if _, err := s.lc.Pause(r.Context(), rec); err != nil {
+			return err
+		}
+		if err := s.Settle(r.Context(), rec.ID); err != nil {
+			s.log.Warn("settling a paused sandbox failed; the settle loop retries", "record", rec.ID, "err", err)
+		}
+		return nil
+	})
+}
+
 func (s *Service) handleResume(w http.ResponseWriter, r *http.Request, org string) error {
-	rt, err := s.loadRuntime(r, org)
-	if err != nil {
+	return s.withLiveRecord(w, r, org, "resuming it", func(rec *store.Record) error {
+		if err := s.Admit(r.Context(), org); err != nil {
+			return err
+		}
+		_, _, err := s.lc.Resume(r.Context(), rec)
 		return err
-	}
-	if err := noBody(r); err != nil {
-		return err
-	}
-	rt, unlock, err := s.lockRuntime(r.Context(), rt)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	rec, err := s.liveRecord(r.Context(), rt, "resuming it")
-	if err != nil {
-		return err
-	}
-	if err := s.Admit(r.Context(), org); err != nil {
-		return err
-	}
-	if _, _, err := s.lc.Resume(r.Context(), rec); err != nil {
-		return err
-	}
-	return s.writeRuntime(w, r, rt.ID, org)
+	})
 }
 
 // KeepaliveRequest is the body of POST /runtimes/{id}/keepalive.
