@@ -22,7 +22,7 @@ func TestLifecycleOnE2B(t *testing.T) {
 		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
 			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 	})
-	r := ta.req("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 120, "metadata": map[string]string{"who": "e2b"}})
+	r := ta.req("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 120, "autoResume": true, "metadata": map[string]string{"who": "e2b"}})
 	if r.code != http.StatusCreated || r.json(t)["state"] != "running" {
 		t.Fatalf("create on E2B: %d %s", r.code, r.body)
 	}
@@ -30,6 +30,9 @@ func TestLifecycleOnE2B(t *testing.T) {
 	sbs := fake.Sandboxes()
 	if len(sbs) != 1 || sbs[0].Metadata["dev.dreadnode.record"] != id {
 		t.Fatalf("the E2B sandbox does not carry our record id: %+v", sbs)
+	}
+	if !sbs[0].AutoResume {
+		t.Fatalf("autoResume was not passed to E2B")
 	}
 	e := ta.req("POST", "/sandboxes/"+id+"/exec", map[string]any{"cmd": []string{"echo", "hello"}}, "X-Access-Token", tok)
 	if e.code != 200 || !strings.Contains(e.json(t)["stdout"].(string), "hello") {

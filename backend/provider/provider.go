@@ -45,7 +45,10 @@ type Spec struct {
 	Command   []string
 	Timeout   time.Duration // providers with their own TTL (E2B) get it; Docker ignores it
 	AutoPause bool
-	Network   Network
+	// AutoResume lets traffic resume a paused instance (E2B resumes it on
+	// its side; with Docker the backend's traffic router does).
+	AutoResume bool
+	Network    Network
 	// Volumes are named volumes private to the instance, removed with it.
 	Volumes []Volume
 }

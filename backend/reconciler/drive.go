@@ -191,7 +191,7 @@ func specOf(r *store.Record, now time.Time) provider.Spec {
 	return provider.Spec{
 		RecordID: r.ID, OrgID: r.OrgID, Kind: r.Kind, Template: r.TemplateID,
 		EnvVars: r.Spec.EnvVars, Metadata: r.Metadata, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
-		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
+		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
 	}
 }
 

@@ -28,12 +28,17 @@ type newSandbox struct { // NewSandbox
 	TemplateID          string            `json:"templateID"`
 	Timeout             int64             `json:"timeout"`
 	AutoPause           bool              `json:"autoPause"`
+	AutoResume          *autoResume       `json:"autoResume,omitempty"`
 	Secure              bool              `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	Network             *networkConfig    `json:"network,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
 	EnvVars             map[string]string `json:"envVars,omitempty"`
 	VolumeMounts        []volumeMount     `json:"volumeMounts,omitempty"`
+}
+
+type autoResume struct { // SandboxAutoResumeConfig
+	Enabled bool `json:"enabled"`
 }
 
 type volumeMount struct { // SandboxVolumeMount
@@ -225,6 +230,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Ins
 		AllowInternetAccess: spec.Network.AllowInternetAccess,
 		Metadata:            p.ourMetadata(spec),
 		EnvVars:             spec.EnvVars,
+	}
+	if spec.AutoResume {
+		body.AutoResume = &autoResume{Enabled: true}
 	}
 	if n := spec.Network; n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
 		body.Network = &networkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}

@@ -123,6 +123,7 @@ type Sandbox struct {
 	EnvVars             map[string]string
 	StartedAt, EndAt    time.Time
 	AutoPause           bool
+	AutoResume          bool
 	Secure              bool
 	EnvdAccessToken     string
 	AllowInternetAccess *bool
@@ -803,9 +804,12 @@ type listedJSON struct { // ListedSandbox
 }
 
 type newSandboxJSON struct {
-	TemplateID          string            `json:"templateID"`
-	Timeout             *int64            `json:"timeout"`
-	AutoPause           bool              `json:"autoPause"`
+	TemplateID string `json:"templateID"`
+	Timeout    *int64 `json:"timeout"`
+	AutoPause  bool   `json:"autoPause"`
+	AutoResume *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 	Secure              bool              `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	Network             json.RawMessage   `json:"network"`
@@ -830,7 +834,7 @@ func (s *Server) detail(sb *sandbox) detailJSON {
 	return detailJSON{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", StartedAt: sb.StartedAt, EndAt: sb.EndAt,
 		EnvdVersion: EnvdVersion, EnvdAccessToken: sb.EnvdAccessToken, AllowInternetAccess: sb.AllowInternetAccess, Domain: &d,
 		CPUCount: sb.cpu, MemoryMB: sb.mem, DiskSizeMB: sb.disk, Metadata: sb.Metadata, State: sb.State,
-		Network: sb.Network, Lifecycle: lifecycleJSON{OnTimeout: onTimeout}, VolumeMounts: sb.VolumeMounts}
+		Network: sb.Network, Lifecycle: lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout}, VolumeMounts: sb.VolumeMounts}
 }
 
 func listed(sb *sandbox) listedJSON {
@@ -876,6 +880,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		}
 		sb := s.newSandboxLocked(req.TemplateID, req.Metadata, req.EnvVars, time.Duration(ttl)*time.Second, req.Secure)
 		sb.AutoPause = req.AutoPause
+		sb.AutoResume = req.AutoResume != nil && req.AutoResume.Enabled
 		sb.AllowInternetAccess = req.AllowInternetAccess
 		if len(req.Network) > 0 && string(req.Network) != "null" {
 			sb.Network = slices.Clone(req.Network)
