@@ -61,13 +61,11 @@ func (rc *Reconciler) observeOne(ctx context.Context, id string) {
 		return
 	}
 	in, err := rc.prov.Get(ctx, r.Ref())
+	unlock() // compare's transitions are conditional, and repair takes the lock itself
 	if err != nil && !provider.IsNotFound(err) {
-		unlock()
 		return
 	}
-	err = rc.compare(ctx, r, in, err == nil)
-	unlock()
-	if err != nil {
+	if err := rc.compare(ctx, r, in, err == nil); err != nil {
 		rc.log.Warn("updating a sandbox from a provider event failed", "record", id, "err", err)
 		return
 	}
@@ -83,6 +81,9 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.
 		if err := rc.fail(ctx, r, from, "the instance disappeared: it was removed outside the backend"); err != nil {
 			return ignoreConflict(err)
 		}
+	case (r.Phase == store.PhaseRunning && in.Status == provider.StatusPaused) ||
+		(r.Phase == store.PhasePaused && in.Status == provider.StatusRunning):
+		return rc.repair(ctx, r.ID)
 	case in.Status == provider.StatusExited:
 		code := in.ExitCode
 		_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
@@ -110,6 +111,31 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.
 func ignoreConflict(err error) error {
 	if err == store.ErrConflict {
 		return nil
+	}
+	return err
+}
+
+// repair brings an instance whose running/paused state drifted from its
+// record back to the record's (the desired state), re-checking both under
+// the record's lock so it never fights an operation in progress.
+func (rc *Reconciler) repair(ctx context.Context, id string) error {
+	unlock := rc.locks.Lock(id)
+	defer unlock()
+	r, err := rc.db.GetRecord(ctx, id)
+	if err != nil || r.ProviderID == "" {
+		return err
+	}
+	in, err := rc.prov.Get(ctx, r.Ref())
+	if err != nil {
+		return nil // gone or unreachable: the next comparison handles it
+	}
+	switch {
+	case r.Phase == store.PhaseRunning && in.Status == provider.StatusPaused:
+		rc.log.Warn("the instance was paused while its record is running; resuming it", "record", id)
+		_, err = rc.prov.Resume(ctx, r.Ref())
+	case r.Phase == store.PhasePaused && in.Status == provider.StatusRunning:
+		rc.log.Warn("the instance was running while its record is paused; pausing it", "record", id)
+		err = rc.prov.Pause(ctx, r.Ref())
 	}
 	return err
 }

@@ -19,7 +19,11 @@ import (
 // Pause implements provider.Provider with a real cgroup freeze; pausing a
 // paused or stopped instance is KindConflict.
 func (p *Provider) Pause(ctx context.Context, ref provider.Ref) error {
-	return classify("pause", p.cli.ContainerPause(ctx, ref.ID))
+	if err := p.cli.ContainerPause(ctx, ref.ID); err != nil {
+		return classify("pause", err)
+	}
+	_, err := p.settle(ctx, "pause", ref.ID, provider.StatusPaused, p.cli.ContainerPause)
+	return err
 }
 
 // Resume implements provider.Provider; resuming a running one is KindConflict.
@@ -27,7 +31,32 @@ func (p *Provider) Resume(ctx context.Context, ref provider.Ref) (provider.Insta
 	if err := p.cli.ContainerUnpause(ctx, ref.ID); err != nil {
 		return provider.Instance{}, classify("resume", err)
 	}
-	return p.get(ctx, "resume", ref.ID)
+	return p.settle(ctx, "resume", ref.ID, provider.StatusRunning, p.cli.ContainerUnpause)
+}
+
+// settle waits until the engine reports want, repeating op while it does
+// not. Docker 20.10 updates a container's paused flag from containerd events
+// handled asynchronously, so right after a quick pause/unpause pair a late
+// "paused" event can flip the flag back; repeating the call puts it right.
+func (p *Provider) settle(ctx context.Context, opName, id string, want provider.Status, op func(context.Context, string) error) (provider.Instance, error) {
+	var inst provider.Instance
+	var err error
+	for attempt := range 10 {
+		if inst, err = p.get(ctx, opName, id); err != nil || inst.Status == want || inst.Status == provider.StatusExited {
+			return inst, err
+		}
+		if attempt%3 == 2 { // still wrong after a few looks: repeat the call
+			if err := op(ctx, id); err != nil && !cerrdefs.IsConflict(err) {
+				return inst, classify(opName, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return inst, classify(opName, ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
+	}
+	return inst, provider.Errorf(provider.KindInternal, opName, nil, "the Docker engine still reports the container %s, not %s", inst.Status, want)
 }
 
 // Delete implements provider.Provider: force-removes the container and its
