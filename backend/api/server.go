@@ -225,9 +225,6 @@ func (s *server) instrument(next http.Handler) http.Handler {
 		}
 		s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(sw.code)).Inc()
 		s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
-		if sw.code >= 500 {
-			s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.code)
-		}
 	})
 }
 

@@ -77,7 +77,7 @@ func main() {
 		concurrentCreates(ctx, cli, cold)
 	}
 	if want("warm") {
-		warmCreates(ctx, cli, ours)
+		warmCreates(ctx, ours)
 	}
 	if want("get") {
 		cold.getThroughput()
@@ -102,11 +102,11 @@ func concurrentCreates(ctx context.Context, cli *client.Client, cold *backend) {
 		ms(oursAll), ms(rawAll), float64(oursAll)/float64(rawAll))
 }
 
-func warmCreates(ctx context.Context, cli *client.Client, ours []time.Duration) {
+func warmCreates(ctx context.Context, ours []time.Duration) {
 	warm := start(ctx, *poolSize)
 	var warmRuns []time.Duration
 	for range *samples {
-		warm.waitPool(ctx, cli)
+		warm.waitPool()
 		warmRuns = append(warmRuns, warm.createRunning())
 	}
 	warm.cleanup()
@@ -190,7 +190,7 @@ func (b *backend) cleanup() {
 
 // waitPool polls until the warm pool is full again, so each warm sample
 // measures a claim rather than a refill.
-func (b *backend) waitPool(ctx context.Context, cli *client.Client) {
+func (b *backend) waitPool() {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if b.app.WarmPoolReady() >= *poolSize {

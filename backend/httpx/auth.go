@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 
 	"github.com/gorilla/mux"
@@ -34,7 +35,12 @@ func PathOrg(r *http.Request) (string, error) {
 type Handler func(w http.ResponseWriter, r *http.Request) error
 
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := h(w, r); err != nil {
-		WriteErr(w, err)
+	err := h(w, r)
+	if err == nil {
+		return
 	}
+	if _, ok := err.(*Error); !ok { // a 500: the user sees a generic sentence, the operator the cause
+		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	WriteErr(w, err)
 }

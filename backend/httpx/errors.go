@@ -64,12 +64,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // WriteErr renders err: an *Error as itself, anything else as a 500 whose
-// detail does not leak internals (the cause goes to the log by the caller).
+// detail does not leak internals (Handler logs the cause).
 func WriteErr(w http.ResponseWriter, err error) {
 	if e, ok := err.(*Error); ok {
-		if e.Errors == nil {
-			e.Errors = nil // rendered as null
-		}
 		WriteJSON(w, e.Code, e)
 		return
 	}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,8 +54,14 @@ func baseURL(r *http.Request) string {
 // load reads the sandbox named in the path, 404 for unknown ids and for
 // other orgs' sandboxes alike.
 func (s *Service) load(r *http.Request) (*store.Record, error) {
+	return s.find(r, s.db.GetOrgRecord)
+}
+
+// find reads the path's sandbox with get. Task records are not sandboxes of
+// this API: they answer 404 like unknown ids and other orgs' records.
+func (s *Service) find(r *http.Request, get func(ctx context.Context, org, id string) (*store.Record, error)) (*store.Record, error) {
 	id := mux.Vars(r)["id"]
-	rec, err := s.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
+	rec, err := get(r.Context(), httpx.Org(r), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
 		return nil, httpx.NotFound("sandbox", id)
 	}
@@ -155,11 +162,7 @@ func parseMetadataFilter(vals []string) (map[string]string, error) {
 // handleGet is the hot polling path: a shared cached record and its cached
 // rendering, no copies.
 func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) error {
-	id := mux.Vars(r)["id"]
-	rec, err := s.db.PeekOrgRecord(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
-		return httpx.NotFound("sandbox", id)
-	}
+	rec, err := s.find(r, s.db.PeekOrgRecord)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 package lifecycle
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -25,10 +25,8 @@ func (s *Service) RegisterRouter(r *mux.Router) {
 func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	vars := mux.Vars(r)
 	id := vars["id"]
-	rec, err := s.db.GetRecord(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
-		return httpx.NotFound("sandbox", id)
-	}
+	// No API key here: the access token, checked next, is the credential.
+	rec, err := s.find(r, func(ctx context.Context, _, id string) (*store.Record, error) { return s.db.GetRecord(ctx, id) })
 	if err != nil {
 		return err
 	}

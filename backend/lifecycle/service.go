@@ -206,18 +206,19 @@ func (s *Service) waitFor(ctx context.Context, id string, done func(store.Phase)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
 	defer cancel()
 	for {
-		changed := s.rc.Subscribe(id)
+		changed, release := s.rc.Subscribe(id)
 		r, err := s.db.GetRecord(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if done(r.Phase) {
-			return r, nil
+		if err != nil || done(r.Phase) {
+			release()
+			return r, err
 		}
 		select {
 		case <-changed:
 		case <-time.After(time.Second): // the DB is the truth; re-read even without a wake-up
 		case <-ctx.Done():
+		}
+		release()
+		if ctx.Err() != nil {
 			return r, nil
 		}
 	}
@@ -231,7 +232,7 @@ func errOwned(r *store.Record) error {
 // Pause moves a running sandbox to paused.
 func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, error) {
 	now := s.now()
-	_, err := s.db.Transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) error {
+	_, err := s.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) error {
 		r.PhaseDeadline = now.Add(time.Minute)
 		return nil
 	})
@@ -251,7 +252,7 @@ func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, er
 func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Record, resumed bool, err error) {
 	for range 3 {
 		now := s.now()
-		_, err = s.db.Transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
+		_, err = s.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
 			r.PhaseDeadline = now.Add(time.Minute)
 			return nil
 		})
@@ -287,7 +288,7 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 
 // Delete ends the sandbox whatever its phase; a terminal one stays as it is.
 func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*store.Record, error) {
-	_, err := s.db.Transition(ctx, r.ID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
+	_, err := s.transition(ctx, r.ID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
 		if r.KillReason == "" {
 			r.KillReason = reason
 		}
@@ -302,13 +303,19 @@ func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*
 	return s.drive(ctx, r.ID)
 }
 
+// transition commits a change a request asked for and wakes its waiters,
+// as the reconciler does for its own.
+func (s *Service) transition(ctx context.Context, id string, from []store.Phase, to store.Phase, mutate func(r *store.Record) error) (*store.Record, error) {
+	r, err := s.db.Transition(ctx, id, from, to, mutate)
+	if err == nil {
+		s.rc.Changed(r)
+	}
+	return r, err
+}
+
 // drive runs the reconciler on id now, bounded by WaitLimit. A refused
 // provider operation comes back as a 409/502 the user can act on.
 func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
-	cur, _ := s.db.GetRecord(ctx, id)
-	if cur != nil {
-		s.rc.Changed(cur)
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
 	defer cancel()
 	r, err := s.rc.Drive(ctx, id)
@@ -332,7 +339,7 @@ func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
 	now := s.now()
 	live := []store.Phase{store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused, store.PhaseResuming}
-	cur, err := s.db.Transition(ctx, r.ID, live, "", func(r *store.Record) error {
+	cur, err := s.transition(ctx, r.ID, live, "", func(r *store.Record) error {
 		end := now.Add(d)
 		if extend && r.EndAt.After(end) {
 			end = r.EndAt
@@ -347,7 +354,6 @@ func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, 
 	if err != nil {
 		return nil, err
 	}
-	s.rc.Changed(cur)
 	if cur.ProviderID != "" {
 		if err := s.prov.SetTimeout(ctx, cur.Ref(), cur.EndAt.Sub(now)); err != nil {
 			s.log.Warn("moving the provider-side timeout failed; the reconciler still enforces endAt", "record", r.ID, "err", err)

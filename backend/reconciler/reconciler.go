@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -45,7 +46,7 @@ type Reconciler struct {
 	prov   provider.Provider
 	log    *slog.Logger
 	locks  keyed.Mutex
-	notes  notifier
+	notes  notify.Hub
 	kicks  chan string
 	queued sync.Map // id -> struct{}: de-duplicates kicks
 }
@@ -91,13 +92,14 @@ func (rc *Reconciler) Kick(id string) {
 	}
 }
 
-// Subscribe returns a channel closed at id's next committed change.
-func (rc *Reconciler) Subscribe(id string) <-chan struct{} { return rc.notes.subscribe(id) }
+// Subscribe returns a channel closed at id's next committed change, and a
+// release to call when the caller stops waiting.
+func (rc *Reconciler) Subscribe(id string) (<-chan struct{}, func()) { return rc.notes.Wait(id) }
 
 // Changed reports a transition made outside the reconciler (API handlers,
 // ledger) so waiters wake up.
 func (rc *Reconciler) Changed(r *store.Record) {
-	rc.notes.broadcast(r.ID)
+	rc.notes.Notify(r.ID)
 	if rc.cfg.OnChange != nil {
 		rc.cfg.OnChange(r)
 	}

@@ -18,10 +18,10 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/notify"
 )
 
 // Defaults of Config.

@@ -72,6 +72,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(log)
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

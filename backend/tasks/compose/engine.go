@@ -25,8 +25,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/notify"
 )
 
 // Labels this package sets besides the provider.Label* keys.
