@@ -25,7 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/backendproc"
-	"github.com/dreadnode/terraform-provider-dreadnode/provider/internal/client"
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 // testAccProtoV6ProviderFactories serves the provider in-process for the

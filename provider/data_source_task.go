@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/provider/internal/client"
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 var (

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/provider/internal/client"
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 // Address is the provider's registry address.

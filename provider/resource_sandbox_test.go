@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/provider/internal/client"
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 func sandboxConfig(b *accBackend, timeout int, paused bool) string {

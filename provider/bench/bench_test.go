@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/backendproc"
-	"github.com/dreadnode/terraform-provider-dreadnode/provider/internal/client"
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 const mainTF = `
