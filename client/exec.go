@@ -24,7 +24,7 @@ type ExecEvent struct {
 	DataB64  string `json:"dataB64,omitempty"`
 	ExitCode *int   `json:"exitCode,omitempty"`
 	// ExitCodeSnake is exit_code, as task environments may spell it.
-	ExitCodeSnake *int `json:"exit_code,omitempty"`
+	ExitCodeSnake *int   `json:"exit_code,omitempty"`
 	Error         string `json:"error,omitempty"`
 }
 
