@@ -90,9 +90,6 @@ func Main(args []string, stdio IO) int {
 	a := &app{io: stdio}
 	root := a.rootCmd()
 	root.SetArgs(args)
-	root.SetIn(stdio.In)
-	root.SetOut(stdio.Out)
-	root.SetErr(stdio.Err)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, err := root.ExecuteContextC(ctx)
@@ -203,6 +200,10 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.profile, "profile", "", "profile of the profile file (default \"default\"; env "+config.EnvProfile+")")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text for people")
 	root.AddCommand(a.loginCmd(), a.envCmd(), a.sandboxCmd(), a.taskCmd(), a.runtimeCmd(), a.ledgerCmd(), a.creditsCmd())
+	root.SetIn(a.io.In)
+	root.SetOut(a.io.Out)
+	root.SetErr(a.io.Err)
+	// After SetOut: the completion command captures the writer here.
 	root.InitDefaultCompletionCmd()
 	return root
 }
