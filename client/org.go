@@ -37,30 +37,11 @@ type LedgerRecord struct {
 
 // ListLedger lists the org's ledger records in the given states (all pages).
 func (c *Client) ListLedger(ctx context.Context, org string, states []string) ([]LedgerRecord, error) {
-	var all []LedgerRecord
-	cursor := ""
-	for page := 0; page < 1000; page++ {
-		q := url.Values{"limit": {"100"}}
-		if len(states) > 0 {
-			q.Set("state", strings.Join(states, ","))
-		}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var out struct {
-			Items      []LedgerRecord `json:"items"`
-			NextCursor *string        `json:"next_cursor"`
-		}
-		if err := c.do(ctx, request{method: http.MethodGet, path: "/api/v1/org/" + url.PathEscape(org) + "/sandboxes", query: q, out: &out}); err != nil {
-			return nil, err
-		}
-		all = append(all, out.Items...)
-		if out.NextCursor == nil || *out.NextCursor == "" || *out.NextCursor == cursor {
-			break
-		}
-		cursor = *out.NextCursor
+	q := url.Values{}
+	if len(states) > 0 {
+		q.Set("state", strings.Join(states, ","))
 	}
-	return all, nil
+	return listCursor[LedgerRecord](ctx, c, "/api/v1/org/"+url.PathEscape(org)+"/sandboxes", q)
 }
 
 // TaskInput is one declared input of a task.

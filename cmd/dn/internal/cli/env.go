@@ -257,16 +257,9 @@ type envStatus struct {
 }
 
 func (a *app) envStatusCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status <id>",
-		Short: `An environment's state; --json prints {"id","state","expires_at","service_urls"}`,
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			st, err := c.EnvironmentStatus(cmd.Context(), org, ws, argv[0], 0)
+	return a.scopedCmd("status", `An environment's state; --json prints {"id","state","expires_at","service_urls"}`,
+		func(ctx context.Context, c *client.Client, org, ws, id string) error {
+			st, err := c.EnvironmentStatus(ctx, org, ws, id, 0)
 			if err != nil {
 				return err
 			}
@@ -283,8 +276,7 @@ func (a *app) envStatusCmd() *cobra.Command {
 				printEndpoints(a.io.Out, st.ServiceURLs)
 			}
 			return nil
-		},
-	}
+		})
 }
 
 func (a *app) envListCmd() *cobra.Command {
@@ -321,16 +313,9 @@ func (a *app) envListCmd() *cobra.Command {
 }
 
 func (a *app) envGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get <id>",
-		Short: "Show an environment: state, service URLs, instruction, error",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			e, err := c.GetEnvironment(cmd.Context(), org, ws, argv[0])
+	return a.scopedCmd("get", "Show an environment: state, service URLs, instruction, error",
+		func(ctx context.Context, c *client.Client, org, ws, id string) error {
+			e, err := c.GetEnvironment(ctx, org, ws, id)
 			if err != nil {
 				return err
 			}
@@ -339,30 +324,20 @@ func (a *app) envGetCmd() *cobra.Command {
 			}
 			a.printEnvSummary(e)
 			return nil
-		},
-	}
+		})
 }
 
 func (a *app) envActionCmd(action, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   action + " <id>",
-		Short: short,
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			do := c.PauseEnvironment
-			if action == "resume" {
-				do = c.ResumeEnvironment
-			}
-			if err := do(cmd.Context(), org, ws, argv[0]); err != nil {
-				return err
-			}
-			return a.showEnvState(cmd.Context(), c, org, ws, argv[0])
-		},
-	}
+	return a.scopedCmd(action, short, func(ctx context.Context, c *client.Client, org, ws, id string) error {
+		do := c.PauseEnvironment
+		if action == "resume" {
+			do = c.ResumeEnvironment
+		}
+		if err := do(ctx, org, ws, id); err != nil {
+			return err
+		}
+		return a.showEnvState(ctx, c, org, ws, id)
+	})
 }
 
 func (a *app) showEnvState(ctx context.Context, c *client.Client, org, ws, id string) error {
@@ -378,22 +353,14 @@ func (a *app) showEnvState(ctx context.Context, c *client.Client, org, ws, id st
 }
 
 func (a *app) envDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete <id>",
-		Short: "Tear an environment down (and forget its kept execute token)",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
+	return a.scopedCmd("delete", "Tear an environment down (and forget its kept execute token)",
+		func(ctx context.Context, c *client.Client, org, ws, id string) error {
+			if err := c.DeleteEnvironment(ctx, org, ws, id); err != nil {
 				return err
 			}
-			if err := c.DeleteEnvironment(cmd.Context(), org, ws, argv[0]); err != nil {
-				return err
-			}
-			_ = a.tokens().Delete(config.KindEnvironment, argv[0])
-			return a.showEnvState(cmd.Context(), c, org, ws, argv[0])
-		},
-	}
+			_ = a.tokens().Delete(config.KindEnvironment, id)
+			return a.showEnvState(ctx, c, org, ws, id)
+		})
 }
 
 func lostEnvToken(id string) string {

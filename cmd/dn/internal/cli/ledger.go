@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 func (a *app) ledgerCmd() *cobra.Command {
@@ -47,30 +50,21 @@ func (a *app) ledgerListCmd() *cobra.Command {
 }
 
 func (a *app) ledgerGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get <id>",
-		Short: "Show one ledger record",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, err := a.org()
-			if err != nil {
-				return err
-			}
-			r, err := c.GetLedgerEntry(cmd.Context(), org, argv[0])
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(r)
-			}
-			return a.fields("Record", r.ID, "Kind", r.SandboxKind, "Provider", r.Provider, "State", r.State,
-				"Kill reason", deref(r.KillReason), "Template", r.TemplateID, "Created", r.CreatedAt,
-				"Last started", deref(r.LastStartedAt), "Killed", deref(r.KilledAt), "Expires", deref(r.ExpiresAt),
-				"Runtime", fmt.Sprintf("%.1fs", r.TotalRuntimeSeconds), "Billed credits", r.BilledCredits.String(),
-				"Running credits", r.RunningCredits.String(), "Estimated credits", r.EstimatedTotalCredits.String(),
-				"Environment", r.EnvironmentID, "Runtime id", r.RuntimeID, "Diagnostic", r.Diagnostic)
-		},
-	}
+	return a.scopedCmd("get", "Show one ledger record", func(ctx context.Context, c *client.Client, org, _, id string) error {
+		r, err := c.GetLedgerEntry(ctx, org, id)
+		if err != nil {
+			return err
+		}
+		if a.json {
+			return a.printJSON(r)
+		}
+		return a.fields("Record", r.ID, "Kind", r.SandboxKind, "Provider", r.Provider, "State", r.State,
+			"Kill reason", deref(r.KillReason), "Template", r.TemplateID, "Created", r.CreatedAt,
+			"Last started", deref(r.LastStartedAt), "Killed", deref(r.KilledAt), "Expires", deref(r.ExpiresAt),
+			"Runtime", fmt.Sprintf("%.1fs", r.TotalRuntimeSeconds), "Billed credits", r.BilledCredits.String(),
+			"Running credits", r.RunningCredits.String(), "Estimated credits", r.EstimatedTotalCredits.String(),
+			"Environment", r.EnvironmentID, "Runtime id", r.RuntimeID, "Diagnostic", r.Diagnostic)
+	})
 }
 
 func (a *app) ledgerUsageCmd() *cobra.Command {

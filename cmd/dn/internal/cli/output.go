@@ -57,12 +57,18 @@ func deref(s *string) string {
 	return *s
 }
 
-func kvList(m map[string]string) string {
+// sortedKeys returns m's keys in order, so output is stable.
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	return keys
+}
+
+func kvList(m map[string]string) string {
+	keys := sortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + m[k]
@@ -72,11 +78,7 @@ func kvList(m map[string]string) string {
 
 // printEndpoints writes one line per service: name and URL.
 func printEndpoints(w io.Writer, eps client.Endpoints) {
-	names := make([]string, 0, len(eps))
-	for n := range eps {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := sortedKeys(eps)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, n := range names {
 		fmt.Fprintf(tw, "  %s\t%s\n", n, eps[n].URL)

@@ -318,3 +318,31 @@ func (a *app) scope() (*client.Client, string, string, error) {
 	c, org, err := a.org()
 	return c, org, a.set.Workspace, err
 }
+
+// idCmd is a command whose one argument is an id.
+func idCmd(use, short string, run func(cmd *cobra.Command, id string) error) *cobra.Command {
+	return &cobra.Command{Use: use + " <id>", Short: short, Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error { return run(cmd, argv[0]) }}
+}
+
+// scopedCmd is an idCmd that talks to the API in the run's org and workspace.
+func (a *app) scopedCmd(use, short string, run func(ctx context.Context, c *client.Client, org, ws, id string) error) *cobra.Command {
+	return idCmd(use, short, func(cmd *cobra.Command, id string) error {
+		c, org, ws, err := a.scope()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, org, ws, id)
+	})
+}
+
+// clientCmd is an idCmd that talks to the API (routes scoped by the key).
+func (a *app) clientCmd(use, short string, run func(ctx context.Context, c *client.Client, id string) error) *cobra.Command {
+	return idCmd(use, short, func(cmd *cobra.Command, id string) error {
+		c, err := a.api()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, id)
+	})
+}

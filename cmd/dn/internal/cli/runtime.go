@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -104,36 +105,20 @@ func (a *app) runtimeListCmd() *cobra.Command {
 }
 
 func (a *app) runtimeGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get <id>",
-		Short: "Show a runtime",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			rt, err := c.GetRuntime(cmd.Context(), org, ws, argv[0])
-			if err != nil {
-				return err
-			}
-			return a.printRuntime(rt)
-		},
-	}
+	return a.scopedCmd("get", "Show a runtime", func(ctx context.Context, c *client.Client, org, ws, id string) error {
+		rt, err := c.GetRuntime(ctx, org, ws, id)
+		if err != nil {
+			return err
+		}
+		return a.printRuntime(rt)
+	})
 }
 
 func (a *app) runtimeStartCmd() *cobra.Command {
 	var timeoutSec int64
-	cmd := &cobra.Command{
-		Use:   "start <id>",
-		Short: "Provision the runtime's sandbox; its access token is kept for dn sandbox exec/cp",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			rt, err := c.StartRuntime(cmd.Context(), org, ws, argv[0], timeoutSec)
+	cmd := a.scopedCmd("start", "Provision the runtime's sandbox; its access token is kept for dn sandbox exec/cp",
+		func(ctx context.Context, c *client.Client, org, ws, id string) error {
+			rt, err := c.StartRuntime(ctx, org, ws, id, timeoutSec)
 			if err != nil {
 				return err
 			}
@@ -148,43 +133,26 @@ func (a *app) runtimeStartCmd() *cobra.Command {
 				a.printAccessToken(rt.SandboxToken, kept, *rt.SandboxID)
 			}
 			return nil
-		},
-	}
+		})
 	cmd.Flags().Int64Var(&timeoutSec, "timeout-sec", 0, "lifetime of this sandbox (default: the runtime's timeout_sec)")
 	return cmd
 }
 
 func (a *app) runtimeActionCmd(action, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   action + " <id>",
-		Short: short,
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			rt, err := c.RuntimeAction(cmd.Context(), org, ws, argv[0], action)
-			if err != nil {
-				return err
-			}
-			return a.printRuntime(rt)
-		},
-	}
+	return a.scopedCmd(action, short, func(ctx context.Context, c *client.Client, org, ws, id string) error {
+		rt, err := c.RuntimeAction(ctx, org, ws, id, action)
+		if err != nil {
+			return err
+		}
+		return a.printRuntime(rt)
+	})
 }
 
 func (a *app) runtimeKeepaliveCmd() *cobra.Command {
 	var extend int64
-	cmd := &cobra.Command{
-		Use:   "keepalive <id>",
-		Short: "Keep the runtime's sandbox alive at least --extend-sec from now",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			k, err := c.KeepaliveRuntime(cmd.Context(), org, ws, argv[0], extend)
+	cmd := a.scopedCmd("keepalive", "Keep the runtime's sandbox alive at least --extend-sec from now",
+		func(ctx context.Context, c *client.Client, org, ws, id string) error {
+			k, err := c.KeepaliveRuntime(ctx, org, ws, id, extend)
 			if err != nil {
 				return err
 			}
@@ -193,30 +161,20 @@ func (a *app) runtimeKeepaliveCmd() *cobra.Command {
 			}
 			fmt.Fprintf(a.io.Out, "Runtime %s: sandbox %s expires at %s.\n", k.ID, k.SandboxID, orDash(deref(k.ExpiresAt)))
 			return nil
-		},
-	}
+		})
 	cmd.Flags().Int64Var(&extend, "extend-sec", 0, "seconds from now, 60..3600 (server default 300)")
 	return cmd
 }
 
 func (a *app) runtimeDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete <id>",
-		Short: "Kill the runtime's sandbox and delete the runtime",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, org, ws, err := a.scope()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteRuntime(cmd.Context(), org, ws, argv[0]); err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"id": argv[0], "deleted": true})
-			}
-			fmt.Fprintf(a.io.Out, "Runtime %s deleted.\n", argv[0])
-			return nil
-		},
-	}
+	return a.scopedCmd("delete", "Kill the runtime's sandbox and delete the runtime", func(ctx context.Context, c *client.Client, org, ws, id string) error {
+		if err := c.DeleteRuntime(ctx, org, ws, id); err != nil {
+			return err
+		}
+		if a.json {
+			return a.printJSON(map[string]any{"id": id, "deleted": true})
+		}
+		fmt.Fprintf(a.io.Out, "Runtime %s deleted.\n", id)
+		return nil
+	})
 }

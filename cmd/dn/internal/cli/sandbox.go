@@ -197,26 +197,17 @@ func (a *app) sandboxListCmd() *cobra.Command {
 }
 
 func (a *app) sandboxGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get <id>",
-		Short: "Show a sandbox",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
-			sb, err := c.GetSandbox(cmd.Context(), argv[0])
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(sb)
-			}
-			a.printSandbox(sb)
-			return nil
-		},
-	}
+	return a.clientCmd("get", "Show a sandbox", func(ctx context.Context, c *client.Client, id string) error {
+		sb, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			return err
+		}
+		if a.json {
+			return a.printJSON(sb)
+		}
+		a.printSandbox(sb)
+		return nil
+	})
 }
 
 func lostSandboxToken(id string) string {
@@ -443,21 +434,12 @@ func (a *app) sandboxLogsCmd() *cobra.Command {
 }
 
 func (a *app) sandboxPauseCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "pause <id>",
-		Short: "Pause a running sandbox (resume it with connect)",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
-			if err := c.PauseSandbox(cmd.Context(), argv[0]); err != nil {
-				return err
-			}
-			return a.showSandboxState(cmd.Context(), c, argv[0])
-		},
-	}
+	return a.clientCmd("pause", "Pause a running sandbox (resume it with connect)", func(ctx context.Context, c *client.Client, id string) error {
+		if err := c.PauseSandbox(ctx, id); err != nil {
+			return err
+		}
+		return a.showSandboxState(ctx, c, id)
+	})
 }
 
 func (a *app) showSandboxState(ctx context.Context, c *client.Client, id string) error {
@@ -474,16 +456,9 @@ func (a *app) showSandboxState(ctx context.Context, c *client.Client, id string)
 
 func (a *app) sandboxConnectCmd() *cobra.Command {
 	var timeout int64
-	cmd := &cobra.Command{
-		Use:   "connect <id>",
-		Short: "Resume a paused sandbox, extend its timeout and keep a fresh access token",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
-			sb, err := c.ConnectSandbox(cmd.Context(), argv[0], timeout)
+	cmd := a.clientCmd("connect", "Resume a paused sandbox, extend its timeout and keep a fresh access token",
+		func(ctx context.Context, c *client.Client, id string) error {
+			sb, err := c.ConnectSandbox(ctx, id, timeout)
 			if err != nil {
 				return err
 			}
@@ -494,27 +469,17 @@ func (a *app) sandboxConnectCmd() *cobra.Command {
 			a.printSandbox(sb)
 			a.printAccessToken(sb.AccessToken, kept, sb.SandboxID)
 			return nil
-		},
-	}
+		})
 	cmd.Flags().Int64Var(&timeout, "timeout", 300, "seconds the sandbox lives from now, at least")
 	return cmd
 }
 
 func (a *app) sandboxDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete <id>",
-		Short: "Delete a sandbox (and forget its kept access token)",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteSandbox(cmd.Context(), argv[0]); err != nil {
-				return err
-			}
-			_ = a.tokens().Delete(config.KindSandbox, argv[0])
-			return a.showSandboxState(cmd.Context(), c, argv[0])
-		},
-	}
+	return a.clientCmd("delete", "Delete a sandbox (and forget its kept access token)", func(ctx context.Context, c *client.Client, id string) error {
+		if err := c.DeleteSandbox(ctx, id); err != nil {
+			return err
+		}
+		_ = a.tokens().Delete(config.KindSandbox, id)
+		return a.showSandboxState(ctx, c, id)
+	})
 }

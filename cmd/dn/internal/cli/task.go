@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -70,11 +69,7 @@ func (a *app) taskInfoCmd() *cobra.Command {
 			_ = a.fields("Task", t.Ref, "Version", t.Version, "Description", t.Description)
 			if len(t.Inputs) > 0 {
 				fmt.Fprintln(a.io.Out, "Inputs (dn env create --input NAME=VALUE):")
-				names := make([]string, 0, len(t.Inputs))
-				for n := range t.Inputs {
-					names = append(names, n)
-				}
-				sort.Strings(names)
+				names := sortedKeys(t.Inputs)
 				rows := make([][]string, len(names))
 				for i, n := range names {
 					rows[i] = []string{"  " + n, strconv.Quote(t.Inputs[n].Default), t.Inputs[n].Description}
@@ -83,12 +78,7 @@ func (a *app) taskInfoCmd() *cobra.Command {
 			}
 			if len(t.Services) > 0 {
 				fmt.Fprintln(a.io.Out, "Services:")
-				names := make([]string, 0, len(t.Services))
-				for n := range t.Services {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				for _, n := range names {
+				for _, n := range sortedKeys(t.Services) {
 					if p := t.Services[n]; p > 0 {
 						fmt.Fprintf(a.io.Out, "  %s (port %d exposed)\n", n, p)
 					} else {
