@@ -54,8 +54,8 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 			if err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("timeout-sec") && timeoutSec <= 0 {
-				return usageErr("--timeout-sec must be a positive number of seconds")
+			if err := positive(cmd, "timeout-sec", timeoutSec); err != nil {
+				return err
 			}
 			c, org, ws, err := a.scope()
 			if err != nil {
@@ -87,10 +87,7 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 				fmt.Fprintf(a.io.Out, "Wait until it is ready: dn env wait %s\n", env.ID)
 				return nil
 			}
-			deadline, why := start.Add(DefaultWaitDeadline), "the default 15 minutes"
-			if timeoutSec > 0 {
-				deadline, why = start.Add(time.Duration(timeoutSec)*time.Second), fmt.Sprintf("--timeout-sec %d", timeoutSec)
-			}
+			deadline, why := waitDeadline(start, timeoutSec)
 			final, err := a.waitEnv(cmd.Context(), c, org, ws, env, start, deadline, why, kept)
 			if err != nil {
 				return err
@@ -109,6 +106,15 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 	f.Int64Var(&timeoutSec, "timeout-sec", 0, "lifetime of the environment in seconds, and the wait's deadline (default: server's lifetime, 15 min wait)")
 	f.BoolVar(&wait, "wait", false, "wait until the environment is ready, printing each state")
 	return cmd
+}
+
+// waitDeadline is start plus --timeout-sec, else plus 15 minutes, and how
+// to name it in a timeout message.
+func waitDeadline(start time.Time, timeoutSec int64) (time.Time, string) {
+	if timeoutSec > 0 {
+		return start.Add(time.Duration(timeoutSec) * time.Second), fmt.Sprintf("--timeout-sec %d", timeoutSec)
+	}
+	return start.Add(DefaultWaitDeadline), "the default 15 minutes"
 }
 
 func (a *app) printToken(token, kept, id string) {
@@ -206,8 +212,8 @@ func (a *app) envWaitCmd() *cobra.Command {
 		Short: "Wait until an environment is ready, printing each state (exit 3 at the deadline)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if cmd.Flags().Changed("timeout-sec") && timeoutSec <= 0 {
-				return usageErr("--timeout-sec must be a positive number of seconds")
+			if err := positive(cmd, "timeout-sec", timeoutSec); err != nil {
+				return err
 			}
 			c, org, ws, err := a.scope()
 			if err != nil {
@@ -222,10 +228,7 @@ func (a *app) envWaitCmd() *cobra.Command {
 			if full, err := c.GetEnvironment(cmd.Context(), org, ws, argv[0]); err == nil {
 				env.TaskRef = full.TaskRef
 			}
-			deadline, why := start.Add(DefaultWaitDeadline), "the default 15 minutes"
-			if timeoutSec > 0 {
-				deadline, why = start.Add(time.Duration(timeoutSec)*time.Second), fmt.Sprintf("--timeout-sec %d", timeoutSec)
-			}
+			deadline, why := waitDeadline(start, timeoutSec)
 			kept, _ := a.tokens().Path(config.KindEnvironment, env.ID)
 			if _, err := a.tokens().Get(config.KindEnvironment, env.ID); err != nil {
 				kept = ""
@@ -393,8 +396,8 @@ before the id.`,
 			if len(command) == 0 {
 				return usageErr("no command given after the environment id")
 			}
-			if cmd.Flags().Changed("timeout-sec") && timeoutSec <= 0 {
-				return usageErr("--timeout-sec must be a positive number of seconds")
+			if err := positive(cmd, "timeout-sec", timeoutSec); err != nil {
+				return err
 			}
 			c, org, ws, err := a.scope()
 			if err != nil {

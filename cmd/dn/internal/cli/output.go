@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -84,6 +86,22 @@ func printEndpoints(w io.Writer, eps client.Endpoints) {
 		fmt.Fprintf(tw, "  %s\t%s\n", n, eps[n].URL)
 	}
 	_ = tw.Flush()
+}
+
+// positive rejects a flag that was given but is not positive.
+func positive(cmd *cobra.Command, name string, v int64) error {
+	if cmd.Flags().Changed(name) && v <= 0 {
+		return usageErr("--%s must be a positive number, not %d", name, v)
+	}
+	return nil
+}
+
+// optional is &v for a positive v, else nil (a flag left unset).
+func optional(v int64) *int64 {
+	if v > 0 {
+		return &v
+	}
+	return nil
 }
 
 // parsePairs reads repeated K=V flag values.

@@ -46,17 +46,9 @@ func (a *app) runtimeCreateCmd() *cobra.Command {
 			}
 			body := client.RuntimeCreate{Name: argv[0], Template: template, EnvVars: ev, Metadata: md}
 			if cpu > 0 || memoryMB > 0 {
-				body.Resources = &client.RuntimeResources{}
-				if cpu > 0 {
-					body.Resources.CPUCount = &cpu
-				}
-				if memoryMB > 0 {
-					body.Resources.MemoryMB = &memoryMB
-				}
+				body.Resources = &client.RuntimeResources{CPUCount: optional(cpu), MemoryMB: optional(memoryMB)}
 			}
-			if timeoutSec > 0 {
-				body.TimeoutSec = &timeoutSec
-			}
+			body.TimeoutSec = optional(timeoutSec)
 			c, org, ws, err := a.scope()
 			if err != nil {
 				return err

@@ -73,13 +73,7 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 				body.Timeout = &timeout
 			}
 			if cpu > 0 || memoryMB > 0 {
-				body.Resources = &client.SandboxResources{}
-				if cpu > 0 {
-					body.Resources.CPUCount = &cpu
-				}
-				if memoryMB > 0 {
-					body.Resources.MemoryMB = &memoryMB
-				}
+				body.Resources = &client.SandboxResources{CPUCount: optional(cpu), MemoryMB: optional(memoryMB)}
 			}
 			if autoPause {
 				body.AutoPause = &autoPause
