@@ -5,10 +5,12 @@ package main_test
 // the fixtures in testdata/tasks.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -355,6 +357,92 @@ func TestDNAgainstBackend(t *testing.T) {
 		expect(t, r, 0, r.stdout, "is deleted")
 		r = d.run("sandbox", "exec", "--token", sb.AccessToken, sb.SandboxID, "--", "true")
 		expect(t, r, 1, r.stderr, "HTTP 409")
+	})
+
+	t.Run("env create without --wait, then env wait, pause, resume", func(t *testing.T) {
+		r := d.must("env", "create", "web-login", "--json")
+		var created struct {
+			ID           string `json:"id"`
+			State        string `json:"state"`
+			ExecuteToken string `json:"execute_token"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.ID == "" {
+			t.Fatalf("create --json: %v %s", err, r)
+		}
+		envs = append(envs, created.ID)
+		if created.State != "building" || !strings.HasPrefix(created.ExecuteToken, "det_") {
+			t.Fatalf("created %+v", created)
+		}
+		r = d.must("env", "wait", created.ID, "--json")
+		var ready struct {
+			State       string         `json:"state"`
+			Instruction string         `json:"instruction"`
+			ServiceURLs map[string]any `json:"service_urls"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &ready); err != nil || ready.State != "ready" || ready.ServiceURLs["web"] == nil {
+			t.Fatalf("wait --json: %v %+v %s", err, ready, r)
+		}
+		if !strings.Contains(r.stderr, "state=ready") || strings.Contains(r.stdout, "state=") {
+			t.Errorf("with --json the state lines go to stderr: %s", r)
+		}
+		r = d.must("env", "pause", created.ID)
+		expect(t, r, 0, r.stdout, "is paused")
+		r = d.run("env", "exec", created.ID, "--", "true")
+		expect(t, r, 1, r.stderr, "HTTP 409", "resume it first")
+		r = d.must("env", "resume", created.ID)
+		expect(t, r, 0, r.stdout, "is ready")
+		d.must("env", "exec", created.ID, "--", "true")
+		d.must("env", "delete", created.ID)
+	})
+
+	t.Run("an interrupted wait exits 130 and says how to resume", func(t *testing.T) {
+		cmd := exec.Command(dnBin, "env", "create", "dn-slow", "--input", "nonce=int-"+nonce, "--wait")
+		for k, v := range d.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "state=building") {
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		err = cmd.Wait()
+		m := regexp.MustCompile(`dn env wait (\S+)`).FindStringSubmatch(errb.String())
+		if m != nil {
+			envs = append(envs, m[1])
+			d.must("env", "delete", m[1])
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || m == nil || !strings.Contains(errb.String(), "interrupted while environment") {
+			t.Fatalf("exit %v, stderr %s", err, errb.String())
+		}
+	})
+
+	t.Run("sandbox logs -f follows a command until the sandbox completes", func(t *testing.T) {
+		r := d.must("sandbox", "create", "--json", "--command", "echo first-line; sleep 2; echo second-line")
+		var sb struct {
+			SandboxID string `json:"sandboxID"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &sb); err != nil || sb.SandboxID == "" {
+			t.Fatalf("create: %v %s", err, r)
+		}
+		sandboxes = append(sandboxes, sb.SandboxID)
+		r = d.must("sandbox", "logs", "-f", sb.SandboxID)
+		i, j := strings.Index(r.stdout, "first-line\n"), strings.Index(r.stdout, "second-line\n")
+		if i < 0 || j < i {
+			t.Fatalf("logs -f: %s", r)
+		}
+		r = d.must("sandbox", "get", sb.SandboxID, "--json")
+		if !strings.Contains(r.stdout, `"state": "completed"`) {
+			t.Fatalf("logs -f returned before the sandbox completed: %s", r.stdout)
+		}
 	})
 
 	t.Run("env delete tears down and forgets the token", func(t *testing.T) {

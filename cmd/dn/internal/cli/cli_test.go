@@ -179,3 +179,16 @@ func TestWaiterDeadline(t *testing.T) {
 		t.Fatalf("%d polls in 1.5 s with a 1 s → 2 s backoff", n)
 	}
 }
+
+func TestWaiterInterrupted(t *testing.T) {
+	var buf bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	w := waiterFor(&buf, time.Minute, true)
+	_, err := w.run(ctx, "building", envFinal, func(ctx context.Context, _ string, _ time.Duration) (string, error) {
+		cancel()
+		return "", ctx.Err()
+	})
+	if !errors.Is(err, errInterrupted) {
+		t.Fatalf("err %v, want errInterrupted", err)
+	}
+}

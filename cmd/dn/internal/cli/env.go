@@ -147,14 +147,17 @@ func (a *app) waitEnv(ctx context.Context, c *client.Client, org, ws string, env
 		last = st
 		return st.State, nil
 	})
+	hint := fmt.Sprintf("It keeps going on the server. Resume waiting: dn env wait %s\nCheck it: dn env status %s\nGive up: dn env delete %s", env.ID, env.ID, env.ID)
+	if kept != "" {
+		hint += "\nIts execute token is kept in " + kept + "."
+	}
 	var de *errDeadline
 	if errors.As(err, &de) {
-		hint := fmt.Sprintf("It keeps going on the server. Resume waiting: dn env wait %s\nCheck it: dn env status %s\nGive up: dn env delete %s", env.ID, env.ID, env.ID)
-		if kept != "" {
-			hint += "\nIts execute token is kept in " + kept + "."
-		}
 		return nil, &exitError{code: ExitTimeout, hint: hint,
 			msg: fmt.Sprintf("environment %s is still %s after %s (deadline: %s)", env.ID, state, elapsed(time.Since(start)), why)}
+	}
+	if errors.Is(err, errInterrupted) {
+		return nil, &exitError{code: ExitInterrupted, hint: hint, msg: fmt.Sprintf("interrupted while environment %s is %s", env.ID, state)}
 	}
 	if err != nil {
 		return nil, err

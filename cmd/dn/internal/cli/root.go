@@ -28,6 +28,8 @@ const (
 	ExitError   = 1
 	ExitUsage   = 2
 	ExitTimeout = 3
+	// ExitInterrupted: Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+	ExitInterrupted = 130
 )
 
 // Version is set at build time (-ldflags "-X ...cli.Version=v1.2.3").
@@ -120,7 +122,7 @@ func Main(args []string, stdio IO) int {
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(stdio.Err, "dn: interrupted\n")
-		return 130
+		return ExitInterrupted
 	}
 	fmt.Fprintf(stdio.Err, "dn: %s\n", err)
 	if h := a.hint(err); h != "" {
@@ -176,6 +178,7 @@ Exit codes:
   1  error (the API's detail and what to do next are printed)
   2  usage error (unknown command or flag, missing or malformed argument)
   3  timeout (a wait passed its deadline; the work goes on server-side)
+  130  interrupted (Ctrl-C; what was started goes on server-side)
   env exec and sandbox exec exit with the command's own exit code.`
 
 func (a *app) rootCmd() *cobra.Command {

@@ -48,7 +48,7 @@ func (a *app) printAccessToken(token, kept, id string) {
 }
 
 func (a *app) sandboxCreateCmd() *cobra.Command {
-	var template string
+	var template, command string
 	var timeout, cpu, memoryMB int64
 	var envs, meta []string
 	var autoPause, wait bool
@@ -69,6 +69,9 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 				return err
 			}
 			body := client.SandboxCreate{TemplateID: template, EnvVars: ev, Metadata: md}
+			if command != "" {
+				body.Command = []string{"sh", "-c", command}
+			}
 			if cmd.Flags().Changed("timeout") {
 				body.Timeout = &timeout
 			}
@@ -110,6 +113,7 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 	f.StringArrayVar(&meta, "metadata", nil, "metadata KEY=VALUE (repeatable)")
 	f.Int64Var(&cpu, "cpu", 0, "CPU count")
 	f.Int64Var(&memoryMB, "memory-mb", 0, "memory in MiB")
+	f.StringVar(&command, "command", "", "main process, run with sh -c; the sandbox completes when it exits")
 	f.BoolVar(&autoPause, "auto-pause", false, "pause instead of delete at the timeout")
 	f.BoolVar(&wait, "wait", false, "wait until the sandbox runs, printing each state")
 	f.DurationVar(&waitTimeout, "wait-timeout", DefaultWaitDeadline, "deadline of --wait")
@@ -133,10 +137,13 @@ func (a *app) waitSandbox(ctx context.Context, c *client.Client, sb *client.Sand
 		last = cur
 		return cur.State, nil
 	})
+	hint := fmt.Sprintf("It keeps starting on the server. Check it: dn sandbox get %s\nGive up: dn sandbox delete %s", sb.SandboxID, sb.SandboxID)
 	var de *errDeadline
 	if errors.As(err, &de) {
-		return nil, &exitError{code: ExitTimeout, msg: fmt.Sprintf("sandbox %s is still %s after %s", sb.SandboxID, state, elapsed(time.Since(start))),
-			hint: fmt.Sprintf("It keeps starting on the server. Check it: dn sandbox get %s\nGive up: dn sandbox delete %s", sb.SandboxID, sb.SandboxID)}
+		return nil, &exitError{code: ExitTimeout, hint: hint, msg: fmt.Sprintf("sandbox %s is still %s after %s", sb.SandboxID, state, elapsed(time.Since(start)))}
+	}
+	if errors.Is(err, errInterrupted) {
+		return nil, &exitError{code: ExitInterrupted, hint: hint, msg: fmt.Sprintf("interrupted while sandbox %s is %s", sb.SandboxID, state)}
 	}
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,9 @@ const (
 	backoffMax  = 5 * time.Second
 	maxLongPoll = 30 * time.Second
 )
+
+// errInterrupted is returned by waiter.run when the user interrupted the wait.
+var errInterrupted = errors.New("interrupted")
 
 // errDeadline is returned by waiter.run when the deadline passed first.
 type errDeadline struct{ state string }
@@ -73,13 +77,16 @@ func (w *waiter) run(ctx context.Context, state string, final func(string) bool,
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return state, ctx.Err()
+				return state, errInterrupted
 			case <-t.C:
 			}
 			backoff = min(backoff*2, backoffMax)
 			next, err = poll(ctx, "", 0)
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return state, errInterrupted
+			}
 			return state, err
 		}
 		if next != state {
