@@ -62,7 +62,7 @@ type SandboxExec struct {
 // command's exit code.
 func (c *Client) ExecSandbox(ctx context.Context, id, accessToken string, in SandboxExec, onEvent func(ExecEvent) error) (int, error) {
 	path := "/sandboxes/" + url.PathEscape(id) + "/exec"
-	hdr := map[string]string{"X-Access-Token": accessToken, "Accept": NDJSON + ", application/json", "Content-Type": "application/json"}
+	hdr := map[string]string{"X-Access-Token": accessToken, "Accept": NDJSON, "Content-Type": "application/json"}
 	resp, err := c.stream(ctx, http.MethodPost, path, nil, hdr, in)
 	if err != nil {
 		return 0, err
@@ -105,7 +105,7 @@ type EnvironmentExecResult struct {
 // receives the buffered answer's note (timeout, truncation), if any.
 func (c *Client) ExecEnvironment(ctx context.Context, org, ws, id, executeToken string, in EnvironmentExec, onEvent func(ExecEvent) error) (code int, note string, err error) {
 	path := c.envPath(org, ws, "/"+url.PathEscape(id)+"/execute")
-	hdr := map[string]string{"X-Environment-Token": executeToken, "Accept": NDJSON + ", application/json", "Content-Type": "application/json"}
+	hdr := map[string]string{"X-Environment-Token": executeToken, "Accept": NDJSON, "Content-Type": "application/json"}
 	resp, err := c.stream(ctx, http.MethodPost, path, nil, hdr, in)
 	if err != nil {
 		return 0, "", err
