@@ -349,6 +349,10 @@ func TestDNAgainstBackend(t *testing.T) {
 			t.Fatalf("cp back: %s", r)
 		}
 		d.must("sandbox", "logs", sb.SandboxID)
+		r = d.must("sandbox", "get", sb.SandboxID, "--json")
+		if !strings.Contains(r.stdout, `"sandboxID": "`+sb.SandboxID+`"`) || strings.Contains(r.stdout, "accessToken") {
+			t.Fatalf("get --json shows no token (GET never carries it): %s", r.stdout)
+		}
 		r = d.must("sandbox", "list")
 		if !strings.Contains(r.stdout, sb.SandboxID) || !strings.Contains(r.stdout, "suite=dn") {
 			t.Fatalf("list: %s", r)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -196,12 +195,7 @@ func (a *app) printEnvSummary(e *client.Environment) {
 
 // envJSON is an environment for --json: the token only when known.
 func envJSON(e *client.Environment) map[string]any {
-	b, _ := json.Marshal(e)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	if e.ExecuteToken == "" {
-		delete(m, "execute_token")
-	}
+	m := withoutEmpty(e, "execute_token")
 	if len(e.Error) == 0 {
 		m["error"] = nil
 	}

@@ -23,6 +23,22 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// withoutEmpty renders v as a JSON object without the named keys when
+// they are empty strings (secrets the API showed only once, absent here).
+func withoutEmpty(v any, keys ...string) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for _, k := range keys {
+		if m[k] == "" {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+func sandboxJSON(sb *client.Sandbox) map[string]any { return withoutEmpty(sb, "accessToken") }
+
 // table writes rows under a header, aligned for people.
 func (a *app) table(header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)

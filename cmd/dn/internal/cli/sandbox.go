@@ -99,7 +99,7 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 				sb.AccessToken = token
 			}
 			if a.json {
-				return a.printJSON(sb)
+				return a.printJSON(sandboxJSON(sb))
 			}
 			a.printSandbox(sb)
 			a.printAccessToken(token, kept, sb.SandboxID)
@@ -183,7 +183,11 @@ func (a *app) sandboxListCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(list)
+				out := make([]map[string]any, len(list))
+				for i := range list {
+					out[i] = sandboxJSON(&list[i])
+				}
+				return a.printJSON(out)
 			}
 			rows := make([][]string, len(list))
 			for i, sb := range list {
@@ -204,7 +208,7 @@ func (a *app) sandboxGetCmd() *cobra.Command {
 			return err
 		}
 		if a.json {
-			return a.printJSON(sb)
+			return a.printJSON(sandboxJSON(sb))
 		}
 		a.printSandbox(sb)
 		return nil
@@ -449,7 +453,7 @@ func (a *app) showSandboxState(ctx context.Context, c *client.Client, id string)
 		return err
 	}
 	if a.json {
-		return a.printJSON(sb)
+		return a.printJSON(sandboxJSON(sb))
 	}
 	fmt.Fprintf(a.io.Out, "Sandbox %s is %s.\n", sb.SandboxID, sb.State)
 	return nil
@@ -465,7 +469,7 @@ func (a *app) sandboxConnectCmd() *cobra.Command {
 			}
 			kept := a.keepSandboxToken(sb.SandboxID, sb.AccessToken)
 			if a.json {
-				return a.printJSON(sb)
+				return a.printJSON(sandboxJSON(sb))
 			}
 			a.printSandbox(sb)
 			a.printAccessToken(sb.AccessToken, kept, sb.SandboxID)
