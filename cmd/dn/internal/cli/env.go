@@ -82,7 +82,7 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 					return a.printJSON(envJSON(env))
 				}
 				_ = a.fields("Environment", env.ID, "Task", env.TaskRef, "State", env.State)
-				a.printToken(token, kept, env.ID)
+				a.printSecret("Execute token", token, kept, fmt.Sprintf("'dn env exec %s -- <command>' uses it", env.ID))
 				fmt.Fprintf(a.io.Out, "Wait until it is ready: dn env wait %s\n", env.ID)
 				return nil
 			}
@@ -96,7 +96,7 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 				return a.printJSON(envJSON(final))
 			}
 			a.printEnvSummary(final)
-			a.printToken(token, kept, env.ID)
+			a.printSecret("Execute token", token, kept, fmt.Sprintf("'dn env exec %s -- <command>' uses it", env.ID))
 			return nil
 		},
 	}
@@ -114,16 +114,6 @@ func waitDeadline(start time.Time, timeoutSec int64) (time.Time, string) {
 		return start.Add(time.Duration(timeoutSec) * time.Second), fmt.Sprintf("--timeout-sec %d", timeoutSec)
 	}
 	return start.Add(DefaultWaitDeadline), "the default 15 minutes"
-}
-
-func (a *app) printToken(token, kept, id string) {
-	if token == "" {
-		return
-	}
-	fmt.Fprintf(a.io.Out, "Execute token: %s\n", token)
-	if kept != "" {
-		fmt.Fprintf(a.io.Out, "  kept in %s (mode 0600); 'dn env exec %s -- <command>' uses it.\n", kept, id)
-	}
 }
 
 // waitEnv waits from env's state until a final state. ready (or paused)

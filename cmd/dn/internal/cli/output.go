@@ -39,6 +39,17 @@ func withoutEmpty(v any, keys ...string) map[string]any {
 
 func sandboxJSON(sb *client.Sandbox) map[string]any { return withoutEmpty(sb, "accessToken") }
 
+// printSecret prints a secret the API shows once, and where it is kept.
+func (a *app) printSecret(label, token, kept, usage string) {
+	if token == "" {
+		return
+	}
+	fmt.Fprintf(a.io.Out, "%s: %s\n", label, token)
+	if kept != "" {
+		fmt.Fprintf(a.io.Out, "  kept in %s (mode 0600); %s.\n", kept, usage)
+	}
+}
+
 // table writes rows under a header, aligned for people.
 func (a *app) table(header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)

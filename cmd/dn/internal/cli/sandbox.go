@@ -38,13 +38,7 @@ func (a *app) keepSandboxToken(id, token string) string {
 }
 
 func (a *app) printAccessToken(token, kept, id string) {
-	if token == "" {
-		return
-	}
-	fmt.Fprintf(a.io.Out, "Access token: %s\n", token)
-	if kept != "" {
-		fmt.Fprintf(a.io.Out, "  kept in %s (mode 0600); 'dn sandbox exec %s -- <command>' and 'dn sandbox cp' use it.\n", kept, id)
-	}
+	a.printSecret("Access token", token, kept, fmt.Sprintf("'dn sandbox exec %s -- <command>' and 'dn sandbox cp' use it", id))
 }
 
 func (a *app) sandboxCreateCmd() *cobra.Command {
