@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
@@ -116,6 +119,26 @@ func apiErrorAt(diags *diag.Diagnostics, summary string, err error, fields field
 // planCheckTimeout bounds a plan-time look-up, so an API that does not
 // answer delays the plan by at most this much.
 const planCheckTimeout = 10 * time.Second
+
+// checkAtPlan looks up (with lookup) the value the plan gives the root
+// attribute attr when it is known and new (a create or a replacement), and
+// reports the outcome with planCheck.
+func checkAtPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, attr, what string, lookup func(context.Context, string) error) {
+	if req.Plan.Raw.IsNull() { // destroy
+		return
+	}
+	var planned, prior types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root(attr), &planned)...)
+	if !req.State.Raw.IsNull() {
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root(attr), &prior)...)
+	}
+	if planned.IsNull() || planned.IsUnknown() || planned.Equal(prior) || resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, planCheckTimeout)
+	defer cancel()
+	planCheck(&resp.Diagnostics, path.Root(attr), what, planned.ValueString(), lookup(ctx, planned.ValueString()))
+}
 
 // planCheck turns a plan-time look-up of what (a template, a task) into
 // diagnostics on attr: a 4xx answer (it does not exist, or the reference is

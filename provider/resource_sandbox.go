@@ -463,6 +463,7 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 	applySandbox(&plan, sb, false, &resp.Diagnostics)
 	plan.Paused = types.BoolValue(wantPaused)
 	plan.nullUnknowns()
+	setIDIdentity(ctx, resp.Identity, sb.SandboxID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -550,6 +551,8 @@ func (r *sandboxResource) Read(ctx context.Context, req resource.ReadRequest, re
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	id := state.ID.ValueString()
+	// The framework wants the identity even when the resource is removed.
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	sb, err := r.data.client.GetSandbox(ctx, id)
 	switch {
 	case client.IsNotFound(err):
@@ -571,7 +574,6 @@ func (r *sandboxResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	sb.AccessToken = "" // GET never shows it; keep the one in state
 	applySandbox(&state, sb, imported, &resp.Diagnostics)
-	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -741,19 +743,11 @@ func (r *sandboxResource) ValidateConfig(ctx context.Context, req resource.Valid
 // exists: an unknown template fails the plan instead of the apply. When the
 // API cannot be reached at plan, a warning says so and the apply decides.
 func (r *sandboxResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if r.data == nil || req.Plan.Raw.IsNull() {
+	if r.data == nil {
 		return
 	}
-	var template, prior types.String
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("template"), &template)...)
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("template"), &prior)...)
-	}
-	if template.IsNull() || template.IsUnknown() || template.Equal(prior) || resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, planCheckTimeout)
-	defer cancel()
-	_, err := r.data.client.GetTemplate(ctx, template.ValueString())
-	planCheck(&resp.Diagnostics, path.Root("template"), "template", template.ValueString(), err)
+	checkAtPlan(ctx, req, resp, "template", "template", func(ctx context.Context, id string) error {
+		_, err := r.data.client.GetTemplate(ctx, id)
+		return err
+	})
 }

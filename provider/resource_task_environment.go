@@ -309,6 +309,7 @@ func (r *taskEnvironmentResource) Create(ctx context.Context, req resource.Creat
 	applyEnvironment(&plan, env, false, &resp.Diagnostics)
 	plan.Paused = types.BoolValue(wantPaused)
 	plan.nullUnknowns()
+	setIDIdentity(ctx, resp.Identity, env.ID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -362,6 +363,8 @@ func (r *taskEnvironmentResource) Read(ctx context.Context, req resource.ReadReq
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	id := state.ID.ValueString()
+	// The framework wants the identity even when the resource is removed.
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	env, err := r.data.client.GetEnvironment(ctx, org, ws, id)
 	switch {
 	case client.IsNotFound(err):
@@ -387,7 +390,6 @@ func (r *taskEnvironmentResource) Read(ctx context.Context, req resource.ReadReq
 		env.ID = id
 	}
 	applyEnvironment(&state, env, isImported(ctx, req.Private), &resp.Diagnostics)
-	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -488,19 +490,11 @@ func (r *taskEnvironmentResource) IdentitySchema(_ context.Context, _ resource.I
 // names a task of the catalog: an unknown task fails the plan instead of
 // the apply. When the API cannot be reached at plan, a warning says so.
 func (r *taskEnvironmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if r.data == nil || req.Plan.Raw.IsNull() || r.data.org == "" {
+	if r.data == nil || r.data.org == "" {
 		return
 	}
-	var ref, prior types.String
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("task_ref"), &ref)...)
-	if !req.State.Raw.IsNull() {
-		resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("task_ref"), &prior)...)
-	}
-	if ref.IsNull() || ref.IsUnknown() || ref.Equal(prior) || resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, planCheckTimeout)
-	defer cancel()
-	_, err := r.data.client.GetTask(ctx, r.data.org, ref.ValueString())
-	planCheck(&resp.Diagnostics, path.Root("task_ref"), "task", ref.ValueString(), err)
+	checkAtPlan(ctx, req, resp, "task_ref", "task", func(ctx context.Context, ref string) error {
+		_, err := r.data.client.GetTask(ctx, r.data.org, ref)
+		return err
+	})
 }

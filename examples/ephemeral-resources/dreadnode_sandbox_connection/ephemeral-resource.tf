@@ -1,7 +1,13 @@
 # Terraform 1.11 or later. A sandbox whose secrets never reach plan or state:
 # environment variables are write-only, and the access token comes from an
 # ephemeral connection opened at every run.
-resource "dreadnode_sandbox" "agent" {
+variable "api_token" {
+  type      = string
+  sensitive = true
+  ephemeral = true
+}
+
+resource "dreadnode_sandbox" "worker" {
   template = "base"
   timeout  = 1800
 
@@ -12,26 +18,21 @@ resource "dreadnode_sandbox" "agent" {
   env_vars_wo_version = 1
 }
 
-variable "api_token" {
-  type      = string
-  sensitive = true
-  ephemeral = true
-}
-
-ephemeral "dreadnode_sandbox_connection" "agent" {
-  sandbox_id = dreadnode_sandbox.agent.id
+ephemeral "dreadnode_sandbox_connection" "worker" {
+  sandbox_id = dreadnode_sandbox.worker.id
 }
 
 # Ephemeral values may be used by provisioners, provider blocks and
-# write-only arguments; Terraform keeps them out of the state.
-resource "terraform_data" "seed" {
-  triggers_replace = [dreadnode_sandbox.agent.id]
+# write-only arguments; Terraform keeps them out of the state. Here a
+# provisioner runs a command in the sandbox once it exists.
+resource "terraform_data" "warm_up" {
+  triggers_replace = [dreadnode_sandbox.worker.id]
 
   provisioner "local-exec" {
-    command = "curl -fsS -X PUT --data-binary @seed.json -H \"X-API-Key: $DREADNODE_API_KEY\" -H \"X-Access-Token: $TOKEN\" \"$URL/files?path=/tmp/seed.json\""
+    command = "curl -fsS -H \"X-API-Key: $DREADNODE_API_KEY\" -H \"X-Access-Token: $TOKEN\" -d '{\"cmd\": [\"sh\", \"-c\", \"test -n \\\"$API_TOKEN\\\"\"]}' \"$URL/exec\""
     environment = {
-      TOKEN = ephemeral.dreadnode_sandbox_connection.agent.access_token
-      URL   = ephemeral.dreadnode_sandbox_connection.agent.envd_url
+      TOKEN = ephemeral.dreadnode_sandbox_connection.worker.access_token
+      URL   = ephemeral.dreadnode_sandbox_connection.worker.envd_url
     }
   }
 }
