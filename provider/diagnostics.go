@@ -107,7 +107,7 @@ func apiErrorAt(diags *diag.Diagnostics, summary string, err error, fields field
 	placed := false
 	for _, fe := range ae.Errors {
 		if p, ok := fields.pathOf(fe.Field()); ok {
-			diags.AddAttributeError(p, summary, fe.Msg+"\n\n"+err.Error())
+			diags.AddAttributeError(p, summary, fmt.Sprintf("Attribute %s %s\n\n%s", p, fe.Msg, err))
 			placed = true
 		}
 	}

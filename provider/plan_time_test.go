@@ -44,6 +44,11 @@ resource "dreadnode_sandbox" "test" {
 `, `(?s)Unknown template.*with dreadnode_sandbox.test.*template = "no-such-template".*HTTP 404.*unknown template "no-such-template"; available: base`),
 			step(`
 resource "dreadnode_sandbox" "test" {
+  env_vars = { "1BAD" = "x" }
+}
+`, `(?s)with dreadnode_sandbox.test.*must be an environment variable name`),
+			step(`
+resource "dreadnode_sandbox" "test" {
   wait_for = "completed"
 }
 `, `(?s)wait_for = "completed" needs a command`),
@@ -83,4 +88,25 @@ resource "dreadnode_sandbox" "test" {
 			t.Fatalf("plan output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// An error the API returns at apply lands on the attribute its loc names
+// (here body.network.allowOut.0 → network.allow_out[0]).
+func TestAccApplyErrorNamesTheAttribute(t *testing.T) {
+	t.Parallel()
+	b := testAccPreCheck(t, "")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             b.checkDestroy(),
+		Steps: []resource.TestStep{{
+			Config: b.providerConfig() + `
+resource "dreadnode_sandbox" "test" {
+  network = {
+    allow_out = ["not a host!"]
+  }
+}
+`,
+			ExpectError: wrapped(`(?s)Error creating sandbox.*with dreadnode_sandbox.test.*network.allow_out\[0\].*must be an IP address, a CIDR block or a host name.*HTTP 400`),
+		}},
+	})
 }

@@ -57,6 +57,10 @@ const (
 	waitForCompleted = "completed"
 )
 
+// envVarNames checks environment variable names with the server's syntax.
+var envVarNames = mapvalidator.KeysAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`),
+	"must be an environment variable name (letters, digits and '_', not starting with a digit)"))
+
 // templateIDPattern is the server's syntax of a template id.
 var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
 
@@ -167,7 +171,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional:      true,
 				Sensitive:     true,
 				PlanModifiers: []planmodifier.Map{replaceUnlessAdopting()},
-				Validators:    []validator.Map{mapvalidator.ConflictsWith(path.MatchRoot("env_vars_wo"))},
+				Validators:    []validator.Map{mapvalidator.ConflictsWith(path.MatchRoot("env_vars_wo")), envVarNames},
 			},
 			"env_vars_wo": schema.MapAttribute{
 				MarkdownDescription: "Write-only environment variables (Terraform 1.11 or later): sent at create, never stored in " +
@@ -176,7 +180,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional:    true,
 				Sensitive:   true,
 				WriteOnly:   true,
-				Validators:  []validator.Map{mapvalidator.AlsoRequires(path.MatchRoot("env_vars_wo_version"))},
+				Validators:  []validator.Map{mapvalidator.AlsoRequires(path.MatchRoot("env_vars_wo_version")), envVarNames},
 			},
 			"env_vars_wo_version": schema.Int64Attribute{
 				MarkdownDescription: "Version of `env_vars_wo`: changing it replaces the sandbox, which is created with the current `env_vars_wo`.",
