@@ -298,3 +298,13 @@ func TestListSandboxesFollowsNextToken(t *testing.T) {
 		t.Fatalf("query %q", queries[0])
 	}
 }
+
+func TestFieldErrorField(t *testing.T) {
+	fe := FieldError{Loc: []any{"body", "network", "allowOut", float64(2)}}
+	if got := strings.Join(fe.Field(), "."); got != "network.allowOut.2" {
+		t.Fatalf("Field() = %q", got)
+	}
+	if (FieldError{Loc: []any{"body"}}).Field() != nil {
+		t.Fatal("a loc without a field names none")
+	}
+}

@@ -15,6 +15,25 @@ type FieldError struct {
 	Type string `json:"type"`
 }
 
+// Field returns the request field the error is about: loc without its
+// leading "body" (or "query"/"path"), each element as a string. Nil when loc
+// does not name a field.
+func (fe FieldError) Field() []string {
+	if len(fe.Loc) < 2 {
+		return nil
+	}
+	out := make([]string, 0, len(fe.Loc)-1)
+	for _, l := range fe.Loc[1:] {
+		switch v := l.(type) {
+		case float64: // JSON numbers: list indexes
+			out = append(out, fmt.Sprint(int64(v)))
+		default:
+			out = append(out, fmt.Sprint(v))
+		}
+	}
+	return out
+}
+
 // APIError is a non-2xx answer of the API. The envelope is
 // {"code": <status>, "detail": "...", "type": "...", "errors": [...] | null}.
 type APIError struct {

@@ -78,6 +78,8 @@ type Sandbox struct {
 	AutoPause   *bool             `json:"autoPause"`
 	AutoResume  *bool             `json:"autoResume"`
 	Timeout     *int64            `json:"timeout"`
+	// ExitCode is the main process's exit code once it has exited.
+	ExitCode *int64 `json:"exitCode"`
 	// ServiceURLs maps a service (or port) name to where it is reachable.
 	ServiceURLs Endpoints       `json:"serviceURLs"`
 	Diagnostic  json.RawMessage `json:"diagnostic"`

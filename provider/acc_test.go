@@ -6,6 +6,9 @@ package provider
 // Run with TF_ACC=1. Terraform is TF_ACC_TERRAFORM_PATH, else `terraform` on
 // PATH, else $GOPATH/bin/terraform; it is never downloaded. A missing
 // Terraform or Docker fails the tests (they do not skip) when TF_ACC is set.
+// Tests of features newer than Terraform 1.5.7 (ephemeral resources,
+// write-only attributes, resource identity) run the CLI at
+// TF_ACC_TERRAFORM_NEXT_PATH (`make terraform-next`) and fail without it.
 
 import (
 	"context"

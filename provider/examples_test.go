@@ -27,6 +27,12 @@ func TestAccExamples(t *testing.T) {
 	if len(files) < 6 {
 		t.Fatalf("found only %d examples: %v", len(files), files)
 	}
+	b.applyExamples(t, root, files)
+}
+
+// applyExamples applies each example file (a subtest named by its path
+// under root) and checks that its destroy leaves nothing behind.
+func (b *accBackend) applyExamples(t *testing.T, root string, files []string) {
 	for _, f := range files {
 		rel, _ := filepath.Rel(root, f)
 		t.Run(filepath.ToSlash(rel), func(t *testing.T) {

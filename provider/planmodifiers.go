@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
@@ -41,7 +42,19 @@ func stateUnlessChanged(attrs ...string) stateUnlessChangedModifier {
 	return stateUnlessChangedModifier{attrs: attrs}
 }
 
-type stateUnlessChangedModifier struct{ attrs []string }
+type stateUnlessChangedModifier struct {
+	attrs []string
+	// resumeOnly: a change of "paused" counts only from true to false
+	// (a resume), so a pause shows no "known after apply".
+	resumeOnly bool
+}
+
+// stateUnlessResumed is stateUnlessChanged for values only a resume changes
+// (access token, end of lifetime, service URLs): the prior value is kept
+// unless paused goes from true to false or one of attrs changes.
+func stateUnlessResumed(attrs ...string) stateUnlessChangedModifier {
+	return stateUnlessChangedModifier{attrs: attrs, resumeOnly: true}
+}
 
 var (
 	_ planmodifier.String = stateUnlessChangedModifier{}
@@ -51,6 +64,12 @@ var (
 )
 
 func (m stateUnlessChangedModifier) Description(context.Context) string {
+	if m.resumeOnly {
+		if len(m.attrs) == 0 {
+			return "The value does not change unless the resource is resumed (paused goes from true to false)."
+		}
+		return fmt.Sprintf("The value does not change unless the resource is resumed or %s changes.", strings.Join(m.attrs, " or "))
+	}
 	if len(m.attrs) == 0 {
 		return "The value does not change after creation."
 	}
@@ -75,7 +94,74 @@ func (m stateUnlessChangedModifier) keep(ctx context.Context, state tfsdk.State,
 			return false
 		}
 	}
+	if m.resumeOnly && resumes(state.Raw, plan.Raw) {
+		return false
+	}
 	return true
+}
+
+// rootBool returns the root bool attribute name of v (known reports whether
+// it is a known, non-null value).
+func rootBool(v tftypes.Value, name string) (value, known bool) {
+	raw, _, err := tftypes.WalkAttributePath(v, tftypes.NewAttributePath().WithAttributeName(name))
+	tv, ok := raw.(tftypes.Value)
+	if err != nil || !ok || !tv.IsKnown() || tv.IsNull() {
+		return false, false
+	}
+	var b bool
+	if err := tv.As(&b); err != nil {
+		return false, false
+	}
+	return b, true
+}
+
+// resumes reports whether the plan resumes the resource: paused goes from
+// true to false, or becomes unknown.
+func resumes(state, plan tftypes.Value) bool {
+	was, ok := rootBool(state, "paused")
+	if !ok || !was {
+		return false
+	}
+	now, ok := rootBool(plan, "paused")
+	return !ok || !now
+}
+
+// pausedState plans the "state" attribute from "paused": pausedValue when
+// the plan pauses, runningValue when it resumes, else the prior state. So a
+// pause or resume shows the state it will reach instead of "known after
+// apply".
+func pausedState(pausedValue, runningValue string) pausedStateModifier {
+	return pausedStateModifier{paused: pausedValue, running: runningValue}
+}
+
+type pausedStateModifier struct{ paused, running string }
+
+var _ planmodifier.String = pausedStateModifier{}
+
+func (m pausedStateModifier) Description(context.Context) string {
+	return fmt.Sprintf("Planned from paused: %q when pausing, %q when resuming, else unchanged.", m.paused, m.running)
+}
+
+func (m pausedStateModifier) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
+
+func (m pausedStateModifier) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || !req.PlanValue.IsUnknown() {
+		return
+	}
+	was, ok1 := rootBool(req.State.Raw, "paused")
+	now, ok2 := rootBool(req.Plan.Raw, "paused")
+	switch {
+	case !ok2:
+		return // unknown paused: unknown state
+	case ok1 && !was && now:
+		resp.PlanValue = types.StringValue(m.paused)
+	case ok1 && was && !now:
+		resp.PlanValue = types.StringValue(m.running)
+	case !req.StateValue.IsNull():
+		resp.PlanValue = req.StateValue
+	}
 }
 
 // rootAttributeChanges reports whether the root attribute name differs

@@ -193,3 +193,38 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("backoff %v, want %v", got, want)
 	}
 }
+
+// Pausing shows no unknown: values only a resume changes keep their state,
+// and the state attribute is planned as the state the change reaches.
+func TestResumeOnlyAndPausedState(t *testing.T) {
+	ctx := context.Background()
+	unknown := types.StringUnknown()
+	cases := []struct {
+		name               string
+		state, plan        map[string]any
+		wantToken, wantSta types.String
+	}{
+		{"pause keeps token, plans paused", map[string]any{"paused": false, "token": "t1"}, map[string]any{"paused": true, "token": tftypes.UnknownValue}, types.StringValue("t1"), types.StringValue("paused")},
+		{"resume: token unknown, plans running", map[string]any{"paused": true, "token": "t1"}, map[string]any{"paused": false, "token": tftypes.UnknownValue}, unknown, types.StringValue("running")},
+		{"unchanged keeps both", map[string]any{"paused": false, "token": "t1"}, map[string]any{"paused": false, "token": tftypes.UnknownValue}, types.StringValue("t1"), types.StringValue("prior")},
+		{"unknown paused: unknown", map[string]any{"paused": true, "token": "t1"}, map[string]any{"paused": tftypes.UnknownValue, "token": tftypes.UnknownValue}, unknown, unknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := tfsdk.State{Schema: pmSchema, Raw: obj(tc.state)}
+			plan := tfsdk.Plan{Schema: pmSchema, Raw: obj(tc.plan)}
+			req := planmodifier.StringRequest{State: state, Plan: plan, StateValue: types.StringValue(tc.state["token"].(string)), PlanValue: unknown, ConfigValue: types.StringNull()}
+			resp := &planmodifier.StringResponse{PlanValue: unknown}
+			stateUnlessResumed().PlanModifyString(ctx, req, resp)
+			if !resp.PlanValue.Equal(tc.wantToken) {
+				t.Fatalf("token planned %s, want %s", resp.PlanValue, tc.wantToken)
+			}
+			req.StateValue = types.StringValue("prior")
+			resp = &planmodifier.StringResponse{PlanValue: unknown}
+			pausedState("paused", "running").PlanModifyString(ctx, req, resp)
+			if !resp.PlanValue.Equal(tc.wantSta) {
+				t.Fatalf("state planned %s, want %s", resp.PlanValue, tc.wantSta)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -31,7 +32,10 @@ const (
 	EnvWorkspace = "DREADNODE_WORKSPACE"
 )
 
-var _ provider.Provider = (*dreadnodeProvider)(nil)
+var (
+	_ provider.Provider                       = (*dreadnodeProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*dreadnodeProvider)(nil)
+)
 
 // New returns a constructor of the provider for the given version.
 func New(version string) func() provider.Provider {
@@ -168,12 +172,20 @@ func (p *dreadnodeProvider) Configure(ctx context.Context, req provider.Configur
 	data := &providerData{client: c, org: org, workspace: workspace}
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	resp.EphemeralResourceData = data
 }
 
 func (p *dreadnodeProvider) Resources(_ context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		NewTaskEnvironmentResource,
 		NewSandboxResource,
+	}
+}
+
+// EphemeralResources need Terraform 1.10 or later; older versions ignore them.
+func (p *dreadnodeProvider) EphemeralResources(_ context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{
+		NewSandboxConnectionEphemeral,
 	}
 }
 
@@ -198,9 +210,4 @@ func configuredData(in any, diags *diag.Diagnostics) *providerData {
 		return nil
 	}
 	return d
-}
-
-// apiError adds an error diagnostic carrying the server's detail.
-func apiError(diags *diag.Diagnostics, summary string, err error) {
-	diags.AddError(summary, err.Error())
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	fwprovider "github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -79,6 +80,31 @@ func TestResourceSchemasValidateImplementation(t *testing.T) {
 	}
 }
 
+func TestEphemeralResourceSchemasValidateImplementation(t *testing.T) {
+	ctx := context.Background()
+	p, ok := New("test")().(fwprovider.ProviderWithEphemeralResources)
+	if !ok {
+		t.Fatal("the provider has no ephemeral resources")
+	}
+	for _, f := range p.EphemeralResources(ctx) {
+		e := f()
+		var md ephemeral.MetadataResponse
+		e.Metadata(ctx, ephemeral.MetadataRequest{ProviderTypeName: "dreadnode"}, &md)
+		t.Run(md.TypeName, func(t *testing.T) {
+			var resp ephemeral.SchemaResponse
+			e.Schema(ctx, ephemeral.SchemaRequest{}, &resp)
+			diags := resp.Diagnostics
+			diags.Append(resp.Schema.ValidateImplementation(ctx)...)
+			for _, dg := range diags {
+				t.Errorf("%s: %s", dg.Summary(), dg.Detail())
+			}
+			if !resp.Schema.Attributes["access_token"].IsSensitive() {
+				t.Errorf("%s.access_token is not sensitive", md.TypeName)
+			}
+		})
+	}
+}
+
 func TestDataSourceSchemasValidateImplementation(t *testing.T) {
 	ctx := context.Background()
 	for _, f := range New("test")().DataSources(ctx) {
@@ -105,8 +131,8 @@ func TestDataSourceSchemasValidateImplementation(t *testing.T) {
 func TestSecretsAreSensitive(t *testing.T) {
 	ctx := context.Background()
 	want := map[string][]string{
-		"dreadnode_task_environment": {"execute_token"},
-		"dreadnode_sandbox":          {"access_token", "env_vars"},
+		"dreadnode_task_environment": {"execute_token", "inputs"},
+		"dreadnode_sandbox":          {"access_token", "env_vars", "env_vars_wo"},
 	}
 	for _, f := range New("test")().Resources(ctx) {
 		r := f()

@@ -3,9 +3,15 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -15,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -30,12 +37,40 @@ const (
 	sandboxDefaultCreateTimeout = 5 * time.Minute
 	sandboxDefaultUpdateTimeout = 5 * time.Minute
 	sandboxDefaultDeleteTimeout = 5 * time.Minute
+	sandboxDefaultReadTimeout   = 1 * time.Minute
+
+	// Server bounds of the create options (backend/lifecycle/request.go;
+	// a deployment may lower the minimum timeout with DREADNODE_MIN_TIMEOUT_SEC,
+	// the provider checks the default one).
+	sandboxMinTimeoutSec = 60
+	sandboxMaxTimeoutSec = 86400
+	sandboxMaxCPU        = 16
+	sandboxMinMemoryMB   = 64
+	sandboxMaxMemoryMB   = 65536
+
+	// After a sandbox with a command becomes running, the provider watches
+	// it this long so that a command failing at once fails the apply
+	// (instead of vanishing at the next refresh).
+	sandboxSettleWindow = 2 * time.Second
+
+	waitForRunning   = "running"
+	waitForCompleted = "completed"
 )
 
+// envVarNames checks environment variable names with the server's syntax.
+var envVarNames = mapvalidator.KeysAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`),
+	"must be an environment variable name (letters, digits and '_', not starting with a digit)"))
+
+// templateIDPattern is the server's syntax of a template id.
+var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
+
 var (
-	_ resource.Resource                = (*sandboxResource)(nil)
-	_ resource.ResourceWithConfigure   = (*sandboxResource)(nil)
-	_ resource.ResourceWithImportState = (*sandboxResource)(nil)
+	_ resource.Resource                   = (*sandboxResource)(nil)
+	_ resource.ResourceWithConfigure      = (*sandboxResource)(nil)
+	_ resource.ResourceWithImportState    = (*sandboxResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*sandboxResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*sandboxResource)(nil)
+	_ resource.ResourceWithIdentity       = (*sandboxResource)(nil)
 )
 
 // NewSandboxResource returns the dreadnode_sandbox resource.
@@ -50,6 +85,8 @@ type sandboxModel struct {
 	Template    types.String   `tfsdk:"template"`
 	Timeout     types.Int64    `tfsdk:"timeout"`
 	EnvVars     types.Map      `tfsdk:"env_vars"`
+	EnvVarsWO   types.Map      `tfsdk:"env_vars_wo"`
+	EnvVarsWOV  types.Int64    `tfsdk:"env_vars_wo_version"`
 	Metadata    types.Map      `tfsdk:"metadata"`
 	AutoPause   types.Bool     `tfsdk:"auto_pause"`
 	AutoResume  types.Bool     `tfsdk:"auto_resume"`
@@ -57,6 +94,8 @@ type sandboxModel struct {
 	Network     types.Object   `tfsdk:"network"`
 	Command     types.List     `tfsdk:"command"`
 	Paused      types.Bool     `tfsdk:"paused"`
+	WaitFor     types.String   `tfsdk:"wait_for"`
+	ExitCode    types.Int64    `tfsdk:"exit_code"`
 	State       types.String   `tfsdk:"state"`
 	StartedAt   types.String   `tfsdk:"started_at"`
 	EndAt       types.String   `tfsdk:"end_at"`
@@ -89,8 +128,15 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 		MarkdownDescription: "An agent sandbox: an isolated runtime created from a template (API `/sandboxes`).\n\n" +
 			"The provider creates the sandbox, stores its `id` and `access_token` at once, then waits until it is `running`; " +
 			"a sandbox that fails (the error carries the server's diagnostic) or does not start in time is kept in state as tainted. " +
-			"`timeout` and `paused` change in place; every other argument replaces the sandbox. " +
-			"A sandbox that was deleted, completed, failed or expired outside Terraform is removed from state, so the next plan re-creates it.",
+			"`timeout`, `paused` and `wait_for` change in place; every other argument replaces the sandbox.\n\n" +
+			"A sandbox that was deleted, failed or expired outside Terraform is removed from state with a warning that carries " +
+			"the server's diagnostic (for example `the main process exited with code 3`), so the next plan re-creates it. " +
+			"A sandbox with a `command` ends when the command exits: with `wait_for = \"running\"` (the default) it is a service " +
+			"whose exit is drift (it is removed and re-created); with `wait_for = \"completed\"` it is a job: the apply waits " +
+			"until the command exits 0 (a non-zero exit fails the apply) and the completed sandbox stays in state, so the job " +
+			"runs once.\n\n" +
+			"Secrets: `access_token` is kept in state (marked sensitive). To keep sandbox credentials out of state, use the " +
+			"ephemeral resource `dreadnode_sandbox_connection` (Terraform 1.10 or later) and `env_vars_wo` (Terraform 1.11 or later).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The sandbox id (`sandboxID`).",
@@ -98,10 +144,14 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"template": schema.StringAttribute{
-				MarkdownDescription: "Template to create the sandbox from (`templateID`). The server's default (`base`) when unset.",
-				Optional:            true,
-				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown(), replaceUnlessAdopting()},
+				MarkdownDescription: "Template to create the sandbox from (`templateID`). The server's default (`base`) when unset. " +
+					"The plan checks that the template exists (a warning, not an error, when the API cannot be reached at plan).",
+				Optional: true,
+				Computed: true,
+				Validators: []validator.String{
+					stringvalidator.RegexMatches(templateIDPattern, "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-'; at most 64)"),
+				},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), replaceUnlessAdopting()},
 			},
 			"timeout": schema.Int64Attribute{
 				MarkdownDescription: "Lifetime in seconds, counted from creation and again from every change of this value " +
@@ -111,15 +161,32 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true,
 				Default:  int64default.StaticInt64(sandboxDefaultTimeoutSec),
 				Validators: []validator.Int64{
-					atLeast(1),
+					int64validator.Between(sandboxMinTimeoutSec, sandboxMaxTimeoutSec),
 				},
 			},
 			"env_vars": schema.MapAttribute{
-				MarkdownDescription: "Environment variables of the sandbox. The API never returns them.",
-				ElementType:         types.StringType,
+				MarkdownDescription: "Environment variables of the sandbox. The API never returns them. Stored in state (sensitive); " +
+					"use `env_vars_wo` to keep them out of state.",
+				ElementType:   types.StringType,
+				Optional:      true,
+				Sensitive:     true,
+				PlanModifiers: []planmodifier.Map{replaceUnlessAdopting()},
+				Validators:    []validator.Map{mapvalidator.ConflictsWith(path.MatchRoot("env_vars_wo")), envVarNames},
+			},
+			"env_vars_wo": schema.MapAttribute{
+				MarkdownDescription: "Write-only environment variables (Terraform 1.11 or later): sent at create, never stored in " +
+					"plan or state. Terraform cannot see a change of them: change `env_vars_wo_version` to re-create the sandbox with new values.",
+				ElementType: types.StringType,
+				Optional:    true,
+				Sensitive:   true,
+				WriteOnly:   true,
+				Validators:  []validator.Map{mapvalidator.AlsoRequires(path.MatchRoot("env_vars_wo_version")), envVarNames},
+			},
+			"env_vars_wo_version": schema.Int64Attribute{
+				MarkdownDescription: "Version of `env_vars_wo`: changing it replaces the sandbox, which is created with the current `env_vars_wo`.",
 				Optional:            true,
-				Sensitive:           true,
-				PlanModifiers:       []planmodifier.Map{replaceUnlessAdopting()},
+				PlanModifiers:       []planmodifier.Int64{replaceUnlessAdopting()},
+				Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("env_vars_wo"))},
 			},
 			"metadata": schema.MapAttribute{
 				MarkdownDescription: "User metadata, for search (see the `dreadnode_sandboxes` data source) and debugging.",
@@ -141,8 +208,10 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Requested resources (the template's defaults when unset). The granted values are `cpu_count` and `memory_mb`.",
 				Optional:            true,
 				Attributes: map[string]schema.Attribute{
-					"cpu_count": schema.Int64Attribute{Optional: true, MarkdownDescription: "Number of CPUs.", Validators: []validator.Int64{atLeast(1)}},
-					"memory_mb": schema.Int64Attribute{Optional: true, MarkdownDescription: "Memory in MiB.", Validators: []validator.Int64{atLeast(1)}},
+					"cpu_count": schema.Int64Attribute{Optional: true, MarkdownDescription: fmt.Sprintf("Number of CPUs (1 to %d).", sandboxMaxCPU),
+						Validators: []validator.Int64{int64validator.Between(1, sandboxMaxCPU)}},
+					"memory_mb": schema.Int64Attribute{Optional: true, MarkdownDescription: fmt.Sprintf("Memory in MiB (%d to %d).", sandboxMinMemoryMB, sandboxMaxMemoryMB),
+						Validators: []validator.Int64{int64validator.Between(sandboxMinMemoryMB, sandboxMaxMemoryMB)}},
 				},
 				PlanModifiers: []planmodifier.Object{replaceUnlessAdopting()},
 			},
@@ -150,18 +219,22 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Public preview and egress policy.",
 				Optional:            true,
 				Attributes: map[string]schema.Attribute{
-					"allow_public_traffic":  schema.BoolAttribute{Optional: true, MarkdownDescription: "Allow traffic from outside to the sandbox's services."},
-					"allow_internet_access": schema.BoolAttribute{Optional: true, MarkdownDescription: "Allow egress to the internet (`false` cuts all egress)."},
-					"allow_out":             schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Destinations (domains, IPs or CIDRs) egress is allowed to."},
-					"deny_out":              schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Destinations (domains, IPs or CIDRs) egress is denied to."},
+					"allow_public_traffic": schema.BoolAttribute{Optional: true, MarkdownDescription: "Allow traffic from outside to the sandbox's services."},
+					"allow_internet_access": schema.BoolAttribute{Optional: true, MarkdownDescription: "Allow egress to the internet (`false` cuts all egress). " +
+						"All or nothing: it conflicts with the per-destination rules `allow_out` and `deny_out`."},
+					"allow_out": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Destinations (domains, IPs or CIDRs) egress is allowed to.",
+						Validators: []validator.List{listvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("allow_internet_access"))}},
+					"deny_out": schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Destinations (domains, IPs or CIDRs) egress is denied to.",
+						Validators: []validator.List{listvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("allow_internet_access"))}},
 				},
 				PlanModifiers: []planmodifier.Object{replaceUnlessAdopting()},
 			},
 			"command": schema.ListAttribute{
-				MarkdownDescription: "Main process. When it exits the sandbox ends (`completed` on exit code 0, else `failed`) and is removed from state.",
-				ElementType:         types.StringType,
-				Optional:            true,
-				PlanModifiers:       []planmodifier.List{replaceUnlessAdopting()},
+				MarkdownDescription: "Main process. When it exits the sandbox ends: `completed` on exit code 0, else `failed` with the exit code " +
+					"in the server's diagnostic. See `wait_for` for what Terraform does then.",
+				ElementType:   types.StringType,
+				Optional:      true,
+				PlanModifiers: []planmodifier.List{replaceUnlessAdopting()},
 			},
 			"paused": schema.BoolAttribute{
 				MarkdownDescription: "Whether the sandbox is paused. Changes in place: `true` pauses it, `false` resumes it " +
@@ -170,33 +243,50 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Computed: true,
 				Default:  booldefault.StaticBool(false),
 			},
+			"wait_for": schema.StringAttribute{
+				MarkdownDescription: "What create waits for: `running` (default; a sandbox whose `command` later exits is removed from " +
+					"state at the next refresh, with a warning carrying the exit code) or `completed` (needs `command`: the apply " +
+					"waits until the command exits, fails on a non-zero exit, and the completed sandbox stays in state as the record " +
+					"of a job that ran). Changes in place (nothing changes on the server).",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(waitForRunning),
+				Validators: []validator.String{stringvalidator.OneOf(waitForRunning, waitForCompleted)},
+			},
+			"exit_code": schema.Int64Attribute{
+				MarkdownDescription: "Exit code of the main process once it has exited (with `wait_for = \"completed\"`: 0).",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
 			"state": schema.StringAttribute{
 				MarkdownDescription: "Public state: `starting`, `running`, `paused`, `completed`, `failed` or `deleted`.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{pausedState(client.SandboxPaused, client.SandboxRunning)},
 			},
 			"started_at": schema.StringAttribute{
 				MarkdownDescription: "When the sandbox started (RFC 3339).",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"end_at": schema.StringAttribute{
-				MarkdownDescription: "When the sandbox's timeout runs out (RFC 3339).",
+				MarkdownDescription: "When the sandbox's timeout runs out (RFC 3339). Moves when `timeout` changes and on resume.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused", "timeout")},
+				PlanModifiers:       []planmodifier.String{stateUnlessResumed("timeout")},
 			},
 			"access_token": schema.StringAttribute{
 				MarkdownDescription: "Token for exec, files and the traffic router (header `X-Access-Token`). The API returns it only " +
-					"from create and connect, so it is kept from state; resuming (`paused = false`) replaces it. " +
-					"It cannot be recovered by `terraform import` (null after import).",
+					"from create and connect, so it is kept from state; resuming (`paused = false`) replaces it, pausing keeps it. " +
+					"It cannot be recovered by `terraform import` (null after import). To keep it out of state, use the ephemeral " +
+					"resource `dreadnode_sandbox_connection`, which connects and gets a fresh token at every run " +
+					"(connecting revokes the previous token, this one included).",
 				Computed:      true,
 				Sensitive:     true,
-				PlanModifiers: []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers: []planmodifier.String{stateUnlessResumed()},
 			},
 			"envd_url": schema.StringAttribute{
 				MarkdownDescription: "URL of the in-sandbox daemon.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{stateUnlessResumed()},
 			},
 			"service_urls": schema.MapNestedAttribute{
 				MarkdownDescription: "Where the sandbox's services are reachable, keyed by service name or port.",
@@ -208,7 +298,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						"port": schema.Int64Attribute{Computed: true, MarkdownDescription: "Port of the service."},
 					},
 				},
-				PlanModifiers: []planmodifier.Map{stateUnlessChanged("paused")},
+				PlanModifiers: []planmodifier.Map{stateUnlessResumed()},
 			},
 			"cpu_count": schema.Int64Attribute{
 				MarkdownDescription: "CPUs granted to the sandbox.",
@@ -222,7 +312,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 		},
 		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true}),
 		},
 	}
 }
@@ -241,12 +331,17 @@ var (
 	}
 )
 
-// createRequest builds the POST /sandboxes body from the plan.
-func (m *sandboxModel) createRequest(ctx context.Context, diags *diag.Diagnostics) client.SandboxCreate {
+// createRequest builds the POST /sandboxes body from the plan; envVarsWO
+// is the write-only env_vars_wo of the configuration (never in the plan).
+func (m *sandboxModel) createRequest(ctx context.Context, envVarsWO types.Map, diags *diag.Diagnostics) client.SandboxCreate {
+	envVars := stringMap(ctx, m.EnvVars, diags)
+	if envVars == nil {
+		envVars = stringMap(ctx, envVarsWO, diags)
+	}
 	in := client.SandboxCreate{
 		TemplateID: m.Template.ValueString(),
 		Timeout:    int64Ptr(m.Timeout),
-		EnvVars:    stringMap(ctx, m.EnvVars, diags),
+		EnvVars:    envVars,
 		Metadata:   stringMap(ctx, m.Metadata, diags),
 		AutoPause:  boolPtr(m.AutoPause),
 		AutoResume: boolPtr(m.AutoResume),
@@ -284,6 +379,7 @@ func applySandbox(m *sandboxModel, sb *client.Sandbox, imported bool, diags *dia
 	m.ServiceURLs = endpointsValue(sb.ServiceURLs, diags)
 	m.CPUCount = types.Int64Value(sb.CPUCount)
 	m.MemoryMB = types.Int64Value(sb.MemoryMB)
+	m.ExitCode = types.Int64PointerValue(sb.ExitCode)
 	if sb.AccessToken != "" {
 		m.AccessToken = types.StringValue(sb.AccessToken)
 	} else if m.AccessToken.IsUnknown() {
@@ -294,6 +390,12 @@ func applySandbox(m *sandboxModel, sb *client.Sandbox, imported bool, diags *dia
 	}
 	if !imported {
 		return
+	}
+	if m.WaitFor.IsNull() {
+		m.WaitFor = types.StringValue(waitForRunning)
+		if sb.State == client.SandboxCompleted {
+			m.WaitFor = types.StringValue(waitForCompleted)
+		}
 	}
 	if m.Metadata.IsNull() {
 		m.Metadata = mapValueOrNull(sb.Metadata, diags)
@@ -326,6 +428,9 @@ func (m *sandboxModel) nullUnknowns() {
 	if m.MemoryMB.IsUnknown() {
 		m.MemoryMB = types.Int64Null()
 	}
+	if m.ExitCode.IsUnknown() {
+		m.ExitCode = types.Int64Null()
+	}
 }
 
 func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -336,7 +441,9 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	createTimeout, d := plan.Timeouts.Create(ctx, sandboxDefaultCreateTimeout)
 	resp.Diagnostics.Append(d...)
-	in := plan.createRequest(ctx, &resp.Diagnostics)
+	var envVarsWO types.Map
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("env_vars_wo"), &envVarsWO)...)
+	in := plan.createRequest(ctx, envVarsWO, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -345,7 +452,11 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 
 	sb, err := r.data.client.CreateSandbox(ctx, in, client.NewIdempotencyKey())
 	if err != nil {
-		apiError(&resp.Diagnostics, "Error creating sandbox", err)
+		fields := sandboxFields
+		if plan.EnvVars.IsNull() {
+			fields = fields.with("envVars", "env_vars_wo{}")
+		}
+		apiErrorAt(&resp.Diagnostics, "Error creating sandbox", err, fields)
 		return
 	}
 	tflog.Info(ctx, "created sandbox", map[string]any{"id": sb.SandboxID, "state": sb.State})
@@ -356,6 +467,7 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 	applySandbox(&plan, sb, false, &resp.Diagnostics)
 	plan.Paused = types.BoolValue(wantPaused)
 	plan.nullUnknowns()
+	setIDIdentity(ctx, resp.Identity, sb.SandboxID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -363,17 +475,40 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 
 	id := sb.SandboxID
 	cur := sb
-	if sb.State != client.SandboxRunning {
-		cur, err = waitSandbox(ctx, r.data.client, id, client.SandboxRunning, sb)
+	target := client.SandboxRunning
+	if plan.WaitFor.ValueString() == waitForCompleted {
+		target = client.SandboxCompleted
+	}
+	if sb.State != target {
+		cur, err = waitSandbox(ctx, r.data.client, id, target, sb)
+		if err == nil && target == client.SandboxRunning && !plan.Command.IsNull() {
+			// A command that fails at once would otherwise pass this apply
+			// and vanish at the next refresh: watch it briefly.
+			cur, err = settleSandbox(ctx, r.data.client, id, cur, sandboxSettleWindow)
+		}
 		if err != nil {
 			if cur != nil {
 				plan.State = types.StringValue(cur.State)
+				plan.ExitCode = types.Int64PointerValue(cur.ExitCode)
 			}
 			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-			resp.Diagnostics.AddError("Error waiting for sandbox to become running",
+			resp.Diagnostics.AddError("Error waiting for sandbox to become "+target,
 				err.Error()+"\n\nThe sandbox is kept in state as tainted: the next apply replaces it, and terraform destroy deletes it.")
 			return
 		}
+	}
+	if target == client.SandboxCompleted {
+		if cur == sb {
+			if cur, err = r.data.client.GetSandbox(ctx, id); err != nil {
+				apiError(&resp.Diagnostics, "Error reading sandbox", err)
+				return
+			}
+		}
+		cur.AccessToken = ""
+		applySandbox(&plan, cur, false, &resp.Diagnostics)
+		setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		return
 	}
 	if plan.AccessToken.IsNull() {
 		// A retried create answered from its idempotency record carries no
@@ -402,6 +537,7 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	cur.AccessToken = "" // keep the one from create
 	applySandbox(&plan, cur, false, &resp.Diagnostics)
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -411,23 +547,37 @@ func (r *sandboxResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() || r.data == nil {
 		return
 	}
-	sb, err := r.data.client.GetSandbox(ctx, state.ID.ValueString())
+	readTimeout, d := state.Timeouts.Read(ctx, sandboxDefaultReadTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	id := state.ID.ValueString()
+	// The framework wants the identity even when the resource is removed.
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+	sb, err := r.data.client.GetSandbox(ctx, id)
 	switch {
 	case client.IsNotFound(err):
-		tflog.Warn(ctx, "sandbox no longer exists; removing it from state", map[string]any{"id": state.ID.ValueString()})
+		resp.Diagnostics.AddWarning("Sandbox no longer exists",
+			fmt.Sprintf("Sandbox %s was not found; it is removed from the state and the next plan creates a new one.", id))
 		resp.State.RemoveResource(ctx)
 		return
 	case err != nil:
 		apiError(&resp.Diagnostics, "Error reading sandbox", err)
 		return
 	}
-	if client.SandboxGone(sb.State) {
-		tflog.Warn(ctx, "sandbox is "+sb.State+"; removing it from state", map[string]any{"id": state.ID.ValueString(), "diagnostic": sb.DiagnosticText()})
+	imported := isImported(ctx, req.Private)
+	keepCompleted := sb.State == client.SandboxCompleted &&
+		(state.WaitFor.ValueString() == waitForCompleted || (imported && state.WaitFor.IsNull()))
+	if client.SandboxGone(sb.State) && !keepCompleted {
+		resp.Diagnostics.AddWarning("Sandbox "+id+" is "+sb.State, goneDetail(sb))
 		resp.State.RemoveResource(ctx)
 		return
 	}
 	sb.AccessToken = "" // GET never shows it; keep the one in state
-	applySandbox(&state, sb, isImported(ctx, req.Private), &resp.Diagnostics)
+	applySandbox(&state, sb, imported, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -501,6 +651,7 @@ func (r *sandboxResource) Update(ctx context.Context, req resource.UpdateRequest
 	cur.AccessToken = ""
 	plan.AccessToken = token
 	applySandbox(&plan, cur, false, &resp.Diagnostics)
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	// The first apply after an import has adopted the configuration.
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, nil)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -525,6 +676,9 @@ func (r *sandboxResource) Delete(ctx context.Context, req resource.DeleteRequest
 		if client.IsNotFound(err) {
 			return
 		}
+		if sb, gerr := r.data.client.GetSandbox(ctx, id); client.IsConflict(err) && gerr == nil && client.SandboxGone(sb.State) {
+			return // a completed job: nothing left to delete
+		}
 		apiError(&resp.Diagnostics, "Error deleting sandbox", err)
 		return
 	}
@@ -534,6 +688,70 @@ func (r *sandboxResource) Delete(ctx context.Context, req resource.DeleteRequest
 }
 
 func (r *sandboxResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+	resource.ImportStatePassthroughWithIdentity(ctx, path.Root("id"), path.Root("id"), req, resp)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, []byte(`true`))...)
+}
+
+// goneDetail tells the user why a sandbox left the state: the server's
+// diagnostic (e.g. "the main process exited with code 3") and what happens next.
+func goneDetail(sb *client.Sandbox) string {
+	msg := fmt.Sprintf("Sandbox %s reached state %q outside of a Terraform apply", sb.SandboxID, sb.State)
+	if d := sb.DiagnosticText(); d != "" {
+		msg += ": " + d
+	}
+	if sb.ExitCode != nil && !strings.Contains(msg, fmt.Sprintf("code %d", *sb.ExitCode)) {
+		msg += fmt.Sprintf(" (exit code %d)", *sb.ExitCode)
+	}
+	msg += ".\n\nIt is removed from the state, so the next plan creates a new one. Its output stays readable with " +
+		"GET /sandboxes/" + sb.SandboxID + "/logs. For a command meant to run once, set wait_for = \"completed\"."
+	return msg
+}
+
+// settleSandbox watches a sandbox that just became running for window and
+// fails when it ends in that time (a command that exits at once).
+func settleSandbox(ctx context.Context, c *client.Client, id string, cur *client.Sandbox, window time.Duration) (*client.Sandbox, error) {
+	deadline := time.Now().Add(window)
+	b := newBackoff(sandboxPollInitial, sandboxPollMax)
+	for time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, min(b.Next(), time.Until(deadline))); err != nil {
+			return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: errWaitTimeout}
+		}
+		sb, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: err}
+		}
+		cur = sb
+		if client.SandboxGone(sb.State) {
+			return sb, &sandboxWaitError{id: id, target: client.SandboxRunning, state: sb.State, diagnostic: sb.DiagnosticText()}
+		}
+	}
+	return cur, nil
+}
+
+func (r *sandboxResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = idIdentitySchema("The sandbox id.")
+}
+
+func (r *sandboxResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var waitFor types.String
+	var command types.List
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("wait_for"), &waitFor)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("command"), &command)...)
+	if waitFor.ValueString() == waitForCompleted && command.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("wait_for"), "wait_for = \"completed\" needs a command",
+			"A sandbox completes when its main process exits; without `command` it runs until its timeout. Set `command`, or wait_for = \"running\".")
+	}
+}
+
+// ModifyPlan checks, when a sandbox is to be created, that its template
+// exists: an unknown template fails the plan instead of the apply. When the
+// API cannot be reached at plan, a warning says so and the apply decides.
+func (r *sandboxResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.data == nil {
+		return
+	}
+	checkAtPlan(ctx, req, resp, "template", "template", func(ctx context.Context, id string) error {
+		_, err := r.data.client.GetTemplate(ctx, id)
+		return err
+	})
 }

@@ -68,10 +68,11 @@ func TestAccSandbox_lifecycle(t *testing.T) {
 			// Import: the access token and the arguments the API never
 			// returns cannot be recovered.
 			{
-				ResourceName:            addr,
-				ImportState:             true,
-				ImportStateVerify:       true,
-				ImportStateVerifyIgnore: []string{"access_token", "env_vars", "timeout", "resources", "timeouts"},
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateVerify: true,
+				// timeout is reported by the API, so it is verified too.
+				ImportStateVerifyIgnore: []string{"access_token", "env_vars", "resources", "timeouts"},
 			},
 			// timeout changes in place.
 			{
@@ -222,11 +223,16 @@ resource "dreadnode_sandbox" "test" {
 		CheckDestroy:             b.checkDestroy(),
 		Steps: []resource.TestStep{
 			{
-				Config: cfg(5),
+				Config: cfg(60),
 				Check:  captureAttr(addr, "id", &id),
 			},
 			{
 				PreConfig: func() {
+					// The provider accepts the server's default bounds (60 s
+					// at least); the test backend accepts 1 s, set here.
+					if err := b.client.SetSandboxTimeout(context.Background(), id, 1); err != nil {
+						t.Fatal(err)
+					}
 					if err := eventually(2*time.Minute, func() error {
 						sb, err := b.client.GetSandbox(context.Background(), id)
 						if err == nil && !client.SandboxGone(sb.State) {
@@ -266,28 +272,11 @@ func TestAccSandbox_importAdoptsConfiguration(t *testing.T) {
 	t.Parallel()
 	b := testAccPreCheck(t, "")
 	const addr = "dreadnode_sandbox.test"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	timeout, cpu, mem := int64(300), int64(1), int64(256)
-	sb, err := b.client.CreateSandbox(ctx, client.SandboxCreate{
+	sb := b.createSandboxOutside(t, client.SandboxCreate{
 		TemplateID: "base", Timeout: &timeout, EnvVars: map[string]string{"GREETING": "hello"},
 		Metadata: map[string]string{"suite": "acc-sandbox"}, Resources: &client.SandboxResources{CPUCount: &cpu, MemoryMB: &mem},
-	}, client.NewIdempotencyKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Should the test fail before Terraform manages it, delete it anyway
-	// (cleanups run before the backend's own, registered earlier, stops it).
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := b.client.DeleteSandbox(ctx, sb.SandboxID); err != nil && !client.IsNotFound(err) {
-			t.Errorf("cleanup: %v", err)
-		}
 	})
-	if _, err := waitSandbox(ctx, b.client, sb.SandboxID, client.SandboxRunning, sb); err != nil {
-		t.Fatal(err)
-	}
 	cfg := sandboxConfig(b, 300, false)
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -314,4 +303,30 @@ func TestAccSandbox_importAdoptsConfiguration(t *testing.T) {
 			},
 		},
 	})
+}
+
+// createSandboxOutside creates a sandbox through the API (as if outside
+// Terraform), deletes it when the test ends, and returns it once running.
+func (b *accBackend) createSandboxOutside(t *testing.T, in client.SandboxCreate) *client.Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := b.client.CreateSandbox(ctx, in, client.NewIdempotencyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Should the test fail before Terraform manages it, delete it anyway
+	// (cleanups run before the backend's own, registered earlier, stops it).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := b.client.DeleteSandbox(ctx, sb.SandboxID); err != nil && !client.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	running, err := waitSandbox(ctx, b.client, sb.SandboxID, client.SandboxRunning, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return running
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -26,12 +27,19 @@ const (
 	taskEnvDefaultCreateTimeout = 15 * time.Minute
 	taskEnvDefaultUpdateTimeout = 10 * time.Minute
 	taskEnvDefaultDeleteTimeout = 10 * time.Minute
+	taskEnvDefaultReadTimeout   = 1 * time.Minute
+
+	// Server bounds of timeout_sec (backend/tasks/service.go defaults).
+	taskEnvMinTimeoutSec = 60
+	taskEnvMaxTimeoutSec = 86400
 )
 
 var (
 	_ resource.Resource                = (*taskEnvironmentResource)(nil)
 	_ resource.ResourceWithConfigure   = (*taskEnvironmentResource)(nil)
 	_ resource.ResourceWithImportState = (*taskEnvironmentResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*taskEnvironmentResource)(nil)
+	_ resource.ResourceWithIdentity    = (*taskEnvironmentResource)(nil)
 )
 
 // NewTaskEnvironmentResource returns the dreadnode_task_environment resource.
@@ -70,7 +78,11 @@ func (r *taskEnvironmentResource) Schema(ctx context.Context, _ resource.SchemaR
 			"environment is `ready`. If the environment fails or the wait times out, the resource is kept in state with " +
 			"its `id` and `execute_token` and marked tainted, so the next apply replaces it and a destroy tears it down.\n\n" +
 			"Only `paused` can change in place; every other argument replaces the environment. An environment that is " +
-			"torn down, has failed or no longer exists outside Terraform is removed from state (the next plan re-creates it).",
+			"torn down, has failed or no longer exists outside Terraform is removed from state with a warning carrying the " +
+			"server's error (the next plan re-creates it).\n\n" +
+			"The `execute_token` is returned by the API only in the create response (the server keeps only its hash), so it " +
+			"lives in the state of the configuration that created the environment, marked sensitive. No data source or " +
+			"ephemeral resource can read it later: a lost token cannot be recovered; re-create the environment.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The environment's id.",
@@ -78,22 +90,25 @@ func (r *taskEnvironmentResource) Schema(ctx context.Context, _ resource.SchemaR
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"task_ref": schema.StringAttribute{
-				MarkdownDescription: "The task to run: `[org/]name[@version]`.",
-				Required:            true,
-				PlanModifiers:       []planmodifier.String{replaceUnlessAdopting()},
+				MarkdownDescription: "The task to run: `[org/]name[@version]`. The plan checks that the task exists in the catalog " +
+					"(a warning, not an error, when the API cannot be reached at plan).",
+				Required:      true,
+				PlanModifiers: []planmodifier.String{replaceUnlessAdopting()},
 			},
 			"inputs": schema.MapAttribute{
-				MarkdownDescription: "Values of the task's inputs (the task's defaults apply to the others).",
-				ElementType:         types.StringType,
-				Optional:            true,
-				PlanModifiers:       []planmodifier.Map{replaceUnlessAdopting()},
+				MarkdownDescription: "Values of the task's inputs (the task's defaults apply to the others). Sensitive: inputs " +
+					"often hold the task's flag or credentials.",
+				ElementType:   types.StringType,
+				Optional:      true,
+				Sensitive:     true,
+				PlanModifiers: []planmodifier.Map{replaceUnlessAdopting()},
 			},
 			"timeout_sec": schema.Int64Attribute{
-				MarkdownDescription: "Lifetime of the environment in seconds. The server's default when unset (then reported here).",
+				MarkdownDescription: fmt.Sprintf("Lifetime of the environment in seconds (%d to %d). The server's default when unset (then reported here).", taskEnvMinTimeoutSec, taskEnvMaxTimeoutSec),
 				Optional:            true,
 				Computed:            true,
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.UseStateForUnknown(), replaceUnlessAdopting()},
-				Validators:          []validator.Int64{atLeast(1)},
+				Validators:          []validator.Int64{int64validator.Between(taskEnvMinTimeoutSec, taskEnvMaxTimeoutSec)},
 			},
 			"project_id": schema.StringAttribute{
 				MarkdownDescription: "Project the environment is accounted to.",
@@ -115,7 +130,7 @@ func (r *taskEnvironmentResource) Schema(ctx context.Context, _ resource.SchemaR
 			"state": schema.StringAttribute{
 				MarkdownDescription: "Lifecycle state: `building`, `provisioning`, `ready`, `paused`, `torn_down` or `failed`.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{pausedState(client.EnvPaused, client.EnvReady)},
 			},
 			"service_urls": schema.MapNestedAttribute{
 				MarkdownDescription: "Where each service of the task is reachable, keyed by service name.",
@@ -127,17 +142,17 @@ func (r *taskEnvironmentResource) Schema(ctx context.Context, _ resource.SchemaR
 						"port": schema.Int64Attribute{Computed: true, MarkdownDescription: "Port of the service."},
 					},
 				},
-				PlanModifiers: []planmodifier.Map{stateUnlessChanged("paused")},
+				PlanModifiers: []planmodifier.Map{stateUnlessResumed()},
 			},
 			"instruction": schema.StringAttribute{
 				MarkdownDescription: "The task's instruction with the service URLs, hosts and ports filled in.",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{stateUnlessResumed()},
 			},
 			"expires_at": schema.StringAttribute{
 				MarkdownDescription: "When the environment expires (RFC 3339).",
 				Computed:            true,
-				PlanModifiers:       []planmodifier.String{stateUnlessChanged("paused")},
+				PlanModifiers:       []planmodifier.String{stateUnlessResumed()},
 			},
 			"created_at": schema.StringAttribute{
 				MarkdownDescription: "When the environment was created (RFC 3339).",
@@ -147,14 +162,15 @@ func (r *taskEnvironmentResource) Schema(ctx context.Context, _ resource.SchemaR
 			"execute_token": schema.StringAttribute{
 				MarkdownDescription: "Token for `POST …/environments/{id}/execute` (header `X-Environment-Token`). " +
 					"The API returns it only in the create response, so it is known only to the Terraform state that created " +
-					"the environment. It cannot be recovered: after `terraform import` it is null (re-create the environment to get one).",
+					"the environment. It cannot be recovered: after `terraform import` it is null (re-create the environment to get one), " +
+					"and no data source or ephemeral resource can fetch it, because the server never returns it again.",
 				Computed:      true,
 				Sensitive:     true,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 		},
 		Blocks: map[string]schema.Block{
-			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true}),
 		},
 	}
 }
@@ -276,7 +292,7 @@ func (r *taskEnvironmentResource) Create(ctx context.Context, req resource.Creat
 
 	env, err := r.data.client.CreateEnvironment(ctx, org, ws, in, client.NewIdempotencyKey())
 	if err != nil {
-		apiError(&resp.Diagnostics, "Error creating task environment", err)
+		apiErrorAt(&resp.Diagnostics, "Error creating task environment", err, environmentFields)
 		return
 	}
 	tflog.Info(ctx, "created task environment", map[string]any{"id": env.ID, "state": env.State})
@@ -293,6 +309,7 @@ func (r *taskEnvironmentResource) Create(ctx context.Context, req resource.Creat
 	applyEnvironment(&plan, env, false, &resp.Diagnostics)
 	plan.Paused = types.BoolValue(wantPaused)
 	plan.nullUnknowns()
+	setIDIdentity(ctx, resp.Identity, env.ID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -324,6 +341,7 @@ func (r *taskEnvironmentResource) Create(ctx context.Context, req resource.Creat
 		return
 	}
 	applyEnvironment(&plan, full, false, &resp.Diagnostics)
+	setIDIdentity(ctx, resp.Identity, env.ID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -337,10 +355,21 @@ func (r *taskEnvironmentResource) Read(ctx context.Context, req resource.ReadReq
 	if !ok {
 		return
 	}
-	env, err := r.data.client.GetEnvironment(ctx, org, ws, state.ID.ValueString())
+	readTimeout, d := state.Timeouts.Read(ctx, taskEnvDefaultReadTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	id := state.ID.ValueString()
+	// The framework wants the identity even when the resource is removed.
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
+	env, err := r.data.client.GetEnvironment(ctx, org, ws, id)
 	switch {
 	case client.IsNotFound(err):
-		tflog.Warn(ctx, "task environment no longer exists; removing it from state", map[string]any{"id": state.ID.ValueString()})
+		resp.Diagnostics.AddWarning("Task environment no longer exists",
+			fmt.Sprintf("Task environment %s was not found; it is removed from the state and the next plan creates a new one.", id))
 		resp.State.RemoveResource(ctx)
 		return
 	case err != nil:
@@ -348,12 +377,17 @@ func (r *taskEnvironmentResource) Read(ctx context.Context, req resource.ReadReq
 		return
 	}
 	if env.State == client.EnvTornDown || env.State == client.EnvFailed {
-		tflog.Warn(ctx, "task environment is "+env.State+"; removing it from state", map[string]any{"id": env.ID, "error": env.ErrorText()})
+		detail := fmt.Sprintf("Task environment %s reached state %q outside of a Terraform apply", id, env.State)
+		if e := env.ErrorText(); e != "" {
+			detail += ": " + e
+		}
+		resp.Diagnostics.AddWarning("Task environment "+id+" is "+env.State,
+			detail+".\n\nIt is removed from the state, so the next plan creates a new one.")
 		resp.State.RemoveResource(ctx)
 		return
 	}
 	if env.ID == "" {
-		env.ID = state.ID.ValueString()
+		env.ID = id
 	}
 	applyEnvironment(&state, env, isImported(ctx, req.Private), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
@@ -406,6 +440,7 @@ func (r *taskEnvironmentResource) Update(ctx context.Context, req resource.Updat
 	plan.ID = state.ID
 	plan.ExecuteToken = state.ExecuteToken
 	applyEnvironment(&plan, env, false, &resp.Diagnostics)
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	// The first apply after an import has adopted the configuration.
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, nil)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
@@ -443,6 +478,23 @@ func (r *taskEnvironmentResource) Delete(ctx context.Context, req resource.Delet
 }
 
 func (r *taskEnvironmentResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+	resource.ImportStatePassthroughWithIdentity(ctx, path.Root("id"), path.Root("id"), req, resp)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, []byte(`true`))...)
+}
+
+func (r *taskEnvironmentResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = idIdentitySchema("The task environment's id.")
+}
+
+// ModifyPlan checks, when an environment is to be created, that task_ref
+// names a task of the catalog: an unknown task fails the plan instead of
+// the apply. When the API cannot be reached at plan, a warning says so.
+func (r *taskEnvironmentResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.data == nil || r.data.org == "" {
+		return
+	}
+	checkAtPlan(ctx, req, resp, "task_ref", "task", func(ctx context.Context, ref string) error {
+		_, err := r.data.client.GetTask(ctx, r.data.org, ref)
+		return err
+	})
 }

@@ -278,8 +278,9 @@ resource "dreadnode_task_environment" "test" {
   task_ref = "no-such-task"
 }
 `,
-			// The server's detail reaches the diagnostic.
-			ExpectError: regexp.MustCompile(`(?s)Error creating task environment.*HTTP 4\d\d.*no-such-task`),
+			// Caught at plan, on the attribute, with the server's detail.
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)Unknown task.*with dreadnode_task_environment.test.*task_ref.*HTTP 404.*no-such-task`),
 		}},
 	})
 }

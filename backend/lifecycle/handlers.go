@@ -37,6 +37,7 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleReadFile)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleWriteFile)).Methods(http.MethodPut)
 	r.Handle("/observability/summary", httpx.Handler(s.handleSummary)).Methods(http.MethodGet)
+	r.Handle("/templates/{templateID}", httpx.Handler(s.handleGetTemplate)).Methods(http.MethodGet)
 }
 
 // baseURL is how the client reached us, for URLs in responses.
@@ -519,4 +520,19 @@ func providerErr(what string, err error) error {
 		return httpx.NewError(http.StatusServiceUnavailable, "provider_unavailable", msg)
 	}
 	return httpx.NewError(http.StatusBadGateway, "provider_error", msg)
+}
+
+// handleGetTemplate answers whether a template exists, so clients can check
+// a templateID before creating (the Terraform provider does at plan).
+func (s *Service) handleGetTemplate(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.template(r.Context(), mux.Vars(r)["templateID"])
+	var he *httpx.Error
+	if errors.As(err, &he) && he.Code == http.StatusBadRequest {
+		return httpx.NewError(http.StatusNotFound, "not_found", strings.TrimPrefix(he.Detail, "templateID: "))
+	}
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "cpuCount": t.CPUCount, "memoryMB": t.MemoryMB})
+	return nil
 }

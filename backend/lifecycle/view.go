@@ -20,6 +20,7 @@ type Sandbox struct {
 	Metadata    map[string]string `json:"metadata"`
 	AutoPause   bool              `json:"autoPause"`
 	AutoResume  bool              `json:"autoResume"`
+	Timeout     int               `json:"timeout"` // seconds, the last lifetime set (create, timeout, connect)
 	EnvdURL     string            `json:"envdURL"`
 	ServiceURLs map[string]string `json:"serviceURLs"`
 	Timeline    []TimelineEntry   `json:"timeline"`
@@ -48,7 +49,7 @@ func view(r *store.Record, base string) *Sandbox {
 	s := &Sandbox{
 		SandboxID: r.ID, TemplateID: r.TemplateID, State: r.Phase.PublicState(), CreatedAt: r.CreatedAt,
 		StartedAt: timePtr(r.StartedAt), EndAt: timePtr(r.EndAt), CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
-		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID,
+		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Timeout: r.TimeoutSec, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID,
 		EnvdURL: base + "/sandboxes/" + r.ID, ServiceURLs: map[string]string{},
 	}
 	if s.Metadata == nil {
