@@ -262,6 +262,19 @@ func TestBackgroundProcesses(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// A long output keeps (at least) its last MiB.
+	long := start(map[string]any{"cmd": []string{"python3", "-c", "import sys\nfor i in range(400000): sys.stdout.write('%07d\\n' % i)"}})
+	_, next = ta.stream(context.Background(), "GET", fmt.Sprintf("%s/processes/%d/output", base, long), tok, nil)
+	drain(next) // until it exits
+	_, next = ta.stream(context.Background(), "GET", fmt.Sprintf("%s/processes/%d/output?follow=false", base, long), tok, nil)
+	var full strings.Builder
+	for i := range 400000 {
+		fmt.Fprintf(&full, "%07d\n", i)
+	}
+	if out, _, code := drain(next); len(out) < 1<<20 || !strings.HasSuffix(full.String(), out) || code != 0 {
+		t.Fatalf("replay of a 3 MiB output: %d bytes, a suffix of it: %v, exit %d", len(out), strings.HasSuffix(full.String(), out), code)
+	}
+
 	// Errors.
 	for _, c := range []struct {
 		method, path string

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -307,10 +308,10 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := newNDJSON(w)
-	err = fs.WatchDir(r.Context(), rec.Ref(), p, func(ev provider.FileEvent) error { return out.line(ev) })
+	out := ndjson.New(w)
+	err = fs.WatchDir(r.Context(), rec.Ref(), p, func(ev provider.FileEvent) error { return out.Line(ev) })
 	if err == nil || r.Context().Err() != nil {
 		return nil
 	}
-	return out.finish(providerErr("watch "+p+" in", err))
+	return out.Finish(providerErr("watch "+p+" in", err))
 }

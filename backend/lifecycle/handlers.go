@@ -13,6 +13,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -432,7 +433,7 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	env := commandEnv(rec, req.Env)
-	if wantsNDJSON(r) {
+	if ndjson.Wanted(r) {
 		return s.streamExec(w, r, rec, provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd, Timeout: time.Duration(timeout) * time.Millisecond})
 	}
 	res, err := s.prov.Exec(r.Context(), rec.Ref(), provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd,

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -42,18 +43,18 @@ func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) 
 
 // streamExec answers /exec with Accept: application/x-ndjson.
 func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.Record, req provider.ExecRequest) error {
-	out := newNDJSON(w)
+	out := ndjson.New(w)
 	ps, ok := s.processes()
 	err := errors.ErrUnsupported
 	if ok {
-		err = ps.ExecStream(r.Context(), rec.Ref(), req, nil, out.event)
+		err = ps.ExecStream(r.Context(), rec.Ref(), req, nil, out.Event)
 	}
-	if unsupported(err) && !out.started { // a provider without streams: one buffered run
+	if unsupported(err) && !out.Started { // a provider without streams: one buffered run
 		var res provider.ExecResult
 		if res, err = s.prov.Exec(r.Context(), rec.Ref(), req); err == nil {
 			for _, ev := range []provider.ProcessEvent{{Type: provider.EventStart}, {Type: provider.EventStdout, Data: res.Stdout},
 				{Type: provider.EventStderr, Data: res.Stderr}, {Type: provider.EventExit, ExitCode: res.ExitCode}} {
-				if err = out.event(ev); err != nil {
+				if err = out.Event(ev); err != nil {
 					break
 				}
 			}
@@ -63,7 +64,7 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 		return nil // the client left; the command was killed
 	}
 	if err != nil {
-		return out.finish(providerErr("run the command in", err))
+		return out.Finish(providerErr("run the command in", err))
 	}
 	return nil
 }
@@ -175,15 +176,15 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	out := newNDJSON(w)
-	err = ps.ProcessOutput(r.Context(), rec.Ref(), pid, follow, out.event)
+	out := ndjson.New(w)
+	err = ps.ProcessOutput(r.Context(), rec.Ref(), pid, follow, out.Event)
 	if err != nil && r.Context().Err() != nil {
 		return nil
 	}
 	if err == nil {
-		return out.flushCarry()
+		return out.Flush()
 	}
-	return out.finish(providerErr("read the output of process "+strconv.Itoa(pid)+" in", err))
+	return out.Finish(providerErr("read the output of process "+strconv.Itoa(pid)+" in", err))
 }
 
 func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {

@@ -1,11 +1,9 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -83,76 +81,6 @@ func (p *Provider) attach(ctx context.Context, id string, e streamExec) (exitCod
 	}
 }
 
-// pidScript reports the command's pid (in the sandbox's namespace, as ps
-// shows it) on stderr before it becomes the command; startGate strips it.
-const pidScript = `printf 'DNPID %d\n' "$$" >&2 && exec "$@"`
-
-// startGate turns an ExecStream's output into events: the start event (with
-// the pid from pidScript's line) first, then stdout and stderr. Both writers
-// are called from one goroutine (stdcopy), so it needs no lock.
-type startGate struct {
-	emit    provider.Emit
-	started bool
-	head    []byte                  // stderr until pidScript's line is complete
-	pending []provider.ProcessEvent // stdout that raced ahead of the start
-}
-
-func (g *startGate) start(pid int) error {
-	g.started = true
-	if err := g.emit(provider.ProcessEvent{Type: provider.EventStart, PID: pid}); err != nil {
-		return err
-	}
-	for _, ev := range g.pending {
-		if err := g.emit(ev); err != nil {
-			return err
-		}
-	}
-	g.pending = nil
-	return nil
-}
-
-func (g *startGate) stderr(b []byte) error {
-	if g.started {
-		return g.emit(provider.ProcessEvent{Type: provider.EventStderr, Data: bytes.Clone(b)})
-	}
-	g.head = append(g.head, b...)
-	i := bytes.IndexByte(g.head, '\n')
-	if i < 0 && len(g.head) < 64 {
-		return nil
-	}
-	rest, pid := g.head, 0
-	if line, ok := bytes.CutPrefix(g.head[:max(i, 0)], []byte("DNPID ")); ok && i >= 0 {
-		pid, _ = strconv.Atoi(string(line))
-		rest = g.head[i+1:]
-	}
-	g.head = nil
-	if err := g.start(pid); err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return g.emit(provider.ProcessEvent{Type: provider.EventStderr, Data: rest})
-	}
-	return nil
-}
-
-func (g *startGate) stdout(b []byte) error {
-	ev := provider.ProcessEvent{Type: provider.EventStdout, Data: bytes.Clone(b)}
-	if !g.started {
-		g.pending = append(g.pending, ev)
-		return nil
-	}
-	return g.emit(ev)
-}
-
-type writerFunc func([]byte) error
-
-func (f writerFunc) Write(b []byte) (int, error) {
-	if err := f(b); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
 // ExecStream implements provider.Processes. The command runs under /bin/sh
 // (for its pid), which every template must have.
 func (p *Provider) ExecStream(ctx context.Context, ref provider.Ref, req provider.ExecRequest, stdin io.Reader, emit provider.Emit) error {
@@ -168,24 +96,14 @@ func (p *Provider) ExecStream(ctx context.Context, ref provider.Ref, req provide
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
 	}
 	defer cancel()
-	g := &startGate{emit: emit}
-	code, err := p.attach(runCtx, ref.ID, streamExec{cmd: append([]string{"/bin/sh", "-c", pidScript, "sh"}, req.Cmd...),
-		env: env(req.Env), cwd: req.Cwd, stdin: stdin, stdout: writerFunc(g.stdout), stderr: writerFunc(g.stderr)})
+	g := provider.NewPIDGate(emit)
+	code, err := p.attach(runCtx, ref.ID, streamExec{cmd: append([]string{"/bin/sh", "-c", provider.PIDScript, "sh"}, req.Cmd...),
+		env: env(req.Env), cwd: req.Cwd, stdin: stdin, stdout: g.Stdout(), stderr: g.Stderr()})
 	if err != nil {
 		if runCtx.Err() != nil && ctx.Err() == nil {
 			return provider.Errorf(provider.KindTimeout, op, err, "the command did not finish within %s and was killed", req.Timeout)
 		}
 		return err
 	}
-	if !g.started {
-		if err := g.start(0); err != nil {
-			return err
-		}
-		if len(g.head) > 0 {
-			if err := emit(provider.ProcessEvent{Type: provider.EventStderr, Data: g.head}); err != nil {
-				return err
-			}
-		}
-	}
-	return emit(provider.ProcessEvent{Type: provider.EventExit, ExitCode: code})
+	return g.Exit(code)
 }
