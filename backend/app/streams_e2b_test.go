@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,4 +103,68 @@ func TestProcessesOnE2B(t *testing.T) {
 	if r := ta.req("GET", base+"/processes", nil); r.code != http.StatusUnauthorized {
 		t.Errorf("without the access token: %d", r.code)
 	}
+}
+
+// §6 files on E2B, through envd's /files routes and filesystem service (the
+// spec-checked fake).
+func TestFilesOnE2B(t *testing.T) {
+	t.Parallel()
+	ta, fake := newE2BApp(t)
+	id, tok := ta.create(map[string]any{"waitReady": true})
+	base := "/sandboxes/" + id
+	do := ta.sandboxDo(t, base, tok)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	do("POST", "/fs/mkdir", map[string]any{"path": "/home/user/w"}, 204)
+	do("POST", "/fs/mkdir", map[string]any{"path": "/home/user/w"}, 204)
+	_, watch := ta.stream(ctx, "GET", base+"/fs/watch?path=/home/user/w", tok, nil)
+	if ev, _ := watch(); ev.Type != "ready" {
+		t.Fatalf("watch starts with %+v", ev)
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	do("PUT", "/files?path=/home/user/w/blob", data, 204)
+	if ev, _ := watch(); ev.Type != "create" || ev.Path != "/home/user/w/blob" {
+		t.Fatalf("watch after a create: %+v", ev)
+	}
+	if got, ok := fake.File(fake.Sandboxes()[0].ID, "/home/user/w/blob"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("the fake holds %d bytes", len(got))
+	}
+	if r := do("GET", "/files?path=/home/user/w/blob", nil, 200); !bytes.Equal(r.body, data) {
+		t.Fatalf("GET: %d bytes", len(r.body))
+	}
+	if r := do("GET", "/files?path=/home/user/w/blob", nil, 206, "Range", "bytes=16-31"); string(r.body) != "0123456789abcdef" ||
+		r.hdr.Get("Content-Range") != fmt.Sprintf("bytes 16-31/%d", len(data)) {
+		t.Fatalf("range: %q %q", r.body, r.hdr.Get("Content-Range"))
+	}
+	do("PUT", "/files?path=/home/user/w/sub/deeper/x.txt", "x", 204)
+	var list []struct{ Path, Type string }
+	_ = json.Unmarshal(do("GET", "/fs?path=/home/user/w&depth=3", nil, 200).body, &list)
+	if len(list) != 4 || list[0].Path != "/home/user/w/blob" || list[1].Type != "dir" {
+		t.Fatalf("listing: %+v", list)
+	}
+	_ = json.Unmarshal(do("GET", "/fs?path=/home/user/w/blob", nil, 200).body, &list)
+	if len(list) != 1 || list[0].Type != "file" {
+		t.Fatalf("stat: %+v", list)
+	}
+	do("POST", "/fs/move", map[string]any{"from": "/home/user/w/sub", "to": "/home/user/moved"}, 204)
+	if r := do("GET", "/files?path=/home/user/moved/deeper/x.txt", nil, 200); string(r.body) != "x" {
+		t.Fatalf("moved: %q", r.body)
+	}
+	do("DELETE", "/files?path=/home/user/w/blob", nil, 204)
+	for ev, ok := watch(); ; ev, ok = watch() {
+		if !ok {
+			t.Fatalf("the watch ended before the remove")
+		}
+		if ev.Type == "remove" && ev.Path == "/home/user/w/blob" {
+			break
+		}
+	}
+	cancel()
+	do("GET", "/files?path=/home/user/w/blob", nil, 404)
+	do("DELETE", "/files?path=/nope", nil, 404)
+	do("GET", "/fs?path=/nope", nil, 404)
+	do("POST", "/fs/move", map[string]any{"from": "/nope", "to": "/x"}, 404)
+	do("GET", "/fs?path=rel", nil, 400)
+	do("GET", "/files?path=/home/user/moved", nil, 400)
+	do("GET", "/archive?path=/home/user", nil, 400)
 }

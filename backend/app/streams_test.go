@@ -84,6 +84,19 @@ func drain(next func() (event, bool)) (stdout, stderr string, code int) {
 	return
 }
 
+// sandboxDo returns a request helper for one sandbox's routes that fails
+// the test on an unexpected status.
+func (ta *testApp) sandboxDo(t *testing.T, base, tok string) func(method, path string, body any, want int, hdr ...string) resp {
+	return func(method, path string, body any, want int, hdr ...string) resp {
+		t.Helper()
+		r := ta.req(method, base+path, body, append([]string{"X-Access-Token", tok}, hdr...)...)
+		if r.code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, r.code, r.body, want)
+		}
+		return r
+	}
+}
+
 // A command printing a line every 200 ms is read line by line while it runs.
 func TestExecStreamsWhileRunning(t *testing.T) {
 	t.Parallel()
@@ -407,14 +420,7 @@ func TestFilesystem(t *testing.T) {
 	ta := newTestApp(t, nil)
 	id, tok := ta.create(map[string]any{"waitReady": true})
 	base := "/sandboxes/" + id
-	do := func(method, path string, body any, want int) resp {
-		t.Helper()
-		r := ta.req(method, base+path, body, "X-Access-Token", tok)
-		if r.code != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, r.code, r.body, want)
-		}
-		return r
-	}
+	do := ta.sandboxDo(t, base, tok)
 	// Watch first, so the changes below are seen.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -153,13 +153,18 @@ func (p *Provider) writeStdin(ctx context.Context, ref provider.Ref, token strin
 	return err
 }
 
+// connectMessage is envd's own message of a connect error.
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
+}
+
 // processError maps an envd answer about one process to the user's terms.
 func (p *Provider) processError(ctx context.Context, op string, ref provider.Ref, pid int, err error) error {
-	var ce *connect.Error
-	msg := err.Error()
-	if errors.As(err, &ce) {
-		msg = ce.Message()
-	}
+	msg := connectMessage(err)
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound:
 		return provider.Errorf(provider.KindNotFound, op, err, "no running process with pid %d in E2B sandbox %s", pid, ref.ID)

@@ -21,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/filesystem"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/process"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/process/processconnect"
 )
@@ -262,7 +263,13 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request, id string, bod
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", u.path), "")
 			return
 		}
+		_, existed := sb.Files[u.path]
 		sb.Files[u.path] = bytes.Clone(u.data)
+		typ := filesystem.EventType_EVENT_TYPE_CREATE
+		if existed {
+			typ = filesystem.EventType_EVENT_TYPE_WRITE
+		}
+		s.changed(id, u.path, typ)
 		out = append(out, entryInfo{Path: u.path, Name: path.Base(u.path), Type: "file"})
 	}
 	s.mu.Unlock()
