@@ -143,29 +143,50 @@ func TestExecStreamsWhileRunning(t *testing.T) {
 	}
 }
 
-// A client that leaves a streaming exec ends it: the command is killed and
-// no goroutine is left behind.
-func TestExecStreamClientDisconnect(t *testing.T) {
+// A client that leaves a stream (exec, process output, watch) ends it: the
+// command and the sandbox-side readers are killed and no goroutine is left
+// behind.
+func TestStreamClientDisconnect(t *testing.T) {
 	ta := newTestApp(t, nil)
 	id, tok := ta.create(map[string]any{"waitReady": true})
+	base := "/sandboxes/" + id
 	// Warm up connection pools so they do not count as leaks.
-	ta.req("POST", "/sandboxes/"+id+"/exec", map[string]any{"cmd": []string{"true"}}, "X-Access-Token", tok)
+	ta.req("POST", base+"/exec", map[string]any{"cmd": []string{"true"}}, "X-Access-Token", tok)
+	r := ta.req("POST", base+"/processes", map[string]any{"cmd": []string{"sh", "-c", "echo up; exec sleep 600"}}, "X-Access-Token", tok)
+	pid := int(r.json(t)["pid"].(float64))
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
-	_, next := ta.stream(ctx, "POST", "/sandboxes/"+id+"/exec", tok, map[string]any{"cmd": []string{"sh", "-c", "echo up; exec sleep 313"}})
+	_, next := ta.stream(ctx, "POST", base+"/exec", tok, map[string]any{"cmd": []string{"sh", "-c", "echo up; exec sleep 313"}})
 	for ev, ok := next(); ok && ev.Type != "stdout"; ev, ok = next() {
+	}
+	_, output := ta.stream(ctx, "GET", fmt.Sprintf("%s/processes/%d/output", base, pid), tok, nil)
+	for ev, ok := output(); ok && ev.Type != "stdout"; ev, ok = output() {
+	}
+	_, watch := ta.stream(ctx, "GET", base+"/fs/watch?path=/tmp", tok, nil)
+	if ev, _ := watch(); ev.Type != "ready" {
+		t.Fatalf("watch: %+v", ev)
+	}
+	// What the streams run in the sandbox: the sleep of the exec, and the
+	// helpers following the output or watching (argv ends "output PID 1" / "watch /tmp").
+	count := func() string {
+		script := fmt.Sprintf(`n=0; for p in /proc/[0-9]*; do c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null); case "$c" in "sleep 313 "|*" output %d 1 "|*" watch /tmp ") n=$((n+1));; esac; done; echo $n`, pid)
+		r := ta.req("POST", base+"/exec", map[string]any{"cmd": []string{"sh", "-c", script}}, "X-Access-Token", tok)
+		return strings.TrimSpace(r.json(t)["stdout"].(string))
+	}
+	if n := count(); n != "3" {
+		t.Fatalf("while the clients listen, %s stream processes run in the sandbox, want 3", n)
 	}
 	cancel()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r := ta.req("POST", "/sandboxes/"+id+"/exec", map[string]any{"cmd": []string{"sh", "-c", "ps -o args | grep -c '^sleep 313' || true"}}, "X-Access-Token", tok)
+		left := count()
 		n := runtime.NumGoroutine()
-		if strings.TrimSpace(r.json(t)["stdout"].(string)) == "0" && n <= before+2 {
+		if left == "0" && n <= before+2 {
 			break
 		}
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("after the client left: sleep still running (%v) or goroutines %d > %d:\n%s", r.json(t)["stdout"], n, before, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("after the clients left: %s stream processes left in the sandbox, goroutines %d > %d:\n%s", left, n, before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
