@@ -13,8 +13,9 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
-// StreamExecer is implemented by engines that stream a command's output
-// (the Docker engine); others answer a stream with one buffered run.
+// StreamExecer is implemented by engines that stream a command's output;
+// others (or an ExecStream answering errors.ErrUnsupported) answer a stream
+// with one buffered run.
 type StreamExecer interface {
 	ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit provider.Emit) (*compose.ExecResult, error)
 }
@@ -23,10 +24,11 @@ type StreamExecer interface {
 // events of §6 (start, stdout, stderr, exit).
 func (s *Service) executeStream(w http.ResponseWriter, r *http.Request, e *Env, argv []string, timeout time.Duration) error {
 	out := ndjson.New(w)
-	var err error
+	err := errors.ErrUnsupported
 	if se, ok := s.engine.(StreamExecer); ok {
 		_, err = se.ExecStream(r.Context(), e.ID, e.ExecuteService, argv, timeout, out.Event)
-	} else {
+	}
+	if errors.Is(err, errors.ErrUnsupported) && !out.Started {
 		var res *compose.ExecResult
 		if res, err = s.engine.Exec(r.Context(), e.ID, e.ExecuteService, argv, timeout, DefaultMaxExecOutput); err == nil {
 			for _, ev := range []provider.ProcessEvent{{Type: provider.EventStart}, {Type: provider.EventStdout, Data: res.Output},
