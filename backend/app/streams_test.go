@@ -504,6 +504,16 @@ func TestFilesystem(t *testing.T) {
 		t.Fatalf("stat: %+v", list)
 	}
 
+	// Ranges: a suffix, and nothing of an empty file.
+	if r := do("GET", "/files?path=/work/src/deep/er/c.bin", nil, 206, "Range", "bytes=-2"); !bytes.Equal(r.body, []byte{2, 255}) || r.hdr.Get("Content-Range") != "bytes 2-3/4" {
+		t.Fatalf("suffix range: %q %q", r.body, r.hdr.Get("Content-Range"))
+	}
+	do("PUT", "/files?path=/work/empty", "", 204)
+	if r := do("GET", "/files?path=/work/empty", nil, 200); len(r.body) != 0 {
+		t.Fatalf("empty file: %q", r.body)
+	}
+	do("GET", "/files?path=/work/empty", nil, 416, "Range", "bytes=0-")
+
 	// The directory round-trips as tar.
 	r := do("GET", "/archive?path=/work/src", nil, 200)
 	tr := tar.NewReader(bytes.NewReader(r.body))

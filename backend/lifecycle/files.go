@@ -124,7 +124,7 @@ func (s *Service) handleReadFileStream(w http.ResponseWriter, r *http.Request) e
 			return providerErr("read "+p+" from", err)
 		}
 	}
-	if start >= info.Size && info.Size > 0 || start > 0 && info.Size == 0 {
+	if start >= info.Size {
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
 		return httpx.NewError(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable",
 			fmt.Sprintf("Range: the file is %d bytes long; ask for bytes before that", info.Size))

@@ -160,8 +160,19 @@ func (p *Provider) CreateFile(ctx context.Context, ref provider.Ref, name string
 	if err != nil {
 		return err
 	}
-	// The body can be sent once only: no retry with a fresh token.
-	token := parseRefData(ref.Data).EnvdAccessToken
+	// The body can be sent once only: settle the token first (a Stat
+	// retries with a fresh one after a resume).
+	var token string
+	err = p.withToken(ctx, op, ref, func(t string) error {
+		if _, err := p.stat(ctx, ref, t, "/"); err != nil {
+			return p.fsError(ctx, op, ref, "/", err)
+		}
+		token = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
