@@ -16,12 +16,7 @@ import (
 // exchange is validated against E2B's openapi.yml at cleanup).
 func TestLifecycleOnE2B(t *testing.T) {
 	t.Parallel()
-	fake := e2bfake.New(t)
-	ta := newTestApp(t, func(c *Config) {
-		c.Provider = "e2b"
-		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
-			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
-	})
+	ta, fake := newE2BApp(t)
 	r := ta.req("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 120, "autoResume": true, "metadata": map[string]string{"who": "e2b"}})
 	if r.code != http.StatusCreated || r.json(t)["state"] != "running" {
 		t.Fatalf("create on E2B: %d %s", r.code, r.body)

@@ -6,6 +6,7 @@
 //   - 50 concurrent creates vs 50 concurrent raw create+start (wall time)
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
+//   - exec, streaming and file transfer (streams.go)
 package main
 
 import (
@@ -44,7 +45,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files", "comma-separated parts to run")
 )
 
 func want(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
@@ -82,6 +83,7 @@ func main() {
 	if want("get") {
 		cold.getThroughput()
 	}
+	streamParts(ctx, cli, cold)
 	removeRaw(ctx, cli)
 }
 

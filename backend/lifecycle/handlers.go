@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,11 +13,13 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// MaxFileBytes bounds a file written through PUT /files.
+// MaxFileBytes bounds a file written through PUT /files on a provider
+// without a streaming filesystem.
 const MaxFileBytes = 64 << 20
 
 // Register adds the §1 routes to r, whose requests are already authenticated.
@@ -34,8 +35,9 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{id}/logs", httpx.Handler(s.handleLogs)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/metrics", httpx.Handler(s.handleMetrics)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/exec", httpx.Handler(s.handleExec)).Methods(http.MethodPost)
-	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleReadFile)).Methods(http.MethodGet)
-	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleWriteFile)).Methods(http.MethodPut)
+	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleReadFileStream)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleWriteFileStream)).Methods(http.MethodPut)
+	s.registerStreams(r)
 	r.Handle("/observability/summary", httpx.Handler(s.handleSummary)).Methods(http.MethodGet)
 	r.Handle("/templates/{templateID}", httpx.Handler(s.handleGetTemplate)).Methods(http.MethodGet)
 }
@@ -417,16 +419,8 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
-		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. [\"ls\", \"-la\"]")
-	}
-	for k := range req.Env {
-		if !envName.MatchString(k) {
-			return httpx.Invalid("env."+k, "is not a valid environment variable name")
-		}
-	}
-	if req.Cwd != "" && !strings.HasPrefix(req.Cwd, "/") {
-		return httpx.Invalid("cwd", "must be an absolute path")
+	if err := checkCommand(req.Cmd, req.Env, req.Cwd, `["ls", "-la"]`); err != nil {
+		return err
 	}
 	timeout := 60_000
 	if req.TimeoutMs != nil {
@@ -439,12 +433,9 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	env := map[string]string{}
-	for k, v := range rec.Spec.EnvVars {
-		env[k] = v
-	}
-	for k, v := range req.Env {
-		env[k] = v
+	env := commandEnv(rec, req.Env)
+	if ndjson.Wanted(r) {
+		return s.streamExec(w, r, rec, provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd, Timeout: time.Duration(timeout) * time.Millisecond})
 	}
 	res, err := s.prov.Exec(r.Context(), rec.Ref(), provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd,
 		Timeout: time.Duration(timeout) * time.Millisecond})
@@ -461,47 +452,6 @@ func filePath(r *http.Request) (string, error) {
 		return "", httpx.NewError(400, "validation_error", "path: the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
 	}
 	return p, nil
-}
-
-func (s *Service) handleReadFile(w http.ResponseWriter, r *http.Request) error {
-	p, err := filePath(r)
-	if err != nil {
-		return err
-	}
-	rec, err := s.usable(r)
-	if err != nil {
-		return err
-	}
-	data, err := s.prov.ReadFile(r.Context(), rec.Ref(), p)
-	if err != nil {
-		return providerErr("read "+p+" from", err)
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	_, _ = w.Write(data)
-	return nil
-}
-
-func (s *Service) handleWriteFile(w http.ResponseWriter, r *http.Request) error {
-	p, err := filePath(r)
-	if err != nil {
-		return err
-	}
-	rec, err := s.usable(r)
-	if err != nil {
-		return err
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxFileBytes+1))
-	if err != nil {
-		return httpx.NewError(400, "invalid_body", "could not read the file body: "+err.Error())
-	}
-	if len(data) > MaxFileBytes {
-		return httpx.NewError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("files are limited to %d bytes", MaxFileBytes))
-	}
-	if err := s.prov.WriteFile(r.Context(), rec.Ref(), p, data); err != nil {
-		return providerErr("write "+p+" in", err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // providerErr turns a provider failure into a 4xx/5xx the user can act on.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
@@ -593,6 +594,9 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) error {
 			msg += " (resume it first)"
 		}
 		return httpx.Conflict(msg)
+	}
+	if ndjson.Wanted(r) {
+		return s.executeStream(w, r, e, argv, time.Duration(timeout)*time.Second)
 	}
 	res, err := s.engine.Exec(r.Context(), e.ID, e.ExecuteService, argv, time.Duration(timeout)*time.Second, DefaultMaxExecOutput)
 	if errors.Is(err, compose.ErrNotRunning) {

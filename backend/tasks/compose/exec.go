@@ -12,6 +12,8 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 )
 
 // ExecResult is the outcome of Exec.
@@ -37,6 +39,29 @@ const execWrapper = `if command -v timeout >/dev/null 2>&1; then exec timeout -k
 // command exceeding the budget is killed and reported with TimedOut and exit
 // code 124. The container needs /bin/sh.
 func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*ExecResult, error) {
+	out := &limitedBuffer{max: maxOutput}
+	res, err := e.exec(ctx, envID, service, nil, argv, timeout, out, out)
+	if res != nil {
+		res.Output, res.Truncated = out.bytes()
+	}
+	return res, err
+}
+
+// ExecStream runs argv like Exec but emits its events as they happen: start
+// (with the pid of the command's timeout(1) wrapper), stdout and stderr,
+// exit. The result carries no Output.
+func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit provider.Emit) (*ExecResult, error) {
+	g := provider.NewPIDGate(emit)
+	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", provider.PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
+	if err == nil {
+		err = g.Exit(res.ExitCode)
+	}
+	return res, err
+}
+
+// exec runs prefix, the timeout wrapper and argv, copying the output to
+// stdout and stderr from one goroutine.
+func (e *Engine) exec(ctx context.Context, envID, service string, prefix, argv []string, timeout time.Duration, stdout, stderr io.Writer) (*ExecResult, error) {
 	name := ContainerName(envID, service)
 	st, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
@@ -52,7 +77,7 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 	if secs < 1 {
 		secs = 1
 	}
-	cmd := append([]string{"sh", "-c", execWrapper, strconv.Itoa(secs)}, argv...)
+	cmd := append(append(prefix, "sh", "-c", execWrapper, strconv.Itoa(secs)), argv...)
 	created, err := e.cli.ContainerExecCreate(ctx, st.ID, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, perr(err, "running a command in service %q", service)
@@ -63,10 +88,9 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 		return nil, perr(err, "running a command in service %q", service)
 	}
 	defer att.Close()
-	out := &limitedBuffer{max: maxOutput}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(out, out, att.Reader)
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
 		copied <- err
 	}()
 	// The in-container timeout(1) fires at secs (+2 s to KILL); the backend
@@ -81,13 +105,14 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 		}
 	case <-backstop.C:
 		att.Close()
+		<-copied // the writers are the caller's again
 		res.TimedOut = true
 	case <-ctx.Done():
 		att.Close()
+		<-copied
 		return nil, context.Cause(ctx)
 	}
 	res.Duration = time.Since(start)
-	res.Output, res.Truncated = out.bytes()
 	if res.TimedOut {
 		res.ExitCode = 124
 		return res, nil

@@ -447,17 +447,9 @@ func (e *Engine) Unpause(ctx context.Context, envID string) error {
 // output is stdout followed by stderr (envd streams them apart); a command
 // exceeding timeout is killed and reported with TimedOut and exit code 124.
 func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compose.ExecResult, error) {
-	sbs, err := e.sandboxes(ctx, envID)
+	in, err := e.running(ctx, envID, service)
 	if err != nil {
 		return nil, err
-	}
-	ins := sbs[service]
-	if len(ins) == 0 {
-		return nil, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
-	}
-	in := ins[0]
-	if in.Status != provider.StatusRunning {
-		return nil, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, in.Status)
 	}
 	start := time.Now()
 	out, err := e.p.Exec(ctx, in.Ref, provider.ExecRequest{Cmd: argv, Timeout: timeout})
@@ -475,6 +467,57 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 	case provider.KindOf(err) == provider.KindTimeout:
 		res.TimedOut, res.ExitCode = true, 124
 		return res, nil
+	case provider.IsNotFound(err), provider.KindOf(err) == provider.KindConflict:
+		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
+	}
+	return nil, perr(err, "running a command in service %q", service)
+}
+
+// running returns the running sandbox of service.
+func (e *Engine) running(ctx context.Context, envID, service string) (provider.Instance, error) {
+	sbs, err := e.sandboxes(ctx, envID)
+	if err != nil {
+		return provider.Instance{}, err
+	}
+	ins := sbs[service]
+	if len(ins) == 0 {
+		return provider.Instance{}, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
+	}
+	if ins[0].Status != provider.StatusRunning {
+		return provider.Instance{}, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, ins[0].Status)
+	}
+	return ins[0], nil
+}
+
+// ExecStream implements tasks.StreamExecer with envd's process stream: the
+// events as they happen; a command exceeding timeout is killed and ends
+// with exit code 124, as on Docker.
+func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit provider.Emit) (*compose.ExecResult, error) {
+	ps, ok := e.p.(provider.Processes)
+	if !ok {
+		return nil, fmt.Errorf("the %s provider does not stream commands: %w", e.p.Name(), errors.ErrUnsupported)
+	}
+	in, err := e.running(ctx, envID, service)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := &compose.ExecResult{}
+	err = ps.ExecStream(ctx, in.Ref, provider.ExecRequest{Cmd: argv, Timeout: timeout}, nil, func(ev provider.ProcessEvent) error {
+		if ev.Type == provider.EventExit {
+			res.ExitCode = ev.ExitCode
+		}
+		return emit(ev)
+	})
+	res.Duration = time.Since(start)
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case provider.KindOf(err) == provider.KindTimeout:
+		res.TimedOut, res.ExitCode = true, 124
+		return res, emit(provider.ProcessEvent{Type: provider.EventExit, ExitCode: 124})
 	case provider.IsNotFound(err), provider.KindOf(err) == provider.KindConflict:
 		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
 	}

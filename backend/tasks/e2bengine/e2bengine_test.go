@@ -3,6 +3,7 @@ package e2bengine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,20 @@ func TestEnvironmentOnE2B(t *testing.T) {
 	}
 	if _, err = eng.Exec(c, "env1", "nope", []string{"echo"}, time.Second, 1<<20); !errors.Is(err, compose.ErrNotRunning) {
 		t.Fatalf("exec in a service without a sandbox: %v", err)
+	}
+	// Streamed: the §6 events; past its timeout a command ends with exit 124.
+	var evs []string
+	record := func(ev provider.ProcessEvent) error {
+		evs = append(evs, fmt.Sprintf("%s:%s%d", ev.Type, ev.Data, ev.ExitCode))
+		return nil
+	}
+	if r, err = eng.ExecStream(c, "env1", "attacker", []string{"echo", "hi"}, 10*time.Second, record); err != nil || r.ExitCode != 0 ||
+		len(evs) != 3 || !strings.HasPrefix(evs[0], "start:") || evs[1] != "stdout:hi\n0" || evs[2] != "exit:0" {
+		t.Fatalf("exec stream: %+v %v %q", r, err, evs)
+	}
+	evs = nil
+	if r, err = eng.ExecStream(c, "env1", "attacker", []string{"sleep", "30"}, time.Second, record); err != nil || !r.TimedOut || evs[len(evs)-1] != "exit:124" {
+		t.Fatalf("exec stream past its timeout: %+v %v %q", r, err, evs)
 	}
 
 	// Pause and resume every sandbox.

@@ -21,6 +21,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/filesystem"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/process"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/process/processconnect"
 )
@@ -262,7 +263,13 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request, id string, bod
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", u.path), "")
 			return
 		}
+		_, existed := sb.Files[u.path]
 		sb.Files[u.path] = bytes.Clone(u.data)
+		typ := filesystem.EventType_EVENT_TYPE_CREATE
+		if existed {
+			typ = filesystem.EventType_EVENT_TYPE_WRITE
+		}
+		s.changed(id, u.path, typ)
 		out = append(out, entryInfo{Path: u.path, Name: path.Base(u.path), Type: "file"})
 	}
 	s.mu.Unlock()
@@ -298,6 +305,7 @@ type Exec struct {
 	Env       map[string]string // the sandbox's envVars overlaid with the request's
 	Cwd       string            // "" means the user's home
 	Tag       string
+	Stdin     io.Reader // empty unless started with stdin
 	Stdout    io.Writer
 	Stderr    io.Writer
 	ReadFile  func(path string) ([]byte, bool)
@@ -332,7 +340,13 @@ func (s *Server) Running() int {
 type proc struct {
 	sandboxID string
 	tag       string
+	cmd       string
+	args      []string
 	cancel    context.CancelFunc
+	stdin     *io.PipeWriter // nil without stdin (or once closed)
+	subs      map[*outQueue]bool
+	done      chan struct{} // closed when the process ended; end is set
+	end       *process.ProcessEvent_EndEvent
 }
 
 func (s *Server) killAll() {
@@ -381,19 +395,25 @@ func (q *outQueue) take() []*process.ProcessEvent_DataEvent {
 	return ev
 }
 
-type queueWriter struct {
-	q      *outQueue
+// procWriter copies a process's output to every stream attached to it.
+type procWriter struct {
+	s      *Server
+	p      *proc
 	stderr bool
 }
 
-func (w queueWriter) Write(p []byte) (int, error) {
-	b := bytes.Clone(p)
-	ev := &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: b}}
+func (w procWriter) Write(b []byte) (int, error) {
+	data := bytes.Clone(b)
+	ev := &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: data}}
 	if w.stderr {
-		ev.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: b}
+		ev.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: data}
 	}
-	w.q.push(ev)
-	return len(p), nil
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	for q := range w.p.subs {
+		q.push(ev)
+	}
+	return len(b), nil
 }
 
 func dataResponse(ev *process.ProcessEvent_DataEvent) *process.StartResponse {
@@ -423,56 +443,76 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	s.nextPID++
 	pid := s.nextPID
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.procs[pid] = &proc{sandboxID: id, tag: req.Msg.GetTag(), cancel: cancel}
+	q := &outQueue{notify: make(chan struct{}, 1)}
+	pr := &proc{sandboxID: id, tag: req.Msg.GetTag(), cmd: cfg.GetCmd(), args: cfg.GetArgs(), cancel: cancel,
+		subs: map[*outQueue]bool{q: true}, done: make(chan struct{})}
+	var stdin io.Reader = strings.NewReader("")
+	if req.Msg.GetStdin() {
+		var r *io.PipeReader
+		r, pr.stdin = io.Pipe()
+		stdin = r
+	}
+	s.procs[pid] = pr
 	run := s.exec
 	s.mu.Unlock()
 
-	q := &outQueue{notify: make(chan struct{}, 1)}
 	e := &Exec{
 		SandboxID: id, Cmd: cfg.GetCmd(), Args: cfg.GetArgs(), Env: env, Cwd: cfg.GetCwd(), Tag: req.Msg.GetTag(),
-		Stdout: queueWriter{q: q}, Stderr: queueWriter{q: q, stderr: true},
+		Stdin: stdin, Stdout: procWriter{s: s, p: pr}, Stderr: procWriter{s: s, p: pr, stderr: true},
 		ReadFile: func(p string) ([]byte, bool) { return s.File(id, resolve(p, "", cfg.GetCwd())) },
 		WriteFile: func(p string, data []byte) {
 			s.SetFile(id, resolve(p, "", cfg.GetCwd()), data)
 		},
 	}
-	type result struct {
-		code   int
-		killed bool
-	}
-	done := make(chan result, 1)
 	go func() {
 		code := run(pctx, e)
-		killed := pctx.Err() != nil
+		end := &process.ProcessEvent_EndEvent{ExitCode: int32(code), Exited: true, Status: "exit status " + strconv.Itoa(code)}
+		if pctx.Err() != nil {
+			msg := "signal: killed"
+			end = &process.ProcessEvent_EndEvent{ExitCode: -1, Exited: false, Status: msg, Error: &msg}
+		}
 		s.mu.Lock()
 		delete(s.procs, pid)
+		pr.end = end
+		if pr.stdin != nil {
+			pr.stdin.Close()
+		}
 		s.mu.Unlock()
 		cancel()
-		done <- result{code, killed}
+		close(pr.done)
 	}()
-	if err := stream.Send(&process.StartResponse{Event: &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}}); err != nil {
+	return ps.follow(ctx, pr, pid, q, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
+}
+
+// follow sends a process's start event, its output from now on and its end.
+func (ps *processService) follow(ctx context.Context, pr *proc, pid uint32, q *outQueue, send func(*process.ProcessEvent) error) error {
+	defer func() {
+		ps.s.mu.Lock()
+		delete(pr.subs, q)
+		ps.s.mu.Unlock()
+	}()
+	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}); err != nil {
 		return err
+	}
+	flush := func() error {
+		for _, ev := range q.take() {
+			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: ev}}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for {
 		select {
 		case <-q.notify:
-			for _, ev := range q.take() {
-				if err := stream.Send(dataResponse(ev)); err != nil {
-					return err
-				}
+			if err := flush(); err != nil {
+				return err
 			}
-		case r := <-done:
-			for _, ev := range q.take() {
-				if err := stream.Send(dataResponse(ev)); err != nil {
-					return err
-				}
+		case <-pr.done:
+			if err := flush(); err != nil {
+				return err
 			}
-			end := &process.ProcessEvent_EndEvent{ExitCode: int32(r.code), Exited: true, Status: "exit status " + strconv.Itoa(r.code)}
-			if r.killed {
-				msg := "signal: killed"
-				end = &process.ProcessEvent_EndEvent{ExitCode: -1, Exited: false, Status: msg, Error: &msg}
-			}
-			return stream.Send(&process.StartResponse{Event: &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}})
+			return send(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: pr.end}})
 		case <-ctx.Done():
 			// The client went away; like envd, the process runs on.
 			return ctx.Err()
@@ -480,33 +520,109 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	}
 }
 
-func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
-	s := ps.s
-	id, err := ps.sandbox(ctx, req.Header())
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var target *proc
-	var pid uint32
-	switch sel := req.Msg.GetProcess().GetSelector().(type) {
+// selected finds the running process a selector names in sandbox id.
+func (s *Server) selected(id string, sel *process.ProcessSelector) (*proc, uint32) {
+	switch sel := sel.GetSelector().(type) {
 	case *process.ProcessSelector_Pid:
 		if p := s.procs[sel.Pid]; p != nil && p.sandboxID == id {
-			target, pid = p, sel.Pid
+			return p, sel.Pid
 		}
 	case *process.ProcessSelector_Tag:
 		for k, p := range s.procs {
 			if p.sandboxID == id && p.tag == sel.Tag {
-				target, pid = p, k
+				return p, k
 			}
 		}
 	}
-	if target == nil {
-		return nil, connect.NewError(connect.CodeNotFound, errors.New("process not found"))
+	return nil, 0
+}
+
+var errNoProcess = connect.NewError(connect.CodeNotFound, errors.New("process not found"))
+
+func (ps *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	id, err := ps.sandbox(ctx, req.Header())
+	if err != nil {
+		return err
 	}
-	s.signals = append(s.signals, Signal{SandboxID: id, PID: pid, Signal: req.Msg.GetSignal()})
-	target.cancel()
+	ps.s.mu.Lock()
+	pr, pid := ps.s.selected(id, req.Msg.GetProcess())
+	q := &outQueue{notify: make(chan struct{}, 1)}
+	if pr != nil {
+		pr.subs[q] = true
+	}
+	ps.s.mu.Unlock()
+	if pr == nil {
+		return errNoProcess
+	}
+	return ps.follow(ctx, pr, pid, q, func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) })
+}
+
+func (ps *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
+	id, err := ps.sandbox(ctx, req.Header())
+	if err != nil {
+		return nil, err
+	}
+	ps.s.mu.Lock()
+	pr, _ := ps.s.selected(id, req.Msg.GetProcess())
+	var w *io.PipeWriter
+	if pr != nil {
+		w = pr.stdin
+	}
+	ps.s.mu.Unlock()
+	if pr == nil {
+		return nil, errNoProcess
+	}
+	if w == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("stdin not enabled or closed"))
+	}
+	data := req.Msg.GetInput().GetStdin()
+	if data == nil {
+		data = req.Msg.GetInput().GetPty()
+	}
+	if _, err := w.Write(data); err != nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("error writing to stdin: %w", err))
+	}
+	return connect.NewResponse(&process.SendInputResponse{}), nil
+}
+
+// withProcess authenticates, then runs f under the lock on the process sel
+// names (NotFound when there is none).
+func (ps *processService) withProcess(ctx context.Context, h http.Header, sel *process.ProcessSelector, f func(id string, pr *proc, pid uint32)) error {
+	id, err := ps.sandbox(ctx, h)
+	if err != nil {
+		return err
+	}
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	pr, pid := ps.s.selected(id, sel)
+	if pr == nil {
+		return errNoProcess
+	}
+	f(id, pr, pid)
+	return nil
+}
+
+func (ps *processService) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
+	err := ps.withProcess(ctx, req.Header(), req.Msg.GetProcess(), func(_ string, pr *proc, _ uint32) {
+		if pr.stdin != nil {
+			pr.stdin.Close()
+			pr.stdin = nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
+	err := ps.withProcess(ctx, req.Header(), req.Msg.GetProcess(), func(id string, pr *proc, pid uint32) {
+		ps.s.signals = append(ps.s.signals, Signal{SandboxID: id, PID: pid, Signal: req.Msg.GetSignal()})
+		pr.cancel()
+	})
+	if err != nil {
+		return nil, err
+	}
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
 
@@ -527,8 +643,9 @@ func (ps *processService) List(ctx context.Context, req *connect.Request[process
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		info := &process.ProcessInfo{Pid: pid}
-		if t := s.procs[pid].tag; t != "" {
+		pr := s.procs[pid]
+		info := &process.ProcessInfo{Pid: pid, Config: &process.ProcessConfig{Cmd: pr.cmd, Args: pr.args}}
+		if t := pr.tag; t != "" {
 			info.Tag = &t
 		}
 		out.Processes = append(out.Processes, info)
@@ -541,12 +658,22 @@ var builtins = map[string]bool{"echo": true, "cat": true, "true": true, "false":
 func builtinLookup(cmd string) bool { return builtins[path.Base(cmd)] }
 
 // builtinExec runs a handful of commands: echo, cat FILE..., true, false,
-// sleep SECONDS, pwd, env, exit CODE.
+// sleep SECONDS, pwd, env, exit CODE; cat without files copies stdin.
 func builtinExec(ctx context.Context, e *Exec) int {
 	switch path.Base(e.Cmd) {
 	case "echo":
 		fmt.Fprintln(e.Stdout, strings.Join(e.Args, " "))
 	case "cat":
+		if len(e.Args) == 0 {
+			if c, ok := e.Stdin.(io.Closer); ok { // a signal ends the read
+				defer context.AfterFunc(ctx, func() { c.Close() })()
+			}
+			_, _ = io.Copy(e.Stdout, e.Stdin)
+			if ctx.Err() != nil {
+				return 137
+			}
+			return 0
+		}
 		code := 0
 		for _, a := range e.Args {
 			data, ok := e.ReadFile(a)

@@ -44,6 +44,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/envdpb/process/processconnect"
 )
 
@@ -145,6 +146,7 @@ type sandbox struct {
 	traffic        string
 	logs           []logEntry
 	metrics        []metric
+	dirs           map[string]bool // made with MakeDir (parents of files are implicit)
 }
 
 type logEntry struct {
@@ -221,6 +223,7 @@ type Server struct {
 	procs      map[uint32]*proc
 	nextPID    uint32
 	signals    []Signal
+	watchers   map[*watcher]bool
 }
 
 // New starts a fake on 127.0.0.1 and registers its shutdown, and the check
@@ -255,7 +258,10 @@ func New(t testing.TB, opts ...Option) *Server {
 	if s.exec == nil {
 		s.exec, s.lookup = builtinExec, builtinLookup
 	}
-	_, s.procHandler = processconnect.NewProcessHandler(&processService{s: s})
+	envdMux := http.NewServeMux()
+	envdMux.Handle(processconnect.NewProcessHandler(&processService{s: s}))
+	envdMux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{s: s}))
+	s.procHandler = envdMux
 	s.srv = httptest.NewServer(s)
 	s.URL = s.srv.URL
 	t.Cleanup(func() {

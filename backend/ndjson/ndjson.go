@@ -1,0 +1,141 @@
+// Package ndjson streams newline-delimited JSON answers (API.md §6): one
+// object per line, flushed as it is produced, and the process events of
+// exec, process output and task-environment execute.
+package ndjson
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+)
+
+// ContentType selects streamed answers (one JSON object per line).
+const ContentType = "application/x-ndjson"
+
+// Wanted reports whether the client accepts a newline-delimited JSON stream.
+func Wanted(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == ContentType {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is one line of a process stream (API.md §6).
+type Event struct {
+	Type     string `json:"type"`
+	PID      *int   `json:"pid,omitempty"`
+	Data     string `json:"data,omitempty"`
+	DataB64  string `json:"dataB64,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+	// Code and Detail describe a failure after the stream began (type "error").
+	Code   int    `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Writer writes a 200 stream of JSON lines, flushing each one as it is
+// produced. Output chunks split inside a UTF-8 character are re-joined, so
+// text stays "data"; bytes that are not UTF-8 go as "dataB64".
+type Writer struct {
+	Started bool // the 200 and at least one line are out
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	enc     *json.Encoder
+	carry   map[string][]byte
+}
+
+// New prepares a stream; the status line goes out with the first line, so
+// a failure before it is still an ordinary JSON error.
+func New(w http.ResponseWriter) *Writer {
+	return &Writer{w: w, rc: http.NewResponseController(w), enc: json.NewEncoder(w), carry: map[string][]byte{}}
+}
+
+// line writes one object and flushes it; an error means the client is gone.
+func (n *Writer) Line(v any) error {
+	if !n.Started {
+		n.Started = true
+		n.w.Header().Set("Content-Type", ContentType)
+		n.w.Header().Set("Cache-Control", "no-store")
+		n.w.Header().Set("X-Content-Type-Options", "nosniff")
+		n.w.WriteHeader(http.StatusOK)
+	}
+	if err := n.enc.Encode(v); err != nil {
+		return err
+	}
+	return n.rc.Flush()
+}
+
+// Event writes a process event; it fits provider.Emit.
+func (n *Writer) Event(ev provider.ProcessEvent) error {
+	switch ev.Type {
+	case provider.EventStart:
+		return n.Line(Event{Type: ev.Type, PID: &ev.PID})
+	case provider.EventExit:
+		if err := n.Flush(); err != nil {
+			return err
+		}
+		return n.Line(Event{Type: ev.Type, ExitCode: &ev.ExitCode})
+	}
+	data := append(n.carry[ev.Type], ev.Data...)
+	n.carry[ev.Type] = nil
+	if !utf8.Valid(data) {
+		// Keep an incomplete last character for the next chunk.
+		i := len(data) - 1
+		for i > 0 && len(data)-i < utf8.UTFMax && !utf8.RuneStart(data[i]) {
+			i--
+		}
+		if i >= 0 && !utf8.FullRune(data[i:]) {
+			n.carry[ev.Type] = append([]byte(nil), data[i:]...)
+			data = data[:i]
+		}
+	}
+	return n.data(ev.Type, data)
+}
+
+func (n *Writer) data(typ string, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if utf8.Valid(data) {
+		return n.Line(Event{Type: typ, Data: string(data)})
+	}
+	return n.Line(Event{Type: typ, DataB64: base64.StdEncoding.EncodeToString(data)})
+}
+
+// Flush writes output held back for an incomplete UTF-8 character.
+func (n *Writer) Flush() error {
+	for _, typ := range []string{provider.EventStdout, provider.EventStderr} {
+		if err := n.data(typ, n.carry[typ]); err != nil {
+			return err
+		}
+		n.carry[typ] = nil
+	}
+	return nil
+}
+
+// Finish ends a stream with err: as the JSON error answer when nothing was
+// sent yet, else as a last line of type "error" with the same code and
+// detail (the status line is gone).
+func (n *Writer) Finish(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !n.Started {
+		return err
+	}
+	_ = n.Flush()
+	var he *httpx.Error
+	if !errors.As(err, &he) {
+		he = &httpx.Error{Code: http.StatusInternalServerError, Detail: "the stream failed; retry the request"}
+	}
+	_ = n.Line(Event{Type: "error", Code: he.Code, Detail: he.Detail})
+	return nil
+}

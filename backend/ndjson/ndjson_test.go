@@ -1,0 +1,78 @@
+package ndjson
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+)
+
+func TestEventsKeepCharactersWhole(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := New(rec)
+	euro := []byte("€") // 3 bytes, split across chunks
+	for _, ev := range []provider.ProcessEvent{
+		{Type: provider.EventStart, PID: 7},
+		{Type: provider.EventStdout, Data: append([]byte("a"), euro[:2]...)},
+		{Type: provider.EventStderr, Data: []byte("err")},
+		{Type: provider.EventStdout, Data: append(euro[2:], 'b')},
+		{Type: provider.EventStdout, Data: []byte{0xff, 0xfe}},
+		{Type: provider.EventExit, ExitCode: 3},
+	} {
+		if err := w.Event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"type":"start","pid":7}
+{"type":"stdout","data":"a"}
+{"type":"stderr","data":"err"}
+{"type":"stdout","data":"€b"}
+{"type":"stdout","dataB64":"//4="}
+{"type":"exit","exitCode":3}
+`
+	if rec.Code != 200 || rec.Header().Get("Content-Type") != ContentType || rec.Body.String() != want || !rec.Flushed {
+		t.Fatalf("%d %q:\n%s", rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+	}
+}
+
+func TestFinish(t *testing.T) {
+	// Before any line: the error is the answer.
+	w := New(httptest.NewRecorder())
+	err := httpx.NewError(404, "not_found", "no such process")
+	if got := w.Finish(err); got != err {
+		t.Fatalf("Finish before a line: %v", got)
+	}
+	// After a line: a last error line with the code.
+	rec := httptest.NewRecorder()
+	w = New(rec)
+	_ = w.Line(map[string]string{"type": "ready"})
+	if got := w.Finish(err); got != nil {
+		t.Fatalf("Finish after a line: %v", got)
+	}
+	if !strings.HasSuffix(rec.Body.String(), `{"type":"error","code":404,"detail":"no such process"}`+"\n") {
+		t.Fatalf("body: %s", rec.Body)
+	}
+	// Anything else is a 500 line without internals.
+	rec = httptest.NewRecorder()
+	w = New(rec)
+	_ = w.Line(1)
+	_ = w.Finish(errors.New("secret internals"))
+	if strings.Contains(rec.Body.String(), "secret") || !strings.Contains(rec.Body.String(), `"code":500`) {
+		t.Fatalf("body: %s", rec.Body)
+	}
+}
+
+func TestWanted(t *testing.T) {
+	for accept, want := range map[string]bool{"application/x-ndjson": true, "application/json, application/x-ndjson;q=0.9": true,
+		"application/json": false, "": false} {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.Header.Set("Accept", accept)
+		if Wanted(r) != want {
+			t.Errorf("Accept %q: %v", accept, !want)
+		}
+	}
+}
