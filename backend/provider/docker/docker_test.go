@@ -171,7 +171,8 @@ func TestExec(t *testing.T) {
 	// A timeout kills the command (and its children) but not the sandbox.
 	start := time.Now()
 	res, err = p.Exec(ctx, inst.Ref, provider.ExecRequest{
-		Cmd: []string{"sh", "-c", "echo started; sleep 300 & sleep 301"}, Timeout: 500 * time.Millisecond,
+		// Long enough for a loaded engine to run the echo; the sleeps outlast it.
+		Cmd: []string{"sh", "-c", "echo started; sleep 300 & sleep 301"}, Timeout: 3 * time.Second,
 	})
 	wantKind(t, err, provider.KindTimeout)
 	if time.Since(start) > 10*time.Second || string(res.Stdout) != "started\n" {

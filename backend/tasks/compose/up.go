@@ -90,6 +90,9 @@ type svcRun struct {
 func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 	netID, err := e.ensureNetwork(ctx, u.Target)
 	if err != nil {
+		if de := notStarted(ctx, u, "its network was still being created"); de != nil {
+			return nil, de
+		}
 		return nil, err
 	}
 	oneShot := map[string]bool{}
@@ -114,6 +117,9 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 	// right image, remove the rest.
 	existing, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(u.EnvID)})
 	if err != nil {
+		if de := notStarted(ctx, u, "the engine had not yet listed the environment's containers"); de != nil {
+			return nil, de
+		}
 		return nil, perr(err, "listing the environment's containers")
 	}
 	for _, c := range existing {
@@ -393,6 +399,31 @@ func (e *Engine) notReady(orig context.Context, runs map[string]*svcRun, names [
 		}
 	}
 	return cause
+}
+
+// notStarted words a deadline that passed before any service was started,
+// naming the first service so the user knows what never came up; nil when
+// ctx did not pass its deadline.
+func notStarted(ctx context.Context, u *Up, why string) error {
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, context.DeadlineExceeded) || len(u.Project.Services) == 0 {
+		return nil
+	}
+	// Name a service that would have started first: one without dependencies.
+	var names []string
+	for n, svc := range u.Project.Services {
+		if len(svc.DependsOn) == 0 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		for n := range u.Project.Services {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: names[0],
+		Msg: "was never started: " + why + " (the Docker engine is slow or overloaded)"}}
 }
 
 // DeadlineError is a *ServiceError caused by the deadline of Bring's context.
