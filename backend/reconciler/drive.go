@@ -71,7 +71,9 @@ func (rc *Reconciler) transition(ctx context.Context, id string, from []store.Ph
 // fail sends a record to stopping with a diagnostic; stopping removes the
 // instance and ends the record in failed.
 func (rc *Reconciler) fail(ctx context.Context, r *store.Record, from []store.Phase, diagnostic string) error {
+	now := rc.now()
 	_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+		r.StopAt(now)
 		r.KillReason = store.KillFailed
 		r.Diagnostic = diagnostic
 	})
@@ -107,6 +109,7 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 			return err
 		}
 		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhaseStopping, func(r *store.Record) {
+			r.StopAt(r.EndAt) // the moment it should have stopped, not when we got to it
 			r.KillReason = store.KillTimeout
 		})
 		return err
@@ -121,6 +124,7 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 			return err
 		}
 		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseStopping, func(r *store.Record) {
+			r.StopAt(r.EndAt)
 			r.KillReason = store.KillTimeout
 		})
 		return err
@@ -139,10 +143,17 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	}
 	cctx, cancel := context.WithDeadline(ctx, r.PhaseDeadline)
 	defer cancel()
+	// A delete or kill meanwhile cancels the create (see Changed): the stop
+	// then removes whatever the engine made, without waiting for it.
+	rc.creating.Store(r.ID, cancel)
+	defer rc.creating.Delete(r.ID)
 	inst, err := rc.prov.Create(cctx, specOf(r, rc.now()))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: the next process resumes the create
+		}
+		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != store.PhaseCreating {
+			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
 		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating}, Diagnostic(err))
 	}
