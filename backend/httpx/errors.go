@@ -60,6 +60,9 @@ func quote(s string) string { return "\"" + s + "\"" }
 
 func locOf(field string) []any {
 	loc := []any{"body"}
+	if field == "body" { // the body as a whole, not a field named body
+		return loc
+	}
 	for _, p := range strings.Split(field, ".") {
 		loc = append(loc, p)
 	}

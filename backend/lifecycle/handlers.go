@@ -419,10 +419,8 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. [\"ls\", \"-la\"]")
 	}
-	for k := range req.Env {
-		if !envName.MatchString(k) {
-			return httpx.Invalid("env."+k, "is not a valid environment variable name")
-		}
+	if err := checkEnv("env", req.Env); err != nil {
+		return err
 	}
 	if req.Cwd != "" && !strings.HasPrefix(req.Cwd, "/") {
 		return httpx.Invalid("cwd", "must be an absolute path")

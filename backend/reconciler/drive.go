@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -328,5 +329,10 @@ func Diagnostic(err error) string {
 	if label == "" {
 		label = "provider error"
 	}
-	return label + ": " + err.Error()
+	return label + ": " + hostPaths.ReplaceAllString(err.Error(), "<engine storage>")
 }
+
+// hostPaths matches paths of the engine host (its data and runtime
+// directories) that engine errors quote: a user has no use for them and
+// they reveal the host's layout.
+var hostPaths = regexp.MustCompile(`(/var/lib|/run|/var/run)/(docker|containerd|containers)[^\s"',;)]*`)
