@@ -91,6 +91,7 @@ type Provider struct {
 
 	cpuMu      sync.Mutex
 	cpuSamples map[string]cpuSample // last CPU reading per instance (Metrics)
+	disk       diskCache            // writable-layer sizes sampled off the request path (Metrics)
 
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once

@@ -80,6 +80,7 @@ func (p *Provider) Delete(ctx context.Context, ref provider.Ref) error {
 	p.cpuMu.Lock()
 	delete(p.cpuSamples, ref.ID)
 	p.cpuMu.Unlock()
+	p.disk.forget(ref.ID)
 	if err == nil || cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && containsAny(err.Error(), "already in progress")) {
 		return nil
 	}
@@ -126,8 +127,8 @@ func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metr
 		err error
 	}
 	ic := make(chan inspected, 1)
-	go func() { // in parallel: the engine may take up to its 1 s stats interval
-		c, _, err := p.cli.ContainerInspectWithRaw(ctx, ref.ID, true)
+	go func() { // in parallel with the stats; without the size, which is slow (see diskCache)
+		c, err := p.cli.ContainerInspect(ctx, ref.ID)
 		ic <- inspected{c, err}
 	}()
 	s, serr := p.stats(ctx, ref.ID)
@@ -157,9 +158,7 @@ func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metr
 	if in.c.HostConfig != nil {
 		m.CPUCount = int((in.c.HostConfig.NanoCPUs + 5e8) / 1e9)
 	}
-	if in.c.SizeRw != nil && *in.c.SizeRw > 0 {
-		m.DiskUsedBytes = uint64(*in.c.SizeRw)
-	}
+	m.DiskUsedBytes = p.disk.used(ctx, p.cli, ref.ID)
 	if in.c.State != nil && in.c.State.Running {
 		started, _ := time.Parse(time.RFC3339Nano, in.c.State.StartedAt)
 		m.CPUPercent = p.cpuPercent(ref.ID, s.CPUStats.CPUUsage.TotalUsage, s.Read, started)
