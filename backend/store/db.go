@@ -73,6 +73,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := db.Migrate(ctx, "0002_list_by_phase", listSchema...); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
