@@ -296,20 +296,12 @@ func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error
 	if len(missing) == 0 {
 		return out, nil
 	}
-	loaded := make(map[string]*Record, len(missing))
-	for chunk := range slices.Chunk(missing, 500) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			loaded[r.ID] = r
-			db.cache.put(r)
-		}
+	loaded, err := db.GetRecords(ctx, missing) // at most a page: within SQLite's parameter limit
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range loaded {
+		db.cache.put(r)
 	}
 	kept := out[:0]
 	for i, r := range refs {
