@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
@@ -35,9 +36,14 @@ type Config struct {
 	OpDeadline     time.Duration
 	// Workers bounds concurrent provider operations started by the loop. They
 	// are split into lanes (see lane) so that slow creates never hold up
-	// deadline work: a quarter (at least 2) serve deadlines, half (at least
-	// 1) creates, the rest pauses and resumes.
+	// deadline work: a quarter (at least 2) serve deadlines, CreateWorkers
+	// creates, the rest pauses and resumes.
 	Workers int
+	// CreateWorkers bounds concurrent creates (default Workers/8, at least
+	// 1). An engine serialises much of a create (Docker: names, networks),
+	// so more of them at once only lengthen the queues inside it that every
+	// other call, a removal included, then waits in.
+	CreateWorkers int
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
 }
@@ -51,7 +57,8 @@ type Reconciler struct {
 	locks    keyed.Mutex
 	notes    notify.Hub
 	lanes    [laneCount]*lane
-	creating sync.Map // id -> context.CancelFunc of its create in flight
+	creating sync.Map     // id -> context.CancelFunc of its create in flight
+	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
 }
 
 // A lane is a queue of records with workers of its own. Work is sorted by
@@ -97,7 +104,10 @@ func New(cfg Config) *Reconciler {
 	}
 	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger}
 	deadline := max(2, cfg.Workers/4)
-	create := max(1, cfg.Workers/2)
+	create := cfg.CreateWorkers
+	if create <= 0 {
+		create = max(1, cfg.Workers/8)
+	}
 	other := max(1, cfg.Workers-deadline-create)
 	for i, l := range []struct {
 		name    string
@@ -208,10 +218,32 @@ func (rc *Reconciler) work(ctx context.Context, l *lane) {
 			return
 		case id := <-l.kicks:
 			l.queued.Delete(id)
+			switch l {
+			case rc.lanes[laneDeadline]:
+				rc.deadline.Add(1)
+			case rc.lanes[laneCreate]:
+				rc.yieldToDeadlines(ctx)
+			}
 			if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
 				rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "lane", l.name, "err", err)
 			}
+			if l == rc.lanes[laneDeadline] {
+				rc.deadline.Add(-1)
+			}
 		}
+	}
+}
+
+// maxYield bounds how long a create waits for deadline work, so a steady
+// stream of deletes cannot starve creates.
+const maxYield = 2 * time.Second
+
+// yieldToDeadlines holds a new create back while deadline work is in flight
+// (at most maxYield): the engine then serves removals without a queue of
+// creates ahead of them.
+func (rc *Reconciler) yieldToDeadlines(ctx context.Context) {
+	for end := time.Now().Add(maxYield); rc.deadline.Load() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond) // a short poll: the engine works at a far coarser pace
 	}
 }
 
@@ -251,7 +283,32 @@ func (rc *Reconciler) sweepDue(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
+		rc.decideExpiry(ctx, id)
 		rc.Kick(id)
+	}
+}
+
+// decideExpiry commits the stop of an expired sandbox at once (a database
+// write, no engine call), so it counts as ended in every view from its
+// endAt on, however busy the workers that remove instances are.
+func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
+	r, err := rc.db.GetRecord(ctx, id)
+	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) {
+		return
+	}
+	r, err = rc.db.Transition(ctx, id, []store.Phase{store.PhaseRunning, store.PhasePaused}, store.PhaseStopping, func(r *store.Record) error {
+		if r.AutoPause || !rc.expired(r) { // extended meanwhile
+			return errNoProgress
+		}
+		r.StopAt(r.EndAt)
+		r.KillReason = store.KillTimeout
+		return nil
+	})
+	switch {
+	case err == nil:
+		rc.Changed(r)
+	case !errors.Is(err, store.ErrConflict) && !errors.Is(err, errNoProgress) && ctx.Err() == nil:
+		rc.log.Warn("stopping an expired sandbox failed; the next sweep retries", "record", id, "err", err)
 	}
 }
 
