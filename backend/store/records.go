@@ -348,7 +348,13 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 
 func (db *DB) queryRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
 	q, args := listQuery(f)
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if stmt := db.prepared(ctx, q); stmt != nil {
+		rows, err = stmt.QueryContext(ctx, args...)
+	} else {
+		rows, err = db.r.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -387,9 +393,38 @@ func listQuery(f RecordFilter) (string, []any) {
 	}
 	q += ` ORDER BY seq`
 	if f.Limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
 	}
 	return q, args
+}
+
+// maxPrepared bounds the list statements kept prepared (their texts vary
+// only with the filter's shape: phase, kinds, number of metadata pairs).
+const maxPrepared = 256
+
+// prepared returns the statement for q, prepared once on the reader pool
+// (parsing the SQL costs more than running a page query from its index), or
+// nil when it cannot be kept: the caller then runs q unprepared.
+func (db *DB) prepared(ctx context.Context, q string) *sql.Stmt {
+	if s, ok := db.stmts.Load(q); ok {
+		return s.(*sql.Stmt)
+	}
+	if db.nstmts.Add(1) > maxPrepared {
+		db.nstmts.Add(-1)
+		return nil
+	}
+	s, err := db.r.PrepareContext(ctx, q)
+	if err != nil {
+		db.nstmts.Add(-1)
+		return nil
+	}
+	if prev, loaded := db.stmts.LoadOrStore(q, s); loaded {
+		db.nstmts.Add(-1)
+		s.Close()
+		return prev.(*sql.Stmt)
+	}
+	return s
 }
 
 // inList renders values as SQL literals when they are known constants, as
