@@ -223,6 +223,9 @@ func (s *server) instrument(next http.Handler) http.Handler {
 		if sw.code == 0 {
 			sw.code = http.StatusOK
 		}
+		if sw.code >= 500 && r.Context().Err() != nil {
+			sw.code = httpx.StatusClientClosedRequest // the client left first: not our failure
+		}
 		s.reqs.WithLabelValues(r.Method, route, strconv.Itoa(sw.code)).Inc()
 		s.latency.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
 	})

@@ -7,6 +7,8 @@
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
 //   - exec, streaming and file transfer (streams.go)
+//   - deadlines during a burst of creates, lists over 100k records, sandbox
+//     metrics latency (fanout.go)
 package main
 
 import (
@@ -45,7 +47,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics", "comma-separated parts to run")
 )
 
 func want(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
@@ -84,6 +86,15 @@ func main() {
 		cold.getThroughput()
 	}
 	streamParts(ctx, cli, cold)
+	if want("metrics") {
+		cold.metricsLatency()
+	}
+	if want("expiry") {
+		expiryDuringBurst(ctx)
+	}
+	if want("list") {
+		listsOverHistory(ctx)
+	}
 	removeRaw(ctx, cli)
 }
 
@@ -128,7 +139,7 @@ type backend struct {
 	client *http.Client
 }
 
-func start(ctx context.Context, pool int) *backend {
+func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend {
 	dir, err := os.MkdirTemp("", "dreadnode-bench")
 	if err != nil {
 		fail(err)
@@ -137,6 +148,9 @@ func start(ctx context.Context, pool int) *backend {
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
 		ReconcileInterval: time.Second, WarmPoolSize: pool}
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		fail(err)
@@ -224,17 +238,27 @@ var (
 )
 
 func (b *backend) getWithWrk(wrk, url string) {
+	rate, p50, p99 := b.wrk(wrk, url)
+	fmt.Printf("%-28s %8s req/s   p50 %s%s   p99 %s%s   (wrk, 1 thread, %d connections; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
+		"GET /sandboxes/{id}", rate[1], p50[1], p50[2], p99[1], p99[2], *getClients)
+}
+
+// wrk loads url for getDuration with getClients connections and returns
+// the rate and the p50 and p99 latencies as wrk prints them (value, unit).
+func (b *backend) wrk(wrk, url string) (rate, p50, p99 [][]byte) {
 	out, err := exec.Command(wrk, "-t1", fmt.Sprintf("-c%d", *getClients), "-d"+getDuration.String(), "--latency",
 		"-H", "X-API-Key: "+b.key, url).CombinedOutput()
 	if err != nil {
 		fail(fmt.Errorf("wrk: %v\n%s", err, out))
 	}
-	rate, p50, p99 := wrkRate.FindSubmatch(out), wrkP50.FindSubmatch(out), wrkP99.FindSubmatch(out)
+	rate, p50, p99 = wrkRate.FindSubmatch(out), wrkP50.FindSubmatch(out), wrkP99.FindSubmatch(out)
 	if rate == nil || p50 == nil || p99 == nil {
 		fail(fmt.Errorf("unexpected wrk output:\n%s", out))
 	}
-	fmt.Printf("%-28s %8s req/s   p50 %s%s   p99 %s%s   (wrk, 1 thread, %d connections; target ≥ 20000 req/s, p99 ≤ 5 ms)\n",
-		"GET /sandboxes/{id}", rate[1], p50[1], p50[2], p99[1], p99[2], *getClients)
+	if bytes.Contains(out, []byte("Non-2xx")) {
+		fail(fmt.Errorf("wrk saw errors on %s:\n%s", url, out))
+	}
+	return rate, p50, p99
 }
 
 func (b *backend) getInProcess(url string) {

@@ -43,6 +43,16 @@ func NotFound(kind, id string) *Error {
 	return NewError(http.StatusNotFound, "not_found", kind+" "+quote(id)+" was not found")
 }
 
+// StatusClientClosedRequest is nginx's 499: the client closed the request
+// (canceled it, disconnected or let its deadline pass) before the answer.
+// Metrics count such requests as code="499", never as a 5xx.
+const StatusClientClosedRequest = 499
+
+// ClientClosed is the answer to a request its client abandoned.
+func ClientClosed() *Error {
+	return NewError(StatusClientClosedRequest, "client_closed_request", "the client closed the request before the answer was ready")
+}
+
 // Conflict is a 409 explaining why the operation does not apply now.
 func Conflict(detail string) *Error { return NewError(http.StatusConflict, "conflict", detail) }
 
@@ -50,6 +60,9 @@ func quote(s string) string { return "\"" + s + "\"" }
 
 func locOf(field string) []any {
 	loc := []any{"body"}
+	if field == "body" { // the body as a whole, not a field named body
+		return loc
+	}
 	for _, p := range strings.Split(field, ".") {
 		loc = append(loc, p)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -178,7 +179,7 @@ func (s *Service) settleRows(ctx context.Context, rows []store.BillingRow) (Sett
 				}
 			}
 			if o.touched && o.balance == 0 {
-				k, err := killLiveTx(ctx, tx, org)
+				k, err := killLiveTx(ctx, tx, org, now)
 				if err != nil {
 					return err
 				}
@@ -205,7 +206,7 @@ func (s *Service) killBroke(ctx context.Context, org string) (SettleResult, erro
 		if err != nil || bal > 0 {
 			return err // credits were granted meanwhile
 		}
-		killed, err = killLiveTx(ctx, tx, org)
+		killed, err = killLiveTx(ctx, tx, org, s.now())
 		return err
 	})
 	if err != nil {
@@ -218,7 +219,7 @@ func (s *Service) killBroke(ctx context.Context, org string) (SettleResult, erro
 // killLiveTx sends every live record of org to stopping with kill_reason
 // insufficient_credits. The reconciler (or, for task records, the task
 // service) removes the instances and ends the records.
-func killLiveTx(ctx context.Context, tx *sql.Tx, org string) ([]*store.Record, error) {
+func killLiveTx(ctx context.Context, tx *sql.Tx, org string, now time.Time) ([]*store.Record, error) {
 	ids, err := store.LiveRecordIDsTx(ctx, tx, org)
 	if err != nil {
 		return nil, err
@@ -226,6 +227,7 @@ func killLiveTx(ctx context.Context, tx *sql.Tx, org string) ([]*store.Record, e
 	var out []*store.Record
 	for _, id := range ids {
 		r, err := store.TransitionTx(ctx, tx, id, store.LivePhases, store.PhaseStopping, func(r *store.Record) error {
+			r.StopAt(now) // the balance reached zero now: nothing after is billed
 			if r.KillReason == "" {
 				r.KillReason = store.KillInsufficientCredits
 			}

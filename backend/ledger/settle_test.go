@@ -381,6 +381,11 @@ func TestRestartSettlesDowntime(t *testing.T) {
 	org := ensureOrg(t, db, "o", 100_000_000)
 	insertRunning(t, db, org, "run", t0, store.KindRuntime)
 	p := insertRunning(t, db, org, "paused", t0, store.KindRuntime)
+	// "run" legitimately runs through the downtime: its TTL outlasts it
+	// (running time past endAt is never billed).
+	if _, err := db.Transition(ctx, "run", nil, "", func(r *store.Record) error { r.EndAt = t0.Add(3 * time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	c.Advance(30 * time.Second)
 	if err := s.Settle(ctx, "run"); err != nil { // 30 s billed before the "crash"
 		t.Fatal(err)

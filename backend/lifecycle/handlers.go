@@ -131,12 +131,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 		recs = recs[:limit]
 		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
 	}
-	base := baseURL(r)
-	out := make([]*Sandbox, len(recs))
-	for i, rec := range recs {
-		out[i] = view(rec, base)
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
+	s.rendered.writeList(w, recs, baseURL(r))
 	return nil
 }
 

@@ -74,10 +74,8 @@ func checkCommand(cmd []string, env map[string]string, cwd, example string) erro
 	if len(cmd) == 0 || cmd[0] == "" {
 		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. "+example)
 	}
-	for k := range env {
-		if !envName.MatchString(k) {
-			return httpx.Invalid("env."+k, "is not a valid environment variable name")
-		}
+	if err := checkEnv("env", env); err != nil {
+		return err
 	}
 	if cwd != "" && !strings.HasPrefix(cwd, "/") {
 		return httpx.Invalid("cwd", "must be an absolute path")

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -12,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -64,12 +66,13 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 		target = &url.URL{Scheme: "http", Host: ep.Host + ":" + strconv.Itoa(ep.Port)}
 	}
 	prefix := "/sandboxes/" + id + "/proxy/" + vars["port"]
+	strip := s.credentialStripper(r, rec)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
 			pr.Out.URL.RawPath = ""
-			pr.Out.Header.Del("X-Access-Token")
+			strip(pr.Out.Header)
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -79,4 +82,67 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	}
 	proxy.ServeHTTP(w, r)
 	return nil
+}
+
+// Credentials of ours that the traffic router never forwards into a sandbox
+// (the code in it is untrusted):
+//   - X-Access-Token and X-API-Key, always;
+//   - Authorization, when its credential (after the scheme, e.g. "Bearer ")
+//     is an API key of any organization or this sandbox's access token; an
+//     Authorization the sandbox's own application issued passes through;
+//   - cookies whose name starts with "dreadnode" (reserved for the backend,
+//     which sets none today) or whose value is one of those credentials.
+const backendCookiePrefix = "dreadnode"
+
+// credentialStripper decides, once per request, which headers carry our
+// credentials, and returns the function that removes them from the
+// outgoing request.
+func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(http.Header) {
+	ours := func(secret string) bool {
+		secret = strings.TrimSpace(secret)
+		if secret == "" {
+			return false
+		}
+		if ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token") {
+			return true
+		}
+		_, err := s.db.OrgForKey(r.Context(), secret)
+		// Unsure (database error): treat it as ours; dropping a header is
+		// safer than leaking a key.
+		return !errors.Is(err, store.ErrNotFound)
+	}
+	dropAuth := false
+	if a := r.Header.Get("Authorization"); a != "" {
+		cred := a
+		if scheme, rest, ok := strings.Cut(strings.TrimSpace(a), " "); ok && scheme != "" {
+			cred = rest
+		}
+		dropAuth = ours(cred)
+	}
+	var keep []*http.Cookie
+	cookiesChanged := false
+	for _, c := range r.Cookies() {
+		if strings.HasPrefix(strings.ToLower(c.Name), backendCookiePrefix) || ours(c.Value) {
+			cookiesChanged = true
+			continue
+		}
+		keep = append(keep, c)
+	}
+	return func(h http.Header) {
+		h.Del("X-Access-Token")
+		h.Del("X-API-Key")
+		if dropAuth {
+			h.Del("Authorization")
+		}
+		if cookiesChanged {
+			h.Del("Cookie")
+			if len(keep) > 0 {
+				parts := make([]string, len(keep))
+				for i, c := range keep {
+					parts[i] = c.String()
+				}
+				h.Set("Cookie", strings.Join(parts, "; "))
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -63,6 +64,18 @@ const (
 	MinMemoryMB    = 64
 	MaxMemoryMB    = 65536
 	maxMetadata    = 64
+	maxEnvName     = 256
+	maxEnvValue    = 32 << 10
+	maxEnvVars     = 512
+	maxMountPath   = 1024
+)
+
+// reservedMounts are the sandbox paths a volume may not cover: the kernel's
+// and the engine's (/proc, /sys, /dev and below them; the files the engine
+// writes for networking), without which the sandbox cannot run.
+var (
+	reservedTrees = []string{"/proc", "/sys", "/dev"}
+	reservedFiles = []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
 )
 
 var (
@@ -88,10 +101,8 @@ func (req *CreateRequest) validate(minTimeout int) error {
 	if err := checkTimeout("timeout", *req.Timeout, minTimeout); err != nil {
 		return err
 	}
-	for k := range req.EnvVars {
-		if !envName.MatchString(k) {
-			return httpx.Invalid("envVars."+k, "is not a valid environment variable name")
-		}
+	if err := checkEnv("envVars", req.EnvVars); err != nil {
+		return err
 	}
 	if len(req.Metadata) > maxMetadata {
 		return httpx.Invalid("metadata", fmt.Sprintf("at most %d entries", maxMetadata))
@@ -102,6 +113,9 @@ func (req *CreateRequest) validate(minTimeout int) error {
 		}
 		if len(v) > 512 {
 			return httpx.Invalid("metadata."+k, "values are at most 512 characters")
+		}
+		if strings.ContainsRune(v, 0) {
+			return httpx.Invalid("metadata."+k, "must not contain NUL")
 		}
 	}
 	if r := req.Resources; r != nil {
@@ -130,8 +144,8 @@ func (req *CreateRequest) validate(minTimeout int) error {
 		if !volName.MatchString(m.Name) {
 			return httpx.Invalid(field+".name", "must be a volume name (lowercase letters, digits, '.', '_', '-')")
 		}
-		if !path.IsAbs(m.Path) || path.Clean(m.Path) == "/" {
-			return httpx.Invalid(field+".path", "must be an absolute path other than /")
+		if err := checkMountPath(field+".path", m.Path); err != nil {
+			return err
 		}
 		if seen[m.Path] {
 			return httpx.Invalid(field+".path", "is mounted twice")
@@ -142,6 +156,56 @@ func (req *CreateRequest) validate(minTimeout int) error {
 		if strings.ContainsRune(a, 0) {
 			return httpx.Invalid(fmt.Sprintf("command.%d", i), "must not contain NUL")
 		}
+	}
+	return nil
+}
+
+// checkEnv refuses what the engine would only refuse at start: names that
+// are not variable names, NUL bytes, oversized names or values.
+func checkEnv(field string, env map[string]string) error {
+	if len(env) > maxEnvVars {
+		return httpx.Invalid(field, fmt.Sprintf("at most %d variables", maxEnvVars))
+	}
+	for k, v := range env {
+		name := strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", `\0`), "?") // shown in the error
+		if len(name) > 64 {
+			name = name[:64] + "…"
+		}
+		switch {
+		case len(k) > maxEnvName:
+			return httpx.Invalid(field+"."+name, fmt.Sprintf("names are at most %d characters", maxEnvName))
+		case !envName.MatchString(k):
+			return httpx.Invalid(field+"."+name, "is not a valid environment variable name (letters, digits and '_', not starting with a digit)")
+		case strings.ContainsRune(v, 0):
+			return httpx.Invalid(field+"."+k, "must not contain NUL")
+		case len(v) > maxEnvValue:
+			return httpx.Invalid(field+"."+k, fmt.Sprintf("values are at most %d bytes", maxEnvValue))
+		}
+	}
+	return nil
+}
+
+// checkMountPath accepts a clean absolute path that leaves the sandbox's
+// system paths alone.
+func checkMountPath(field, p string) error {
+	switch {
+	case strings.ContainsRune(p, 0):
+		return httpx.Invalid(field, "must not contain NUL")
+	case len(p) > maxMountPath:
+		return httpx.Invalid(field, fmt.Sprintf("is at most %d characters", maxMountPath))
+	case !path.IsAbs(p) || path.Clean(p) == "/":
+		return httpx.Invalid(field, "must be an absolute path other than /")
+	case path.Clean(p) != strings.TrimSuffix(p, "/") || strings.Contains(p, ":"):
+		return httpx.Invalid(field, "must be a clean absolute path (no '.', '..', '//' or ':'), e.g. /data")
+	}
+	clean := path.Clean(p)
+	for _, t := range reservedTrees {
+		if clean == t || strings.HasPrefix(clean, t+"/") {
+			return httpx.Invalid(field, fmt.Sprintf("must not be %s or under it: the sandbox needs it; mount elsewhere, e.g. /data", t))
+		}
+	}
+	if slices.Contains(reservedFiles, clean) {
+		return httpx.Invalid(field, fmt.Sprintf("must not be %s: the engine manages it", clean))
 	}
 	return nil
 }

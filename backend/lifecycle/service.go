@@ -288,7 +288,9 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 
 // Delete ends the sandbox whatever its phase; a terminal one stays as it is.
 func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*store.Record, error) {
+	now := s.now()
 	_, err := s.transition(ctx, r.ID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
+		r.StopAt(now) // billing ends at the request, however long the removal takes
 		if r.KillReason == "" {
 			r.KillReason = reason
 		}

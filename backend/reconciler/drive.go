@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -71,7 +72,9 @@ func (rc *Reconciler) transition(ctx context.Context, id string, from []store.Ph
 // fail sends a record to stopping with a diagnostic; stopping removes the
 // instance and ends the record in failed.
 func (rc *Reconciler) fail(ctx context.Context, r *store.Record, from []store.Phase, diagnostic string) error {
+	now := rc.now()
 	_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+		r.StopAt(now)
 		r.KillReason = store.KillFailed
 		r.Diagnostic = diagnostic
 	})
@@ -107,6 +110,7 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 			return err
 		}
 		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhaseStopping, func(r *store.Record) {
+			r.StopAt(r.EndAt) // the moment it should have stopped, not when we got to it
 			r.KillReason = store.KillTimeout
 		})
 		return err
@@ -121,6 +125,7 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 			return err
 		}
 		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseStopping, func(r *store.Record) {
+			r.StopAt(r.EndAt)
 			r.KillReason = store.KillTimeout
 		})
 		return err
@@ -139,10 +144,17 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	}
 	cctx, cancel := context.WithDeadline(ctx, r.PhaseDeadline)
 	defer cancel()
+	// A delete or kill meanwhile cancels the create (see Changed): the stop
+	// then removes whatever the engine made, without waiting for it.
+	rc.creating.Store(r.ID, cancel)
+	defer rc.creating.Delete(r.ID)
 	inst, err := rc.prov.Create(cctx, specOf(r, rc.now()))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: the next process resumes the create
+		}
+		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != store.PhaseCreating {
+			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
 		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating}, Diagnostic(err))
 	}
@@ -317,5 +329,10 @@ func Diagnostic(err error) string {
 	if label == "" {
 		label = "provider error"
 	}
-	return label + ": " + err.Error()
+	return label + ": " + hostPaths.ReplaceAllString(err.Error(), "<engine storage>")
 }
+
+// hostPaths matches paths of the engine host (its data and runtime
+// directories) that engine errors quote: a user has no use for them and
+// they reveal the host's layout.
+var hostPaths = regexp.MustCompile(`(/var/lib|/run|/var/run)/(docker|containerd|containers)[^\s"',;)]*`)

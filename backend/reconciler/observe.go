@@ -86,7 +86,9 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.
 		return rc.repair(ctx, r.ID)
 	case in.Status == provider.StatusExited:
 		code := in.ExitCode
+		now := rc.now()
 		_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+			r.StopAt(now)
 			r.ExitCode = &code
 			if code == 0 {
 				r.KillReason = store.KillCompleted

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
@@ -33,23 +34,50 @@ type Config struct {
 	// transitional phases. Past them the record fails with a diagnostic.
 	CreateDeadline time.Duration
 	OpDeadline     time.Duration
-	// Workers bounds concurrent provider operations started by the loop.
+	// Workers bounds concurrent provider operations started by the loop. They
+	// are split into lanes (see lane) so that slow creates never hold up
+	// deadline work: a quarter (at least 2) serve deadlines, CreateWorkers
+	// creates, the rest pauses and resumes.
 	Workers int
+	// CreateWorkers bounds concurrent creates (default Workers/8, at least
+	// 1). An engine serialises much of a create (Docker: names, networks),
+	// so more of them at once only lengthen the queues inside it that every
+	// other call, a removal included, then waits in.
+	CreateWorkers int
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
 }
 
 // Reconciler owns the sandbox records of every kind but task.
 type Reconciler struct {
-	cfg    Config
-	db     *store.DB
-	prov   provider.Provider
-	log    *slog.Logger
-	locks  keyed.Mutex
-	notes  notify.Hub
-	kicks  chan string
-	queued sync.Map // id -> struct{}: de-duplicates kicks
+	cfg      Config
+	db       *store.DB
+	prov     provider.Provider
+	log      *slog.Logger
+	locks    keyed.Mutex
+	notes    notify.Hub
+	lanes    [laneCount]*lane
+	creating sync.Map     // id -> context.CancelFunc of its create in flight
+	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
 }
+
+// A lane is a queue of records with workers of its own. Work is sorted by
+// what it is for, so a burst of creates blocked in the engine cannot delay
+// a TTL expiry, a credit kill or a delete: each kind of work makes at most
+// its lane's number of engine calls at once.
+type lane struct {
+	name    string
+	kicks   chan string
+	queued  sync.Map // id -> struct{}: de-duplicates kicks
+	workers int
+}
+
+const (
+	laneDeadline = iota // stopping records and expired TTLs
+	laneCreate          // pending and creating records
+	laneOther           // pauses, resumes
+	laneCount
+)
 
 // New returns a Reconciler; call Run to start its loop.
 func New(cfg Config) *Reconciler {
@@ -74,7 +102,36 @@ func New(cfg Config) *Reconciler {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
-	return &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, kicks: make(chan string, 4096)}
+	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger}
+	deadline := max(2, cfg.Workers/4)
+	create := cfg.CreateWorkers
+	if create <= 0 {
+		create = max(1, cfg.Workers/8)
+	}
+	other := max(1, cfg.Workers-deadline-create)
+	for i, l := range []struct {
+		name    string
+		workers int
+	}{{"deadline", deadline}, {"create", create}, {"other", other}} {
+		rc.lanes[i] = &lane{name: l.name, kicks: make(chan string, 4096), workers: l.workers}
+	}
+	return rc
+}
+
+// laneOf sorts a record's pending work by what it is for (the record is
+// usually cached, so this costs no query).
+func (rc *Reconciler) laneOf(id string) *lane {
+	r, err := rc.db.GetRecord(context.Background(), id)
+	switch {
+	case err != nil:
+		return rc.lanes[laneOther]
+	case r.Phase == store.PhaseStopping,
+		(r.Phase == store.PhaseRunning || r.Phase == store.PhasePaused) && rc.expired(r):
+		return rc.lanes[laneDeadline]
+	case r.Phase == store.PhasePending || r.Phase == store.PhaseCreating:
+		return rc.lanes[laneCreate]
+	}
+	return rc.lanes[laneOther]
 }
 
 func (rc *Reconciler) now() time.Time { return rc.cfg.Now().UTC() }
@@ -82,13 +139,14 @@ func (rc *Reconciler) now() time.Time { return rc.cfg.Now().UTC() }
 // Kick asks the loop to drive id soon. It never blocks; a full queue is
 // caught up by the next sweep.
 func (rc *Reconciler) Kick(id string) {
-	if _, dup := rc.queued.LoadOrStore(id, struct{}{}); dup {
+	l := rc.laneOf(id)
+	if _, dup := l.queued.LoadOrStore(id, struct{}{}); dup {
 		return
 	}
 	select {
-	case rc.kicks <- id:
+	case l.kicks <- id:
 	default:
-		rc.queued.Delete(id)
+		l.queued.Delete(id)
 	}
 }
 
@@ -99,6 +157,13 @@ func (rc *Reconciler) Subscribe(id string) (<-chan struct{}, func()) { return rc
 // Changed reports a transition made outside the reconciler (API handlers,
 // ledger) so waiters wake up.
 func (rc *Reconciler) Changed(r *store.Record) {
+	if r.Phase == store.PhaseStopping || r.Phase.Terminal() {
+		// A create still in flight is no longer wanted: stop waiting for the
+		// engine so the stop can proceed (it removes whatever was made).
+		if cancel, ok := rc.creating.Load(r.ID); ok {
+			cancel.(context.CancelFunc)()
+		}
+	}
 	rc.notes.Notify(r.ID)
 	if rc.cfg.OnChange != nil {
 		rc.cfg.OnChange(r)
@@ -109,35 +174,32 @@ func (rc *Reconciler) Changed(r *store.Record) {
 // sweeps due ones every Interval, and compares instances with records every
 // ObserveEvery (and whenever the provider pushes an event).
 func (rc *Reconciler) Run(ctx context.Context) error {
-	if err := rc.Recover(ctx); err != nil {
-		return err
+	// Start-up recovery as in Recover, but the records a killed process left
+	// in flight go through the lanes: a backlog of creates must not hold up
+	// the deadlines that passed while no backend was up.
+	if err := rc.Observe(ctx); err != nil {
+		return fmt.Errorf("start-up recovery: %w", err)
 	}
 	var wg sync.WaitGroup
-	for range rc.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case id := <-rc.kicks:
-					rc.queued.Delete(id)
-					if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
-						rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "err", err)
-					}
-				}
-			}
-		}()
+	for _, l := range rc.lanes {
+		for range l.workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rc.work(ctx, l)
+			}()
+		}
 	}
-	var events <-chan provider.Event
-	if w, ok := rc.prov.(provider.Watcher); ok {
-		events = w.Watch(ctx)
-	}
+	// Observing lists every instance (slow under load): it runs beside the
+	// sweep so due records are kicked on time whatever the engine's pace.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rc.observeLoop(ctx)
+	}()
+	rc.sweepDue(ctx)
 	sweep := time.NewTicker(rc.cfg.Interval)
-	observe := time.NewTicker(rc.cfg.ObserveEvery)
 	defer sweep.Stop()
-	defer observe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,6 +207,57 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case <-sweep.C:
 			rc.sweepDue(ctx)
+		}
+	}
+}
+
+func (rc *Reconciler) work(ctx context.Context, l *lane) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-l.kicks:
+			l.queued.Delete(id)
+			switch l {
+			case rc.lanes[laneDeadline]:
+				rc.deadline.Add(1)
+			case rc.lanes[laneCreate]:
+				rc.yieldToDeadlines(ctx)
+			}
+			if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
+				rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "lane", l.name, "err", err)
+			}
+			if l == rc.lanes[laneDeadline] {
+				rc.deadline.Add(-1)
+			}
+		}
+	}
+}
+
+// maxYield bounds how long a create waits for deadline work, so a steady
+// stream of deletes cannot starve creates.
+const maxYield = 2 * time.Second
+
+// yieldToDeadlines holds a new create back while deadline work is in flight
+// (at most maxYield): the engine then serves removals without a queue of
+// creates ahead of them.
+func (rc *Reconciler) yieldToDeadlines(ctx context.Context) {
+	for end := time.Now().Add(maxYield); rc.deadline.Load() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond) // a short poll: the engine works at a far coarser pace
+	}
+}
+
+func (rc *Reconciler) observeLoop(ctx context.Context) {
+	var events <-chan provider.Event
+	if w, ok := rc.prov.(provider.Watcher); ok {
+		events = w.Watch(ctx)
+	}
+	observe := time.NewTicker(rc.cfg.ObserveEvery)
+	defer observe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-observe.C:
 			if err := rc.Observe(ctx); err != nil && ctx.Err() == nil {
 				rc.log.Warn("comparing instances with records failed; retrying next period", "err", err)
@@ -170,7 +283,32 @@ func (rc *Reconciler) sweepDue(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
+		rc.decideExpiry(ctx, id)
 		rc.Kick(id)
+	}
+}
+
+// decideExpiry commits the stop of an expired sandbox at once (a database
+// write, no engine call), so it counts as ended in every view from its
+// endAt on, however busy the workers that remove instances are.
+func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
+	r, err := rc.db.GetRecord(ctx, id)
+	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) {
+		return
+	}
+	r, err = rc.db.Transition(ctx, id, []store.Phase{store.PhaseRunning, store.PhasePaused}, store.PhaseStopping, func(r *store.Record) error {
+		if r.AutoPause || !rc.expired(r) { // extended meanwhile
+			return errNoProgress
+		}
+		r.StopAt(r.EndAt)
+		r.KillReason = store.KillTimeout
+		return nil
+	})
+	switch {
+	case err == nil:
+		rc.Changed(r)
+	case !errors.Is(err, store.ErrConflict) && !errors.Is(err, errNoProgress) && ctx.Err() == nil:
+		rc.log.Warn("stopping an expired sandbox failed; the next sweep retries", "record", id, "err", err)
 	}
 }
 

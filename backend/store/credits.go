@@ -27,19 +27,16 @@ type BillingRow struct {
 	BilledNs     int64
 	BilledMicro  int64
 	RunningSince time.Time
+	EndAt        time.Time
 	Version      int64
 }
 
 // RuntimeAt is the total running time up to now (as Record.RuntimeAt).
 func (b *BillingRow) RuntimeAt(now time.Time) time.Duration {
-	d := time.Duration(b.RuntimeNs)
-	if !b.RunningSince.IsZero() && now.After(b.RunningSince) {
-		d += now.Sub(b.RunningSince)
-	}
-	return d
+	return runtimeAt(b.RuntimeNs, b.RunningSince, b.EndAt, now)
 }
 
-const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since, version`
+const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since, end_at, version`
 
 // UnsettledWhere selects records with running time not yet billed: those
 // accruing now and those whose folded runtime exceeds the billed time. The
@@ -57,12 +54,12 @@ func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var b BillingRow
-		var since sql.NullInt64
+		var since, endAt sql.NullInt64
 		if err := rows.Scan(&b.Seq, &b.ID, &b.OrgID, &b.Kind, &b.Phase, &b.CPUCount, &b.MemoryMB,
-			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since, &b.Version); err != nil {
+			&b.RuntimeNs, &b.BilledNs, &b.BilledMicro, &since, &endAt, &b.Version); err != nil {
 			return nil, err
 		}
-		b.RunningSince = TimeFromNanos(since)
+		b.RunningSince, b.EndAt = TimeFromNanos(since), TimeFromNanos(endAt)
 		out = append(out, b)
 	}
 	return out, rows.Err()

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -29,6 +30,9 @@ type DB struct {
 	path  string
 	mu    sync.Mutex // serialises Migrate
 	cache *recordCache
+	// stmts holds prepared list statements by SQL text (see prepared).
+	stmts  sync.Map
+	nstmts atomic.Int64
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
@@ -73,11 +77,16 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := db.Migrate(ctx, "0002_list_by_phase", listSchema...); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
 // Close closes both pools.
 func (db *DB) Close() error {
+	db.stmts.Range(func(_, s any) bool { s.(*sql.Stmt).Close(); return true })
 	return errors.Join(db.r.Close(), db.w.Close())
 }
 

@@ -147,13 +147,35 @@ func (r *Record) Ref() provider.Ref {
 	return provider.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider}
 }
 
-// RuntimeAt is the total time the record spent running up to now.
+// RuntimeAt is the total time the record spent running up to now. Running
+// time never accrues past endAt: from then on the sandbox should have
+// stopped, and however late the engine removes it, the user does not pay
+// for our lateness.
 func (r *Record) RuntimeAt(now time.Time) time.Duration {
-	d := time.Duration(r.RuntimeNs)
-	if !r.RunningSince.IsZero() && now.After(r.RunningSince) {
-		d += now.Sub(r.RunningSince)
+	return runtimeAt(r.RuntimeNs, r.RunningSince, r.EndAt, now)
+}
+
+func runtimeAt(runtimeNs int64, since, endAt, now time.Time) time.Duration {
+	d := time.Duration(runtimeNs)
+	if !endAt.IsZero() && endAt.Before(now) {
+		now = endAt
+	}
+	if !since.IsZero() && now.After(since) {
+		d += now.Sub(since)
 	}
 	return d
+}
+
+// StopAt ends the record's billable running time at the moment its stop was
+// decided (endAt for a TTL expiry, the request for a delete, the kill at zero
+// credits) and persists that moment as KilledAt, so what the engine then
+// takes to remove the instance is never billed, and every view counts the
+// record as ended from that moment on.
+func (r *Record) StopAt(at time.Time) {
+	r.MarkStopped(at)
+	if r.KilledAt.IsZero() {
+		r.KilledAt = at
+	}
 }
 
 // MarkRunning records that the instance began running (start or resume) at now.

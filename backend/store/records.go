@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -273,21 +274,118 @@ type RecordFilter struct {
 }
 
 // ListRecords lists an org's records in insertion order. Paging by seq keeps
-// a cursor stable while records are inserted.
+// a cursor stable while records are inserted. The query reads only ids and
+// versions from the indexes (sandboxes_org_phase_seq, sandboxes_org_seq);
+// the records come from the cache when it holds that version, and only the
+// others are read and decoded. The returned records are shared with the
+// cache: callers must not modify them.
 func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error) {
-	q := `SELECT ` + recordColumns + ` FROM sandboxes WHERE org_id = ? AND seq > ?`
-	args := []any{f.OrgID, f.AfterSeq}
-	if len(f.Phases) > 0 {
-		q += ` AND phase IN (` + placeholders(len(f.Phases)) + `)`
-		for _, p := range f.Phases {
-			args = append(args, string(p))
+	refs, err := db.listRefs(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Record, len(refs))
+	var missing []string
+	for i, r := range refs {
+		if c, ok := db.cache.peek(r.id); ok && c.Version == r.version {
+			out[i] = c
+		} else {
+			missing = append(missing, r.id)
 		}
 	}
-	if len(f.Kinds) > 0 {
-		q += ` AND kind IN (` + placeholders(len(f.Kinds)) + `)`
-		for _, k := range f.Kinds {
-			args = append(args, k)
+	if len(missing) == 0 {
+		return out, nil
+	}
+	loaded, err := db.GetRecords(ctx, missing) // at most a page: within SQLite's parameter limit
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range loaded {
+		db.cache.put(r)
+	}
+	kept := out[:0]
+	for i, r := range refs {
+		if out[i] == nil {
+			out[i] = loaded[r.id] // nil when deleted meanwhile (records are never deleted today)
 		}
+		if out[i] != nil {
+			kept = append(kept, out[i])
+		}
+	}
+	return kept, nil
+}
+
+type recordRef struct {
+	seq     int64
+	id      string
+	version int64
+}
+
+// listRefs finds the page: one query per phase asked for, each an ordered
+// walk of sandboxes_org_phase_seq that stops at the page size, merged by seq.
+// (One query with phase IN (…) would either walk every record of the org in
+// seq order or sort every match: both grow with the org's history.)
+func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
+	if len(f.Phases) <= 1 {
+		return db.queryRefs(ctx, f)
+	}
+	var all []recordRef
+	for _, p := range f.Phases {
+		one := f
+		one.Phases = []Phase{p}
+		refs, err := db.queryRefs(ctx, one)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, refs...)
+	}
+	slices.SortFunc(all, func(a, b recordRef) int { return cmp.Compare(a.seq, b.seq) })
+	if f.Limit > 0 && len(all) > f.Limit {
+		all = all[:f.Limit]
+	}
+	return all, nil
+}
+
+func (db *DB) queryRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
+	q, args := listQuery(f)
+	var rows *sql.Rows
+	var err error
+	if stmt := db.prepared(ctx, q); stmt != nil {
+		rows, err = stmt.QueryContext(ctx, args...)
+	} else {
+		rows, err = db.r.QueryContext(ctx, q, args...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var refs []recordRef
+	for rows.Next() {
+		var r recordRef
+		if err := rows.Scan(&r.seq, &r.id, &r.version); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	return refs, rows.Err()
+}
+
+// knownPhases and knownKinds are written into list queries as literals (not
+// bound parameters) so SQLite can match partial indexes and plan per phase.
+var (
+	knownPhases = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming,
+		PhaseStopping, PhaseDeleted, PhaseCompleted, PhaseFailed}
+	knownKinds = []string{KindRuntime, KindTask, KindWorld}
+)
+
+func listQuery(f RecordFilter) (string, []any) {
+	q := `SELECT seq, id, version FROM sandboxes WHERE org_id = ? AND seq > ?`
+	args := []any{f.OrgID, f.AfterSeq}
+	if len(f.Phases) > 0 {
+		q += ` AND phase IN (` + inList(f.Phases, knownPhases, &args) + `)`
+	}
+	if len(f.Kinds) > 0 {
+		q += ` AND kind IN (` + inList(f.Kinds, knownKinds, &args) + `)`
 	}
 	for k, v := range f.Metadata {
 		q += ` AND json_extract(metadata, ?) = ?`
@@ -295,9 +393,53 @@ func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error
 	}
 	q += ` ORDER BY seq`
 	if f.Limit > 0 {
-		q += fmt.Sprintf(` LIMIT %d`, f.Limit)
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
 	}
-	return db.queryRecords(ctx, q, args...)
+	return q, args
+}
+
+// maxPrepared bounds the list statements kept prepared (their texts vary
+// only with the filter's shape: phase, kinds, number of metadata pairs).
+const maxPrepared = 256
+
+// prepared returns the statement for q, prepared once on the reader pool
+// (parsing the SQL costs more than running a page query from its index), or
+// nil when it cannot be kept: the caller then runs q unprepared.
+func (db *DB) prepared(ctx context.Context, q string) *sql.Stmt {
+	if s, ok := db.stmts.Load(q); ok {
+		return s.(*sql.Stmt)
+	}
+	if db.nstmts.Add(1) > maxPrepared {
+		db.nstmts.Add(-1)
+		return nil
+	}
+	s, err := db.r.PrepareContext(ctx, q)
+	if err != nil {
+		db.nstmts.Add(-1)
+		return nil
+	}
+	if prev, loaded := db.stmts.LoadOrStore(q, s); loaded {
+		db.nstmts.Add(-1)
+		s.Close()
+		return prev.(*sql.Stmt)
+	}
+	return s
+}
+
+// inList renders values as SQL literals when they are known constants, as
+// bound parameters otherwise.
+func inList[T ~string](vals, known []T, args *[]any) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		if slices.Contains(known, v) {
+			parts[i] = "'" + string(v) + "'"
+		} else {
+			parts[i] = "?"
+			*args = append(*args, string(v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (db *DB) queryRecords(ctx context.Context, q string, args ...any) ([]*Record, error) {

@@ -71,3 +71,9 @@ var coreSchema = []string{
 	`CREATE INDEX sandboxes_org_seq ON sandboxes (org_id, seq)`,
 	`CREATE INDEX sandboxes_phase ON sandboxes (phase, end_at)`,
 }
+
+// listSchema serves the lists by state (GET /sandboxes?state=…, the ledger):
+// one phase's records of an org in seq order straight from the index.
+var listSchema = []string{
+	`CREATE INDEX sandboxes_org_phase_seq ON sandboxes (org_id, phase, seq)`,
+}

@@ -56,7 +56,7 @@ func (s *Service) handler(f func(w http.ResponseWriter, r *http.Request) error) 
 		err := f(w, r)
 		if err != nil {
 			var he *httpx.Error
-			if !errors.As(err, &he) {
+			if !errors.As(err, &he) && r.Context().Err() == nil { // a client that left is not an error
 				s.log.Error("task API request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 			} else {
 				err = he

@@ -243,12 +243,13 @@ func (p *Provider) adopt(ctx context.Context, name string) (provider.Instance, e
 	return p.get(ctx, op, c.ID)
 }
 
-// removeQuietly force-removes a container we are giving up on; the error is
-// irrelevant because the orphan sweep removes anything left behind.
+// removeQuietly force-removes a container we are giving up on, with the
+// named volumes made for it (a failed create leaves nothing behind); the
+// error is irrelevant because the orphan sweep removes anything left behind.
 func (p *Provider) removeQuietly(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_ = p.Delete(ctx, provider.Ref{ID: id})
 }
 
 func ptr[T any](v T) *T { return &v }

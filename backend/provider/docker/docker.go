@@ -90,7 +90,9 @@ type Provider struct {
 	netIDs map[string]string // network name -> id, filled on first use
 
 	cpuMu      sync.Mutex
-	cpuSamples map[string]cpuSample // last CPU reading per instance (Metrics)
+	cpuSamples map[string]cpuSample      // last CPU reading per instance (Metrics)
+	disk       sampler[uint64]           // writable-layer sizes, sampled off the request path (Metrics)
+	metrics    sampler[provider.Metrics] // latest engine readings per instance (Metrics)
 
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once

@@ -80,6 +80,8 @@ func (p *Provider) Delete(ctx context.Context, ref provider.Ref) error {
 	p.cpuMu.Lock()
 	delete(p.cpuSamples, ref.ID)
 	p.cpuMu.Unlock()
+	p.disk.forget(ref.ID)
+	p.metrics.forget(ref.ID)
 	if err == nil || cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && containsAny(err.Error(), "already in progress")) {
 		return nil
 	}
@@ -115,19 +117,26 @@ func (p *Provider) Logs(ctx context.Context, ref provider.Ref) (string, error) {
 	return string(b), nil
 }
 
-// Metrics implements provider.Provider from the container's size and one
+// Metrics implements provider.Provider. Reading the engine takes from a
+// tenth of a second to a second on a busy host, so readings are sampled off
+// the request path (see metricsCache): a request gets the latest one.
+func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metrics, error) {
+	return p.metrics.get(ctx, ref.ID, metricsFresh, func(ctx context.Context) (provider.Metrics, error) { return p.readMetrics(ctx, ref) })
+}
+
+// readMetrics reads the engine: the container's (sampled) disk usage and one
 // one-shot stats reading. A one-shot reading has no previous sample, so CPU
 // percent (100 = one full core) is averaged since this provider's previous
 // reading of the instance, or since its start on the first reading.
-func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metrics, error) {
+func (p *Provider) readMetrics(ctx context.Context, ref provider.Ref) (provider.Metrics, error) {
 	const op = "metrics"
 	type inspected struct {
 		c   container.InspectResponse
 		err error
 	}
 	ic := make(chan inspected, 1)
-	go func() { // in parallel: the engine may take up to its 1 s stats interval
-		c, _, err := p.cli.ContainerInspectWithRaw(ctx, ref.ID, true)
+	go func() { // in parallel with the stats; without the size, which is slow (see diskCache)
+		c, err := p.cli.ContainerInspect(ctx, ref.ID)
 		ic <- inspected{c, err}
 	}()
 	s, serr := p.stats(ctx, ref.ID)
@@ -157,9 +166,7 @@ func (p *Provider) Metrics(ctx context.Context, ref provider.Ref) (provider.Metr
 	if in.c.HostConfig != nil {
 		m.CPUCount = int((in.c.HostConfig.NanoCPUs + 5e8) / 1e9)
 	}
-	if in.c.SizeRw != nil && *in.c.SizeRw > 0 {
-		m.DiskUsedBytes = uint64(*in.c.SizeRw)
-	}
+	m.DiskUsedBytes, _ = p.disk.get(ctx, ref.ID, diskFresh, func(ctx context.Context) (uint64, error) { return p.diskUsed(ctx, ref.ID) })
 	if in.c.State != nil && in.c.State.Running {
 		started, _ := time.Parse(time.RFC3339Nano, in.c.State.StartedAt)
 		m.CPUPercent = p.cpuPercent(ref.ID, s.CPUStats.CPUUsage.TotalUsage, s.Read, started)

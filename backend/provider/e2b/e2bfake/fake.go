@@ -213,6 +213,8 @@ type Server struct {
 	sandboxes  map[string]*sandbox
 	templates  map[string]Template
 	faults     map[string][]Fault
+	holds      map[string]chan struct{} // route -> closed on release (hold.go)
+	held       int
 	requests   []Request
 	violations []string
 	notes      []string
@@ -265,6 +267,7 @@ func New(t testing.TB, opts ...Option) *Server {
 	s.srv = httptest.NewServer(s)
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
+		s.releaseHolds() // held requests would keep Close waiting
 		s.srv.Close()
 		s.killAll()
 		for _, v := range s.Violations() {
@@ -719,6 +722,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 	if route != nil {
 		key = route.Method + " " + route.Path
 	}
+	s.waitHold(r.Context(), key)
 	if f, ok := s.popFault(key); ok && key != "" {
 		if f.AfterHandling && r.Header.Get("X-API-Key") == s.APIKey {
 			s.handleAPI(httptest.NewRecorder(), vr, key, in.PathParams, body)

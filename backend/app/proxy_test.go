@@ -1,0 +1,75 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoHeaders is a python3 server (the base image has python3) that answers
+// every GET with the request headers it received, as a JSON object.
+const echoHeaders = `import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b)
+http.server.HTTPServer(("", 8080), H).serve_forever()
+`
+
+// TestRouterForwardsNoCredentialOfOurs: untrusted code in a sandbox never
+// sees the caller's API key, access token or backend cookies, while the
+// application's own Authorization and cookies pass through.
+func TestRouterForwardsNoCredentialOfOurs(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	id, tok := ta.create(map[string]any{"waitReady": true, "timeout": 120, "command": []string{"python3", "-c", echoHeaders}})
+	path := "/sandboxes/" + id + "/proxy/8080/echo"
+
+	echo := func(hdr ...string) map[string]string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := ta.reqKey("", "GET", path, nil, append([]string{"X-Access-Token", tok}, hdr...)...)
+			if r.code == http.StatusOK {
+				var got map[string]string
+				if err := json.Unmarshal(r.body, &got); err != nil {
+					t.Fatalf("echo answered %s", r.body)
+				}
+				return got
+			}
+			if r.code != http.StatusBadGateway || time.Now().After(deadline) {
+				t.Fatalf("proxy: %d %s", r.code, r.body)
+			}
+			time.Sleep(100 * time.Millisecond) // the server is still starting
+		}
+	}
+
+	seen := echo("X-API-Key", ta.key, "Authorization", "Bearer "+ta.key,
+		"Cookie", "dreadnode_session=abc; app=1; stolen="+ta.key)
+	for _, h := range []string{"x-api-key", "x-access-token", "authorization"} {
+		if v, ok := seen[h]; ok {
+			t.Errorf("the sandbox received %s: %q", h, v)
+		}
+	}
+	if c := seen["cookie"]; c != "app=1" {
+		t.Errorf("the sandbox received cookies %q; want only the application's app=1", c)
+	}
+	for h, v := range seen {
+		if strings.Contains(v, ta.key) || strings.Contains(v, tok) {
+			t.Errorf("header %s carries a credential of ours: %q", h, v)
+		}
+	}
+
+	// The access token as a Bearer is ours too; an application credential is not.
+	if v, ok := echo("Authorization", "Bearer "+tok)["authorization"]; ok {
+		t.Errorf("the sandbox received the access token as Authorization: %q", v)
+	}
+	if v := echo("Authorization", "Basic dXNlcjpwYXNz")["authorization"]; v != "Basic dXNlcjpwYXNz" {
+		t.Errorf("the application's own Authorization was not forwarded: %q", v)
+	}
+}
