@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +103,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	if len(states) == 0 {
 		states = liveStates
 	}
-	phases, err := parseStates(states)
+	phases, wanted, err := parseStates(states)
 	if err != nil {
 		return err
 	}
@@ -130,6 +131,9 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	if len(recs) > limit {
 		recs = recs[:limit]
 		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
+	}
+	if slices.Contains(phases, store.PhaseStopping) {
+		recs = slices.DeleteFunc(recs, func(rec *store.Record) bool { return !wanted[rec.PublicState()] })
 	}
 	s.rendered.writeList(w, recs, baseURL(r))
 	return nil

@@ -383,8 +383,12 @@ func stateOf(cur, fallback *store.Record) string {
 
 var liveStates = []string{"starting", "running", "paused"}
 
-func parseStates(vals []string) ([]store.Phase, error) {
+// parseStates returns the phases to read for the public states asked, and
+// those states (a stopping record is shown as deleted, completed or failed,
+// so records read through PhaseStopping are filtered by their public state).
+func parseStates(vals []string) ([]store.Phase, map[string]bool, error) {
 	var phases []store.Phase
+	wanted := map[string]bool{}
 	for _, v := range vals {
 		for _, st := range strings.Split(v, ",") {
 			st = strings.TrimSpace(st)
@@ -393,8 +397,9 @@ func parseStates(vals []string) ([]store.Phase, error) {
 			}
 			ps, ok := phasesOf(st)
 			if !ok {
-				return nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
+				return nil, nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
 			}
+			wanted[st] = true
 			for _, p := range ps {
 				if !slices.Contains(phases, p) {
 					phases = append(phases, p)
@@ -402,5 +407,5 @@ func parseStates(vals []string) ([]store.Phase, error) {
 			}
 		}
 	}
-	return phases, nil
+	return phases, wanted, nil
 }

@@ -47,7 +47,7 @@ func timePtr(t time.Time) *time.Time {
 // traffic router's service URLs).
 func view(r *store.Record, base string) *Sandbox {
 	s := &Sandbox{
-		SandboxID: r.ID, TemplateID: r.TemplateID, State: r.Phase.PublicState(), CreatedAt: r.CreatedAt,
+		SandboxID: r.ID, TemplateID: r.TemplateID, State: r.PublicState(), CreatedAt: r.CreatedAt,
 		StartedAt: timePtr(r.StartedAt), EndAt: timePtr(r.EndAt), CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Timeout: r.TimeoutSec, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID,
 		EnvdURL: base + "/sandboxes/" + r.ID, ServiceURLs: map[string]string{},
@@ -80,10 +80,10 @@ func phasesOf(state string) ([]store.Phase, bool) {
 		return []store.Phase{store.PhasePaused, store.PhaseResuming}, true
 	case "deleted":
 		return []store.Phase{store.PhaseStopping, store.PhaseDeleted}, true
-	case "completed":
-		return []store.Phase{store.PhaseCompleted}, true
+	case "completed": // stopping records whose process exited are on their way here
+		return []store.Phase{store.PhaseCompleted, store.PhaseStopping}, true
 	case "failed":
-		return []store.Phase{store.PhaseFailed}, true
+		return []store.Phase{store.PhaseFailed, store.PhaseStopping}, true
 	}
 	return nil, false
 }

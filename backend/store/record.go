@@ -55,6 +55,22 @@ func (p Phase) PublicState() string {
 	return string(p) // completed, failed
 }
 
+// PublicState is the lifecycle API's view of the record: a record stopping
+// because its main process exited already shows where it is going
+// (completed or failed), so no client sees "deleted" for a job that is only
+// being cleaned up.
+func (r *Record) PublicState() string {
+	if r.Phase == PhaseStopping {
+		switch r.KillReason {
+		case KillCompleted:
+			return string(PhaseCompleted)
+		case KillFailed:
+			return string(PhaseFailed)
+		}
+	}
+	return r.Phase.PublicState()
+}
+
 // LedgerState is the ledger API's (§2) view of a phase.
 func (p Phase) LedgerState() string {
 	switch p {
