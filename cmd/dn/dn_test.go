@@ -225,7 +225,9 @@ func TestDNAgainstBackend(t *testing.T) {
 		r := d.run("env", "exec", envID, "--", "wget", "-qO-", "http://web:8080/")
 		expect(t, r, 0, r.stdout, "Intranet login")
 		r = d.run("env", "exec", envID, "echo out-line; echo err-line >&2; exit 7")
-		expect(t, r, 7, r.stdout, "out-line", "err-line")
+		// The server streams execute (NDJSON): each stream reaches its own file.
+		expect(t, r, 7, r.stdout, "out-line")
+		expect(t, r, 7, r.stderr, "err-line")
 		r = d.run("env", "exec", "--json", envID, "--", "echo", "hi")
 		var out struct {
 			ExitCode *int   `json:"exit_code"`
@@ -338,6 +340,33 @@ func TestDNAgainstBackend(t *testing.T) {
 		r = d.run("sandbox", "exec", sb.SandboxID, "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 5")
 		if r.code != 5 || r.stdout != "out-line\n" || r.stderr != "err-line\n" {
 			t.Fatalf("exec: %s", r)
+		}
+		// exec streams: the first line reaches dn's stdout while the command
+		// still runs (it waits for a file the test creates only afterwards).
+		cmd := exec.Command(dnBin, "sandbox", "exec", sb.SandboxID, "--", "sh", "-c",
+			"echo first-line; while [ ! -e /tmp/go-on ]; do sleep 0.1; done; echo second-line")
+		for k, v := range d.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		pipe, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(pipe)
+		if !lines.Scan() || lines.Text() != "first-line" {
+			t.Fatalf("streamed exec: first line %q, %v", lines.Text(), lines.Err())
+		}
+		d.must("sandbox", "exec", sb.SandboxID, "--", "touch", "/tmp/go-on")
+		if !lines.Scan() || lines.Text() != "second-line" {
+			t.Fatalf("streamed exec: second line %q, %v", lines.Text(), lines.Err())
+		}
+		for lines.Scan() {
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("streamed exec: %v", err)
 		}
 		local := filepath.Join(t.TempDir(), "in.txt")
 		if err := os.WriteFile(local, []byte("payload\n"), 0o644); err != nil {
