@@ -38,6 +38,11 @@ type Config struct {
 	// deadline work: a quarter (at least 2) serve deadlines, half (at least
 	// 1) creates, the rest pauses and resumes.
 	Workers int
+	// RequeueDelay, when set, sends a create the provider refused for want of
+	// room (provider.AtCapacity: E2B's 429) back to the admission queue to be
+	// tried again after this delay instead of failing it. Zero fails it (no
+	// admission queue to serve it).
+	RequeueDelay time.Duration
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
 }

@@ -1,5 +1,5 @@
 // Command dreadnode-backend runs the sandbox backend ("serve", the default)
-// and its operator commands ("credits grant").
+// and its operator commands ("credits grant", "quotas set").
 package main
 
 import (
@@ -31,6 +31,8 @@ func main() {
 		err = serve(ctx, args)
 	case "credits":
 		err = credits(ctx, args)
+	case "quotas":
+		err = quotas(ctx, args)
 	case "help":
 		usage()
 		return
@@ -49,6 +51,9 @@ func usage() {
   dreadnode-backend [serve] [-listen ADDR]        run the backend (configured by DREADNODE_* variables)
   dreadnode-backend credits grant -org ORG -amount N   add N credits to ORG's balance (operator action)
   dreadnode-backend credits show -org ORG              print ORG's balance
+  dreadnode-backend quotas set -org ORG [-max-running N] [-max-cpu N] [-max-memory-mb N]
+                                                       set ORG's limits (an omitted one is unlimited)
+  dreadnode-backend quotas show -org ORG               print ORG's limits and current use
 `)
 }
 
