@@ -6,6 +6,8 @@
 //   - 50 concurrent creates vs 50 concurrent raw create+start (wall time)
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
+//   - admission: a burst of creates through the queue vs as many concurrent
+//     raw docker runs, and the admission decision's cost per create
 package main
 
 import (
@@ -44,7 +46,9 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,admission", "comma-separated parts to run")
+	burst       = flag.Int("burst", 100, "creates in the admission burst (per side)")
+	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
 
 func want(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
@@ -81,6 +85,10 @@ func main() {
 	}
 	if want("get") {
 		cold.getThroughput()
+	}
+	if want("admission") {
+		admissionBurst(ctx, cli)
+		admissionOverhead(ctx, cold, ours)
 	}
 	removeRaw(ctx, cli)
 }
@@ -126,7 +134,9 @@ type backend struct {
 	client *http.Client
 }
 
-func start(ctx context.Context, pool int) *backend {
+func start(ctx context.Context, pool int) *backend { return startWith(ctx, pool, nil) }
+
+func startWith(ctx context.Context, pool int, mutate func(*app.Config)) *backend {
 	dir, err := os.MkdirTemp("", "dreadnode-bench")
 	if err != nil {
 		fail(err)
@@ -135,6 +145,9 @@ func start(ctx context.Context, pool int) *backend {
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
 		ReconcileInterval: time.Second, WarmPoolSize: pool}
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		fail(err)
@@ -276,14 +289,7 @@ func (b *backend) close() {
 // rawCreateStart creates and starts the container the provider would:
 // same image, network, port binding and resource limits.
 func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.Duration {
-	port := nat.Port("8080/tcp")
-	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
-	pids := int64(4096)
-	hc := &container.HostConfig{
-		NetworkMode:  "dreadnode",
-		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
-		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
-	}
+	cfg, hc := rawConfig()
 	t0 := time.Now()
 	c, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
@@ -293,6 +299,19 @@ func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.D
 		fail(err)
 	}
 	return time.Since(t0)
+}
+
+// rawConfig is the container the provider would make: same image, network,
+// port binding and resource limits.
+func rawConfig() (*container.Config, *container.HostConfig) {
+	port := nat.Port("8080/tcp")
+	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
+	pids := int64(4096)
+	return cfg, &container.HostConfig{
+		NetworkMode:  "dreadnode",
+		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
+		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
+	}
 }
 
 func removeRaw(ctx context.Context, cli *client.Client) {
