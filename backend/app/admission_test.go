@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
 )
 
 // phaseAt is when the sandbox entered phase (zero when it never did).
@@ -261,5 +264,35 @@ func TestAdmissionBurstIsFairAcrossOrgs(t *testing.T) {
 		if maxGap[o] > room+len(orgs) {
 			t.Fatalf("%s waited %d admissions between two of its starts: not round-robin (%v)", o, maxGap[o], maxGap)
 		}
+	}
+}
+
+// E2B's concurrency limit (its 429, past the provider's own retries) puts
+// the create back in the queue instead of failing it; waitReady waits
+// through that, and the sandbox runs once E2B has room again.
+func TestAdmissionE2BConcurrencyLimitRequeues(t *testing.T) {
+	t.Parallel()
+	fake := e2bfake.New(t)
+	ta := newTestApp(t, func(c *Config) {
+		c.Provider = "e2b"
+		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
+			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
+	})
+	// Two rounds of the provider's retries answered 429: requeued twice.
+	fake.FailNext(e2bfake.RouteCreate, 4, e2bfake.Fault{Status: 429, Message: "concurrency limit reached"})
+	r := ta.req("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 120})
+	sb := r.json(t)
+	if r.code != http.StatusCreated || sb["state"] != "running" {
+		t.Fatalf("create through E2B's 429s: %d %s", r.code, r.body)
+	}
+	var phases []string
+	for _, e := range sb["timeline"].([]any) {
+		phases = append(phases, e.(map[string]any)["phase"].(string))
+	}
+	if got := strings.Join(phases, ","); got != "pending,creating,queued,pending,creating,queued,pending,creating,running" {
+		t.Fatalf("timeline %s: want the create queued again after each 429", got)
+	}
+	if len(fake.Sandboxes()) != 1 {
+		t.Fatalf("E2B runs %d sandboxes, want 1", len(fake.Sandboxes()))
 	}
 }
