@@ -213,6 +213,12 @@ func (rc *Reconciler) work(ctx context.Context, l *lane) {
 			return
 		case id := <-l.kicks:
 			l.queued.Delete(id)
+			if _, busy := rc.creating.Load(id); busy {
+				// Its create is in flight and that Drive goes on until the
+				// record is stable: waiting for its lock here would only take
+				// a worker from the records behind (every sweep re-kicks it).
+				continue
+			}
 			if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
 				rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "lane", l.name, "err", err)
 			}
