@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
@@ -38,6 +39,7 @@ type App struct {
 	Lifecycle  *lifecycle.Service
 	Tasks      *tasks.Service
 	Ledger     *ledger.Service
+	Admission  *admission.Admitter
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -73,13 +75,25 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if c, ok := a.Provider.(interface{ Close() error }); ok {
 		a.closer = append(a.closer, c.Close)
 	}
+	if err := admission.Migrate(ctx, db); err != nil {
+		a.Close()
+		return nil, err
+	}
+	capacity, err := a.providerCapacity(ctx)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
-		OnChange: a.onChange})
+		OnChange: a.onChange, RequeueDelay: 2 * time.Second})
+	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
+		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
+	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
-		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit})
+		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission})
 	rates, settleEvery, err := ledger.EnvConfig()
 	if err != nil {
 		a.Close()
@@ -101,12 +115,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
 	a.closer = append(a.closer, a.Tasks.Close)
-	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run, a.Tasks.Run)
+	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run, a.Tasks.Run, a.Admission.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register, a.Tasks.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register, a.Tasks.Register, a.Admission.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Ledger.RegisterAdmin},
+		Admin:  []api.Registrar{a.Ledger.RegisterAdmin, a.Admission.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
@@ -188,6 +202,9 @@ func (a *App) onChange(r *store.Record) {
 	a.transitions.WithLabelValues(string(r.Phase)).Inc()
 	if a.Ledger != nil {
 		a.Ledger.OnChange(r)
+	}
+	if a.Admission != nil {
+		a.Admission.Changed(r) // freed compute or a requeued create: serve the queue
 	}
 }
 

@@ -4,6 +4,7 @@ package app
 
 import (
 	"fmt"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
 	"net"
@@ -35,6 +36,10 @@ type Config struct {
 	TemplateProviders map[string]string
 	// E2B, when set, replaces the E2B_* variables (embedding and tests).
 	E2B *e2b.Config
+	// Capacity of the provider (DREADNODE_CAPACITY_*; zero fields: the
+	// provider's default) and the per-org queue bound (DREADNODE_MAX_QUEUE).
+	Capacity admission.Capacity
+	MaxQueue int
 }
 
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
@@ -71,6 +76,15 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
 		return c, err
+	}
+	if c.Capacity, err = capacityConfig(); err != nil {
+		return c, err
+	}
+	if c.MaxQueue, err = envInt("DREADNODE_MAX_QUEUE", admission.DefaultMaxQueue); err != nil {
+		return c, err
+	}
+	if c.MaxQueue < 1 {
+		return c, fmt.Errorf("DREADNODE_MAX_QUEUE: must be 1 or more, got %d", c.MaxQueue)
 	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err

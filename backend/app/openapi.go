@@ -7,6 +7,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
@@ -17,7 +18,7 @@ var openAPIYAML []byte
 
 // openAPIDocument is the API reference served at /openapi.json: the core
 // document plus each domain package's fragment, converted once at start-up.
-var openAPIDocument = mustOpenAPIJSON(openAPIYAML, ledger.OpenAPIFragment, tasks.OpenAPIFragment, lifecycle.OpenAPIFragment)
+var openAPIDocument = mustOpenAPIJSON(openAPIYAML, ledger.OpenAPIFragment, tasks.OpenAPIFragment, lifecycle.OpenAPIFragment, admission.OpenAPIFragment)
 
 func mustOpenAPIJSON(base []byte, fragments ...[]byte) []byte {
 	merged, err := mergeOpenAPI(base, fragments...)

@@ -9,6 +9,8 @@
 //   - exec, streaming and file transfer (streams.go)
 //   - deadlines during a burst of creates, lists over 100k records, sandbox
 //     metrics latency (fanout.go)
+//   - admission: a burst of creates through the queue vs as many concurrent
+//     raw docker runs, and the admission decision's cost per create
 package main
 
 import (
@@ -47,7 +49,9 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics,admission", "comma-separated parts to run")
+	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
+	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
 
 func want(part string) bool { return slices.Contains(strings.Split(*parts, ","), part) }
@@ -94,6 +98,10 @@ func main() {
 	}
 	if want("list") {
 		listsOverHistory(ctx)
+	}
+	if want("admission") {
+		admissionBurst(ctx, cli)
+		admissionOverhead(ctx, cold, ours)
 	}
 	removeRaw(ctx, cli)
 }
@@ -302,14 +310,7 @@ func (b *backend) close() {
 // rawCreateStart creates and starts the container the provider would:
 // same image, network, port binding and resource limits.
 func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.Duration {
-	port := nat.Port("8080/tcp")
-	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
-	pids := int64(4096)
-	hc := &container.HostConfig{
-		NetworkMode:  "dreadnode",
-		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
-		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
-	}
+	cfg, hc := rawConfig()
 	t0 := time.Now()
 	c, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
@@ -319,6 +320,19 @@ func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.D
 		fail(err)
 	}
 	return time.Since(t0)
+}
+
+// rawConfig is the container the provider would make: same image, network,
+// port binding and resource limits.
+func rawConfig() (*container.Config, *container.HostConfig) {
+	port := nat.Port("8080/tcp")
+	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
+	pids := int64(4096)
+	return cfg, &container.HostConfig{
+		NetworkMode:  "dreadnode",
+		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
+		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
+	}
 }
 
 func removeRaw(ctx context.Context, cli *client.Client) {

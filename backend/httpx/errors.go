@@ -23,6 +23,8 @@ type Error struct {
 	Detail string       `json:"detail"`
 	Type   string       `json:"type"`
 	Errors []FieldError `json:"errors"`
+	// Header is sent with the answer (e.g. Retry-After on a 429).
+	Header http.Header `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Detail }
@@ -80,6 +82,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // detail does not leak internals (Handler logs the cause).
 func WriteErr(w http.ResponseWriter, err error) {
 	if e, ok := err.(*Error); ok {
+		for k, v := range e.Header {
+			w.Header()[k] = v
+		}
 		WriteJSON(w, e.Code, e)
 		return
 	}

@@ -95,7 +95,7 @@ func seconds(d time.Duration) float64 {
 // ledgerStates maps each ledger state to the phases it projects, derived
 // from Phase.LedgerState so the two never disagree.
 var ledgerStates = func() map[string][]store.Phase {
-	all := []store.Phase{store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused,
+	all := []store.Phase{store.PhaseQueued, store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused,
 		store.PhaseResuming, store.PhaseStopping, store.PhaseDeleted, store.PhaseCompleted, store.PhaseFailed}
 	m := map[string][]store.Phase{}
 	for _, p := range all {

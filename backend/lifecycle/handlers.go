@@ -89,6 +89,9 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := view(rec, baseURL(r))
 	out.AccessToken = created.AccessToken
+	if err := s.withQueuePosition(r.Context(), rec, out); err != nil {
+		return err
+	}
 	status := http.StatusCreated
 	if created.Replayed {
 		status = http.StatusOK
@@ -135,6 +138,19 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	if slices.Contains(phases, store.PhaseStopping) {
 		recs = slices.DeleteFunc(recs, func(rec *store.Record) bool { return !wanted[rec.PublicState()] })
 	}
+	if slices.ContainsFunc(recs, func(rec *store.Record) bool { return rec.Phase == store.PhaseQueued }) {
+		// Queue positions change without a new record version: render afresh.
+		base := baseURL(r)
+		out := make([]*Sandbox, len(recs))
+		for i, rec := range recs {
+			out[i] = view(rec, base)
+			if err := s.withQueuePosition(r.Context(), rec, out[i]); err != nil {
+				return err
+			}
+		}
+		httpx.WriteJSON(w, http.StatusOK, out)
+		return nil
+	}
 	s.rendered.writeList(w, recs, baseURL(r))
 	return nil
 }
@@ -167,6 +183,9 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.find(r, s.db.PeekOrgRecord)
 	if err != nil {
 		return err
+	}
+	if rec.Phase == store.PhaseQueued {
+		return s.writeQueued(w, r, rec)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(s.rendered.get(rec, baseURL(r)))
@@ -389,7 +408,7 @@ func (s *Service) usable(r *http.Request) (*store.Record, error) {
 		return rec, nil
 	case store.PhasePaused, store.PhasePausing, store.PhaseResuming:
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is paused; POST /sandboxes/%s/connect to resume it first", rec.ID, rec.ID))
-	case store.PhasePending, store.PhaseCreating:
+	case store.PhaseQueued, store.PhasePending, store.PhaseCreating:
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is still starting; create it with waitReady or poll until it is running", rec.ID))
 	}
 	return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is %s", rec.ID, rec.Phase.PublicState()))

@@ -44,7 +44,7 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if rec.Phase == store.PhasePending || rec.Phase == store.PhaseCreating {
+	if rec.Phase.Starting() {
 		if rec, err = s.WaitStarted(r.Context(), id); err != nil {
 			return err
 		}

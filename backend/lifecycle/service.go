@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -35,6 +36,9 @@ type Config struct {
 	WaitLimit time.Duration
 	// Admit refuses a create (e.g. 402 without credits); nil admits all.
 	Admit func(ctx context.Context, orgID string) error
+	// Admission places each create: start now or wait in the queue (§7);
+	// nil starts every create at once.
+	Admission *admission.Admitter
 }
 
 // Service implements the lifecycle operations.
@@ -178,6 +182,11 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 				return err
 			}
 		}
+		if s.cfg.Admission != nil {
+			if err := s.cfg.Admission.Place(ctx, tx, rec); err != nil {
+				return err
+			}
+		}
 		return store.InsertRecordTx(ctx, tx, rec)
 	})
 	if err != nil {
@@ -192,14 +201,16 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 		return out, nil
 	}
 	s.rc.Changed(rec)
-	s.rc.Kick(rec.ID)
+	if rec.Phase == store.PhasePending { // a queued one is kicked when admitted
+		s.rc.Kick(rec.ID)
+	}
 	return out, nil
 }
 
 // WaitStarted waits (bounded by WaitLimit and ctx) until id leaves the
 // starting phases, and returns the record as it is then.
 func (s *Service) WaitStarted(ctx context.Context, id string) (*store.Record, error) {
-	return s.waitFor(ctx, id, func(p store.Phase) bool { return p != store.PhasePending && p != store.PhaseCreating })
+	return s.waitFor(ctx, id, func(p store.Phase) bool { return !p.Starting() })
 }
 
 func (s *Service) waitFor(ctx context.Context, id string, done func(store.Phase) bool) (*store.Record, error) {
@@ -269,7 +280,7 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 		switch cur.Phase {
 		case store.PhaseRunning:
 			return cur, false, nil
-		case store.PhasePending, store.PhaseCreating:
+		case store.PhaseQueued, store.PhasePending, store.PhaseCreating:
 			cur, err = s.WaitStarted(ctx, r.ID)
 			return cur, false, err
 		case store.PhasePausing, store.PhaseResuming:
@@ -340,7 +351,7 @@ func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 // max(current, now+d). Only live sandboxes have a TTL to move.
 func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
 	now := s.now()
-	live := []store.Phase{store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused, store.PhaseResuming}
+	live := []store.Phase{store.PhaseQueued, store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused, store.PhaseResuming}
 	cur, err := s.transition(ctx, r.ID, live, "", func(r *store.Record) error {
 		end := now.Add(d)
 		if extend && r.EndAt.After(end) {

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -44,6 +45,18 @@ func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
 	if usage["paused"] > 0 {
 		next = append(next, "paused sandboxes keep their state but accrue no runtime: connect to resume them or delete them")
 	}
+	var queue any
+	if s.cfg.Admission != nil {
+		rep, err := s.cfg.Admission.ReportOf(r.Context(), org)
+		if err != nil {
+			return err
+		}
+		queue = rep
+		if rep.Queued > 0 {
+			next = append(next, fmt.Sprintf("%d creates wait in the admission queue (quota or provider capacity full; oldest %.0f s): they start as sandboxes end; delete those you no longer need, or ask an operator to raise the quotas (GET /api/v1/org/%s/quotas)",
+				rep.Queued, rep.OldestWaitSeconds, org))
+		}
+	}
 	if len(next) == 0 {
 		next = []string{}
 	}
@@ -55,6 +68,7 @@ func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
 		},
 		"quota":            map[string]any{"credits": float64(credits) / 1e6, "minTimeoutSeconds": s.cfg.MinTimeout, "maxTimeoutSeconds": MaxTimeout},
 		"provider":         prov,
+		"admission":        queue,
 		"suggestedActions": next,
 	})
 	return nil

@@ -28,6 +28,9 @@ type Sandbox struct {
 	ExitCode    *int              `json:"exitCode,omitempty"`
 	RuntimeID   string            `json:"runtimeID,omitempty"`
 	AccessToken string            `json:"accessToken,omitempty"`
+
+	// QueuePosition is a queued sandbox's place in its org's queue (1 = next).
+	QueuePosition *int `json:"queuePosition,omitempty"`
 }
 
 // TimelineEntry is one internal phase with the time it began.
@@ -73,7 +76,7 @@ func view(r *store.Record, base string) *Sandbox {
 func phasesOf(state string) ([]store.Phase, bool) {
 	switch state {
 	case "starting":
-		return []store.Phase{store.PhasePending, store.PhaseCreating}, true
+		return []store.Phase{store.PhaseQueued, store.PhasePending, store.PhaseCreating}, true
 	case "running":
 		return []store.Phase{store.PhaseRunning, store.PhasePausing}, true
 	case "paused":

@@ -60,3 +60,11 @@ func KindOf(err error) Kind {
 
 // IsNotFound reports whether err means the instance does not exist.
 func IsNotFound(err error) bool { return KindOf(err) == KindNotFound }
+
+// AtCapacity reports whether the provider refused for want of room on its
+// side (E2B's concurrency limit, its 429): nothing was made, and the create
+// can wait in the admission queue and try again instead of failing.
+func AtCapacity(err error) bool {
+	var c interface{ AtCapacity() bool }
+	return errors.As(err, &c) && c.AtCapacity()
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
@@ -156,6 +157,14 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != store.PhaseCreating {
 			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
+		if rc.cfg.RequeueDelay > 0 && provider.AtCapacity(err) {
+			rc.log.Info("the provider is at its concurrency limit; the create waits in the queue and retries", "record", r.ID, "err", err)
+			retry := rc.now().Add(rc.cfg.RequeueDelay)
+			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseCreating}, store.PhaseQueued, func(r *store.Record) {
+				r.PhaseDeadline = retry // a queued record's deadline is when it may be admitted again
+			})
+			return err
+		}
 		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating}, Diagnostic(err))
 	}
 	now := rc.now()
@@ -299,6 +308,9 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 func (rc *Reconciler) instancesOf(ctx context.Context, r *store.Record) ([]provider.Ref, error) {
 	if r.ProviderID != "" {
 		return []provider.Ref{r.Ref()}, nil
+	}
+	if !slices.ContainsFunc(r.Timeline, func(e store.TimelineEntry) bool { return e.Phase == string(store.PhaseCreating) }) {
+		return nil, nil // deleted while queued or pending: the provider never saw it
 	}
 	insts, err := rc.prov.List(ctx)
 	if err != nil {

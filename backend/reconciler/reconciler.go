@@ -44,6 +44,11 @@ type Config struct {
 	// so more of them at once only lengthen the queues inside it that every
 	// other call, a removal included, then waits in.
 	CreateWorkers int
+	// RequeueDelay, when set, sends a create the provider refused for want of
+	// room (provider.AtCapacity: E2B's 429) back to the admission queue to be
+	// tried again after this delay instead of failing it. Zero fails it (no
+	// admission queue to serve it).
+	RequeueDelay time.Duration
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
 }
@@ -218,6 +223,13 @@ func (rc *Reconciler) work(ctx context.Context, l *lane) {
 			return
 		case id := <-l.kicks:
 			l.queued.Delete(id)
+			if _, busy := rc.creating.Load(id); busy && l != rc.lanes[laneDeadline] {
+				// Its create is in flight and that Drive goes on until the
+				// record is stable: waiting for its lock here would only take
+				// a worker from the records behind (every sweep re-kicks it).
+				// Deadline work still goes through: a stop cancels the create.
+				continue
+			}
 			switch l {
 			case rc.lanes[laneDeadline]:
 				rc.deadline.Add(1)

@@ -200,18 +200,18 @@ func DebitOrgTx(ctx context.Context, tx *sql.Tx, orgID string, micro int64) (int
 
 // LivePhases are the phases a kill for lack of credits moves to stopping
 // (every non-terminal phase but stopping itself).
-var LivePhases = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming}
+var LivePhases = []Phase{PhaseQueued, PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming}
 
 // LiveRecordIDsTx lists an org's records in LivePhases, inside tx.
 func LiveRecordIDsTx(ctx context.Context, tx *sql.Tx, orgID string) ([]string, error) {
-	return QueryStrings(ctx, tx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
+	return QueryStrings(ctx, tx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('queued', 'pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
 }
 
 // BrokeOrgs lists the orgs whose balance is zero (or less) while some of
 // their records are still live.
 func (db *DB) BrokeOrgs(ctx context.Context) ([]string, error) {
 	return QueryStrings(ctx, db.r, `SELECT o.id FROM orgs o WHERE o.credits_micro <= 0 AND EXISTS (
-		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming'))`)
+		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN ('queued', 'pending', 'creating', 'running', 'pausing', 'paused', 'resuming'))`)
 }
 
 // GrantCreditsMax adds micro credits to the org named name unless the new

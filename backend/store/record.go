@@ -11,6 +11,9 @@ import (
 type Phase string
 
 const (
+	// PhaseQueued waits for admission (quotas, provider capacity; see
+	// package admission) before the reconciler may create anything.
+	PhaseQueued    Phase = "queued"
 	PhasePending   Phase = "pending"
 	PhaseCreating  Phase = "creating"
 	PhaseRunning   Phase = "running"
@@ -28,6 +31,12 @@ func (p Phase) Terminal() bool {
 	return p == PhaseDeleted || p == PhaseCompleted || p == PhaseFailed
 }
 
+// Starting reports whether the record has not run yet: queued for
+// admission, or being created.
+func (p Phase) Starting() bool {
+	return p == PhaseQueued || p == PhasePending || p == PhaseCreating
+}
+
 // Transitional reports whether the reconciler owes the record work.
 func (p Phase) Transitional() bool {
 	switch p {
@@ -38,12 +47,12 @@ func (p Phase) Transitional() bool {
 }
 
 // NonTerminal lists every phase a delete may start from.
-var NonTerminal = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming, PhaseStopping}
+var NonTerminal = []Phase{PhaseQueued, PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming, PhaseStopping}
 
 // PublicState is the lifecycle API's (§1) view of a phase.
 func (p Phase) PublicState() string {
 	switch p {
-	case PhasePending, PhaseCreating:
+	case PhaseQueued, PhasePending, PhaseCreating:
 		return "starting"
 	case PhaseRunning, PhasePausing:
 		return "running"
@@ -74,7 +83,7 @@ func (r *Record) PublicState() string {
 // LedgerState is the ledger API's (§2) view of a phase.
 func (p Phase) LedgerState() string {
 	switch p {
-	case PhasePending, PhaseCreating:
+	case PhaseQueued, PhasePending, PhaseCreating:
 		return "starting"
 	case PhaseRunning, PhasePausing:
 		return "running"

@@ -1,5 +1,5 @@
 // Command dreadnode-backend runs the sandbox backend ("serve", the default)
-// and its operator commands ("credits grant").
+// and its operator commands ("credits grant", "quotas set").
 package main
 
 import (
@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
@@ -31,6 +33,8 @@ func main() {
 		err = serve(ctx, args)
 	case "credits":
 		err = credits(ctx, args)
+	case "quotas":
+		err = quotas(ctx, args)
 	case "help":
 		usage()
 		return
@@ -49,6 +53,9 @@ func usage() {
   dreadnode-backend [serve] [-listen ADDR]        run the backend (configured by DREADNODE_* variables)
   dreadnode-backend credits grant -org ORG -amount N   add N credits to ORG's balance (operator action)
   dreadnode-backend credits show -org ORG              print ORG's balance
+  dreadnode-backend quotas set -org ORG [-max-running N] [-max-cpu N] [-max-memory-mb N]
+                                                       set ORG's limits (an omitted one is unlimited)
+  dreadnode-backend quotas show -org ORG               print ORG's limits and current use
 `)
 }
 
@@ -82,26 +89,10 @@ func serve(ctx context.Context, args []string) error {
 }
 
 func credits(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "grant" && args[0] != "show") {
-		usage()
-		return fmt.Errorf("credits: expected grant or show")
-	}
-	sub := args[0]
-	cfg, err := app.ConfigFromEnv()
-	if err != nil {
-		return err
-	}
-	fs := flag.NewFlagSet("credits "+sub, flag.ContinueOnError)
-	org := fs.String("org", "", "organization name")
-	amount := fs.Float64("amount", 0, "credits to add (grant)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database (DREADNODE_DATABASE_URL)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if *org == "" {
-		return fmt.Errorf("credits %s: -org is required", sub)
-	}
-	db, err := store.Open(ctx, cfg.DatabaseURL)
+	var amount *float64
+	sub, org, db, err := operatorCommand(ctx, "credits", []string{"grant", "show"}, args, func(fs *flag.FlagSet) {
+		amount = fs.Float64("amount", 0, "credits to add (grant)")
+	})
 	if err != nil {
 		return err
 	}
@@ -111,14 +102,41 @@ func credits(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("credits grant: -amount: %v", err)
 		}
-		if _, err := db.GrantCreditsMax(ctx, *org, micro, ledger.MaxBalanceMicro); err != nil {
+		if _, err := db.GrantCreditsMax(ctx, org, micro, ledger.MaxBalanceMicro); err != nil {
 			return fmt.Errorf("credits grant: %w", err)
 		}
 	}
-	o, err := db.OrgByName(ctx, *org)
+	o, err := db.OrgByName(ctx, org)
 	if err != nil {
-		return fmt.Errorf("organization %q: %w", *org, err)
+		return fmt.Errorf("organization %q: %w", org, err)
 	}
 	fmt.Printf("org %s balance: %s credits\n", o.Name, ledger.Credits(o.CreditsMicro))
 	return nil
+}
+
+// operatorCommand parses an operator command "name sub -org ORG ..." (subs
+// are its subcommands; flags adds its own) and opens the database named by
+// DREADNODE_DATABASE_URL or -database-url.
+func operatorCommand(ctx context.Context, name string, subs []string, args []string, flags func(fs *flag.FlagSet)) (sub, org string, db *store.DB, err error) {
+	if len(args) == 0 || !slices.Contains(subs, args[0]) {
+		usage()
+		return "", "", nil, fmt.Errorf("%s: expected %s", name, strings.Join(subs, " or "))
+	}
+	sub = args[0]
+	cfg, err := app.ConfigFromEnv()
+	if err != nil {
+		return "", "", nil, err
+	}
+	fs := flag.NewFlagSet(name+" "+sub, flag.ContinueOnError)
+	orgFlag := fs.String("org", "", "organization name")
+	flags(fs)
+	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database (DREADNODE_DATABASE_URL)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", "", nil, err
+	}
+	if *orgFlag == "" {
+		return "", "", nil, fmt.Errorf("%s %s: -org is required", name, sub)
+	}
+	db, err = store.Open(ctx, cfg.DatabaseURL)
+	return sub, *orgFlag, db, err
 }

@@ -96,6 +96,10 @@ type transientError struct {
 func (e *transientError) Error() string { return e.cause }
 func (e *transientError) Unwrap() error { return e.err }
 
+// AtCapacity reports E2B's concurrency limit (429): the backend queues the
+// create again instead of failing it (see provider.AtCapacity).
+func (e *transientError) AtCapacity() bool { return e.status == http.StatusTooManyRequests }
+
 // ambiguous reports whether the request may have been applied although no
 // success answer arrived (the connection dropped, a gateway gave up).
 func (e *transientError) ambiguous() bool {

@@ -1,0 +1,155 @@
+// Package admission decides when a sandbox create may start (shared/API.md
+// §7): per-org quotas set by operators, each provider's capacity, and a fair
+// queue kept in the database for the creates that fit but not now.
+package admission
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// schema holds the operators' per-org limits; a NULL column is unlimited.
+var schema = []string{
+	`CREATE TABLE org_quotas (
+		org_id TEXT PRIMARY KEY REFERENCES orgs(id),
+		max_running INTEGER,
+		max_cpu INTEGER,
+		max_memory_mb INTEGER
+	)`,
+	// The dispatcher reads the queue in order on every pass.
+	`CREATE INDEX sandboxes_queued ON sandboxes (seq) WHERE phase = 'queued'`,
+}
+
+// Migrate creates the admission tables.
+func Migrate(ctx context.Context, db *store.DB) error {
+	return db.Migrate(ctx, "0100_admission", schema...)
+}
+
+// Quotas are an org's limits; nil is unlimited.
+type Quotas struct {
+	MaxRunning  *int `json:"max_running"`
+	MaxCPU      *int `json:"max_cpu"`
+	MaxMemoryMB *int `json:"max_memory_mb"`
+}
+
+// Use is the compute an org (or a provider) holds: every record from the
+// moment it is admitted until its instance is removed (pending, creating,
+// running, pausing, paused, resuming, stopping). A paused sandbox keeps its
+// slot: on Docker its memory stays allocated, and resuming must not fail for
+// want of room.
+type Use struct {
+	Sandboxes int `json:"running"`
+	CPU       int `json:"cpu"`
+	MemoryMB  int `json:"memory_mb"`
+}
+
+func (u Use) plus(it Item) Use {
+	return Use{Sandboxes: u.Sandboxes + 1, CPU: u.CPU + it.CPU, MemoryMB: u.MemoryMB + it.MemoryMB}
+}
+
+// holding is the SQL list of the phases whose records hold compute.
+const holding = `('pending', 'creating', 'running', 'pausing', 'paused', 'resuming', 'stopping')`
+
+// Capacity is what one provider can run at once; 0 is unlimited.
+type Capacity struct {
+	Sandboxes int `json:"sandboxes,omitempty"`
+	CPU       int `json:"cpu,omitempty"`
+	MemoryMB  int `json:"memory_mb,omitempty"`
+}
+
+// QuotasOf reads org's quotas (all unlimited when none were set).
+func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {
+	var out Quotas
+	var run, cpu, mem sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT max_running, max_cpu, max_memory_mb FROM org_quotas WHERE org_id = ?`, org).Scan(&run, &cpu, &mem)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("reading the quotas of %s: %w", org, err)
+	}
+	out.MaxRunning, out.MaxCPU, out.MaxMemoryMB = intPtr(run), intPtr(cpu), intPtr(mem)
+	return out, nil
+}
+
+func intPtr(n sql.NullInt64) *int {
+	if !n.Valid {
+		return nil
+	}
+	v := int(n.Int64)
+	return &v
+}
+
+func nullable(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// SetQuotas replaces org's quotas (nil fields become unlimited). The org must
+// exist: store.ErrNotFound otherwise.
+func SetQuotas(ctx context.Context, db *store.DB, org string, q Quotas) error {
+	for name, v := range map[string]*int{"max_running": q.MaxRunning, "max_cpu": q.MaxCPU, "max_memory_mb": q.MaxMemoryMB} {
+		if v != nil && *v < 0 {
+			return fmt.Errorf("%s: must be 0 or more (omit it for unlimited), got %d", name, *v)
+		}
+	}
+	if _, err := db.OrgByName(ctx, org); err != nil {
+		return err
+	}
+	return db.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO org_quotas (org_id, max_running, max_cpu, max_memory_mb) VALUES (?, ?, ?, ?)
+			ON CONFLICT (org_id) DO UPDATE SET max_running = excluded.max_running, max_cpu = excluded.max_cpu, max_memory_mb = excluded.max_memory_mb`,
+			org, nullable(q.MaxRunning), nullable(q.MaxCPU), nullable(q.MaxMemoryMB))
+		return err
+	})
+}
+
+// usageKey is an org (or "") and a provider (or "").
+type usageKey struct{ org, provider string }
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// usageOf sums the compute held per org (key {org, ""}) and per provider
+// (key {"", provider}).
+func usageOf(ctx context.Context, q querier) (map[usageKey]Use, error) {
+	rows, err := q.QueryContext(ctx, `SELECT org_id, provider, COUNT(*), COALESCE(SUM(cpu_count), 0), COALESCE(SUM(memory_mb), 0)
+		FROM sandboxes WHERE phase IN `+holding+` GROUP BY org_id, provider`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[usageKey]Use{}
+	for rows.Next() {
+		var k usageKey
+		var u Use
+		if err := rows.Scan(&k.org, &k.provider, &u.Sandboxes, &u.CPU, &u.MemoryMB); err != nil {
+			return nil, err
+		}
+		add(out, usageKey{org: k.org}, u)
+		add(out, usageKey{provider: k.provider}, u)
+	}
+	return out, rows.Err()
+}
+
+func add(m map[usageKey]Use, k usageKey, u Use) {
+	c := m[k]
+	m[k] = Use{Sandboxes: c.Sandboxes + u.Sandboxes, CPU: c.CPU + u.CPU, MemoryMB: c.MemoryMB + u.MemoryMB}
+}
+
+// UseOf is the compute org holds now.
+func UseOf(ctx context.Context, q querier, org string) (Use, error) {
+	var u Use
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(cpu_count), 0), COALESCE(SUM(memory_mb), 0)
+		FROM sandboxes WHERE org_id = ? AND phase IN `+holding, org).Scan(&u.Sandboxes, &u.CPU, &u.MemoryMB)
+	return u, err
+}
