@@ -203,7 +203,13 @@ func TestReconcilerRemovesAnInstanceWhoseIDWasLost(t *testing.T) {
 	r := setupReconciler(t)
 	ctx := ctxT(t)
 	// Deleted while creating: stopping, no provider id, but a sandbox exists.
-	rec := r.insert(t, "rstop", store.PhaseStopping, func(rec *store.Record) { rec.KillReason = store.KillDeleted })
+	rec := r.insert(t, "rstop", store.PhaseStopping, func(rec *store.Record) {
+		rec.KillReason = store.KillDeleted
+		// It reached creating (a record deleted while queued never did, and
+		// its removal asks the provider nothing).
+		now := time.Now().UTC()
+		rec.Timeline = []store.TimelineEntry{{Phase: string(store.PhasePending), At: now}, {Phase: string(store.PhaseCreating), At: now}}
+	})
 	r.startedBy(t, rec.ID)
 	got, err := r.rc.Drive(ctx, rec.ID)
 	if err != nil || got.Phase != store.PhaseDeleted {
