@@ -14,8 +14,9 @@ import (
 // TestAccSandbox_fanOutQueues: `count = 20` on a backend with room for 4
 // sandboxes (DREADNODE_CAPACITY_SANDBOXES=4) succeeds: the creates past the
 // capacity are queued by admission (§7), Terraform waits through the queue,
-// and each sandbox's short timeout frees its room for the next. Afterwards
-// the expired sandboxes are gone, so the plan is not empty.
+// and each sandbox is a short job whose completion frees its room for the
+// next (the provider refuses timeouts under 60 s at plan, so room cannot come
+// from expiry). The completed jobs stay in state: the next plan is empty.
 func TestAccSandbox_fanOutQueues(t *testing.T) {
 	t.Parallel()
 	if os.Getenv(resource.EnvTfAcc) == "" {
@@ -32,7 +33,8 @@ func TestAccSandbox_fanOutQueues(t *testing.T) {
 	b := &accBackend{Backend: bp, client: c}
 	checks := []resource.TestCheckFunc{}
 	for i := range 20 {
-		checks = append(checks, resource.TestCheckResourceAttr(fmt.Sprintf("dreadnode_sandbox.fan.%d", i), "state", "running"))
+		checks = append(checks, resource.TestCheckResourceAttr(fmt.Sprintf("dreadnode_sandbox.fan.%d", i), "state", "completed"),
+			resource.TestCheckResourceAttr(fmt.Sprintf("dreadnode_sandbox.fan.%d", i), "exit_code", "0"))
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
@@ -40,12 +42,13 @@ func TestAccSandbox_fanOutQueues(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: b.providerConfig() + `
 resource "dreadnode_sandbox" "fan" {
-  count   = 20
-  timeout = 4
+  count    = 20
+  timeout  = 300
+  command  = ["sh", "-c", "sleep 1"]
+  wait_for = "completed"
 }
 `,
-			Check:              resource.ComposeAggregateTestCheckFunc(checks...),
-			ExpectNonEmptyPlan: true,
+			Check: resource.ComposeAggregateTestCheckFunc(checks...),
 		}},
 	})
 }
