@@ -81,7 +81,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // WriteErr renders err: an *Error as itself, anything else as a 500 whose
 // detail does not leak internals (Handler logs the cause).
 func WriteErr(w http.ResponseWriter, err error) {
-	if e, ok := err.(*Error); ok {
+	if e, ok := err.(*Error); ok && e != nil {
 		for k, v := range e.Header {
 			w.Header()[k] = v
 		}

@@ -346,7 +346,9 @@ func (s *Service) Logs(r *http.Request, rec *store.Record) ([]LogLine, error) {
 	if rec.ProviderID != "" && !rec.Phase.Terminal() {
 		text, err = s.prov.Logs(r.Context(), rec.Ref())
 	}
-	if rec.Phase.Terminal() || provider.IsNotFound(err) {
+	// A stopping sandbox's instance may be mid-removal (the engine then
+	// refuses to read it); the reconciler saved its logs before removing it.
+	if rec.Phase.Terminal() || provider.IsNotFound(err) || (err != nil && rec.Phase == store.PhaseStopping) {
 		text, err = s.db.SavedLogs(r.Context(), rec.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			text, err = "", nil

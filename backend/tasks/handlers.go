@@ -54,13 +54,14 @@ func (s *Service) Register(r *mux.Router) {
 func (s *Service) handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler {
 	return httpx.Handler(func(w http.ResponseWriter, r *http.Request) error {
 		err := f(w, r)
-		if err != nil {
-			var he *httpx.Error
-			if !errors.As(err, &he) && r.Context().Err() == nil { // a client that left is not an error
-				s.log.Error("task API request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			} else {
-				err = he
-			}
+		var he *httpx.Error
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &he):
+			return he
+		case r.Context().Err() == nil: // a client that left is not an error (httpx.Handler answers 499)
+			s.log.Error("task API request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		}
 		return err
 	})
