@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -39,15 +40,17 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
-	if _, ok := err.(*Error); !ok && r.Context().Err() != nil {
+	var he *Error
+	switch {
+	case errors.As(err, &he) && he != nil: // answered as itself, wrapped or not
+		WriteErr(w, he)
+	case r.Context().Err() != nil:
 		// The client went away (or its deadline passed): not a server error.
 		// Nobody reads the answer; the status is for metrics and access logs.
 		slog.Debug("request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
 		WriteErr(w, ClientClosed())
-		return
-	}
-	if _, ok := err.(*Error); !ok { // a 500: the user sees a generic sentence, the operator the cause
+	default: // a 500: the user sees a generic sentence, the operator the cause
 		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		WriteErr(w, err)
 	}
-	WriteErr(w, err)
 }

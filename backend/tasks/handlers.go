@@ -37,7 +37,7 @@ const TokenHeader = "X-Environment-Token"
 // Register adds the task catalog and environment routes to r. Requests must
 // already be authenticated (httpx.Org set); the {org} path must be the key's.
 func (s *Service) Register(r *mux.Router) {
-	h := func(f func(w http.ResponseWriter, r *http.Request) error) http.Handler { return s.handler(f) }
+	h := func(f func(w http.ResponseWriter, r *http.Request) error) http.Handler { return httpx.Handler(f) }
 	r.Handle(PathTasks, h(s.listTasks)).Methods(http.MethodGet)
 	r.Handle(PathTask, h(s.getTask)).Methods(http.MethodGet)
 	r.Handle(PathEnvironments, h(s.createEnv)).Methods(http.MethodPost)
@@ -48,23 +48,6 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle(PathEnvironment+"/pause", h(s.pauseEnv)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/resume", h(s.resumeEnv)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/execute", h(s.execute)).Methods(http.MethodPost)
-}
-
-// handler logs the errors that become a 500 (their detail is not shown).
-func (s *Service) handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler {
-	return httpx.Handler(func(w http.ResponseWriter, r *http.Request) error {
-		err := f(w, r)
-		var he *httpx.Error
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &he):
-			return he
-		case r.Context().Err() == nil: // a client that left is not an error (httpx.Handler answers 499)
-			s.log.Error("task API request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-		}
-		return err
-	})
 }
 
 var workspaceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
