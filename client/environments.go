@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // Task environment states (API §3, seed 000).
@@ -20,15 +22,12 @@ const (
 )
 
 // EnvironmentCreate is the body of POST /environments.
-type EnvironmentCreate struct {
-	TaskRef    string            `json:"task_ref"`
-	Inputs     map[string]string `json:"inputs,omitempty"`
-	TimeoutSec *int64            `json:"timeout_sec,omitempty"`
-	ProjectID  string            `json:"project_id,omitempty"`
-	SecretIDs  []string          `json:"secret_ids,omitempty"`
-}
+type EnvironmentCreate = apitypes.CreateTaskEnvironment
 
 // Environment is a task environment (POST answer, GET detail, status poll).
+// It stays written by hand: one lenient type reads the three answers (the
+// poll's is a subset), where apitypes.TaskEnvironment would show the fields
+// a poll lacks as zero times.
 type Environment struct {
 	ID           string            `json:"id"`
 	State        string            `json:"state"`

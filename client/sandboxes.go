@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // Public sandbox states (API §1).
@@ -30,60 +33,27 @@ func SandboxGone(state string) bool {
 }
 
 // SandboxNetwork is the network policy of a sandbox.
-type SandboxNetwork struct {
-	AllowPublicTraffic  *bool    `json:"allowPublicTraffic,omitempty"`
-	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
-	AllowOut            []string `json:"allowOut,omitempty"`
-	DenyOut             []string `json:"denyOut,omitempty"`
-}
+type SandboxNetwork = apitypes.SandboxNetwork
 
 // SandboxResources are the requested resources of a sandbox.
-type SandboxResources struct {
-	CPUCount *int64 `json:"cpuCount,omitempty"`
-	MemoryMB *int64 `json:"memoryMB,omitempty"`
-}
+type SandboxResources = apitypes.SandboxResources
 
 // SandboxCreate is the body of POST /sandboxes.
-type SandboxCreate struct {
-	TemplateID string            `json:"templateID,omitempty"`
-	Timeout    *int64            `json:"timeout,omitempty"`
-	EnvVars    map[string]string `json:"envVars,omitempty"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
-	AutoPause  *bool             `json:"autoPause,omitempty"`
-	AutoResume *bool             `json:"autoResume,omitempty"`
-	Network    *SandboxNetwork   `json:"network,omitempty"`
-	Resources  *SandboxResources `json:"resources,omitempty"`
-	Command    []string          `json:"command,omitempty"`
-}
+type SandboxCreate = apitypes.CreateSandbox
 
-// Endpoint is one reachable service of a sandbox or task environment.
-type Endpoint struct {
-	URL  string `json:"url"`
-	Host string `json:"host"`
-	Port int64  `json:"port"`
-}
+// Endpoint is one reachable service of a sandbox or task environment:
+// {"url", "host", "port"}, the one shape of service URLs in the document.
+type Endpoint = apitypes.ServiceURL
 
-// Sandbox is the detail of a sandbox (create, get, list and connect answers).
+// Sandbox is the detail of a sandbox (create, get, list and connect
+// answers): the document's Sandbox, read leniently where servers have
+// differed. Diagnostic is kept raw (E2B-style servers send an object) and
+// ServiceURLs also accepts the plain URL strings of older backends.
 type Sandbox struct {
-	SandboxID   string            `json:"sandboxID"`
-	TemplateID  string            `json:"templateID"`
-	State       string            `json:"state"`
-	StartedAt   string            `json:"startedAt"`
-	EndAt       string            `json:"endAt"`
-	CPUCount    int64             `json:"cpuCount"`
-	MemoryMB    int64             `json:"memoryMB"`
-	Metadata    map[string]string `json:"metadata"`
-	EnvdURL     string            `json:"envdURL"`
-	AccessToken string            `json:"accessToken"`
-	AutoPause   *bool             `json:"autoPause"`
-	AutoResume  *bool             `json:"autoResume"`
-	Timeout     *int64            `json:"timeout"`
-	// ExitCode is the main process's exit code once it has exited.
-	ExitCode *int64 `json:"exitCode"`
+	apitypes.Sandbox
+	Diagnostic json.RawMessage `json:"diagnostic"`
 	// ServiceURLs maps a service (or port) name to where it is reachable.
-	ServiceURLs Endpoints       `json:"serviceURLs"`
-	Diagnostic  json.RawMessage `json:"diagnostic"`
-	Timeline    json.RawMessage `json:"timeline"`
+	ServiceURLs Endpoints `json:"serviceURLs"`
 }
 
 // DiagnosticText renders the sandbox's diagnostic for a user.
@@ -106,7 +76,7 @@ func (e *Endpoints) UnmarshalJSON(b []byte) error {
 	out := make(Endpoints, len(raw))
 	for k, v := range raw {
 		var ep Endpoint
-		if err := json.Unmarshal(v, &ep); err == nil {
+		if err := json.Unmarshal(v, &ep); err == nil { // the document's shape
 			out[k] = ep
 			continue
 		}
@@ -120,14 +90,15 @@ func (e *Endpoints) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// endpointFromURL reads an older backend's plain URL as an Endpoint.
 func endpointFromURL(s string) Endpoint {
 	ep := Endpoint{URL: s}
 	if u, err := url.Parse(s); err == nil {
 		ep.Host = u.Hostname()
 		if p := u.Port(); p != "" {
-			var n int64
+			var n int
 			for _, c := range p {
-				n = n*10 + int64(c-'0')
+				n = n*10 + int(c-'0')
 			}
 			ep.Port = n
 		}
@@ -199,7 +170,8 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) error {
 // connection data with a fresh access token (POST /sandboxes/{id}/connect).
 func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSec int64) (*Sandbox, error) {
 	var out Sandbox
-	body := map[string]any{"timeout": timeoutSec}
+	t := int(timeoutSec)
+	body := apitypes.ConnectSandbox{Timeout: &t}
 	if err := c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/connect", body: body, out: &out}); err != nil {
 		return nil, err
 	}
@@ -209,7 +181,7 @@ func (c *Client) ConnectSandbox(ctx context.Context, id string, timeoutSec int64
 // SetSandboxTimeout sets the sandbox's TTL to timeoutSec from now
 // (POST /sandboxes/{id}/timeout).
 func (c *Client) SetSandboxTimeout(ctx context.Context, id string, timeoutSec int64) error {
-	body := map[string]any{"timeout": timeoutSec}
+	body := apitypes.SetSandboxTimeout{Timeout: int(timeoutSec)}
 	return c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/timeout", body: body})
 }
 
@@ -298,4 +270,13 @@ func decodePage[T any](raw json.RawMessage, keys ...string) ([]T, string, error)
 		}
 	}
 	return list, next, nil
+}
+
+// TimeText renders a time of an answer as the server wrote it (RFC 3339,
+// UTC); nil, a time not set, is "".
+func TimeText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.Format(time.RFC3339Nano)
 }

@@ -30,7 +30,7 @@ func endpointsValue(eps client.Endpoints, diags *diag.Diagnostics) types.Map {
 		obj, d := types.ObjectValue(endpointAttrTypes, map[string]attr.Value{
 			"url":  types.StringValue(ep.URL),
 			"host": types.StringValue(ep.Host),
-			"port": types.Int64Value(ep.Port),
+			"port": types.Int64Value(int64(ep.Port)),
 		})
 		diags.Append(d...)
 		elems[k] = obj
@@ -102,6 +102,24 @@ func int64Ptr(v types.Int64) *int64 {
 		return nil
 	}
 	x := v.ValueInt64()
+	return &x
+}
+
+// intPtr is int64Ptr for the API types' int fields.
+func intPtr(v types.Int64) *int {
+	if v.IsNull() || v.IsUnknown() {
+		return nil
+	}
+	x := int(v.ValueInt64())
+	return &x
+}
+
+// int64PtrOf widens an API int for the Terraform types.
+func int64PtrOf(p *int) *int64 {
+	if p == nil {
+		return nil
+	}
+	x := int64(*p)
 	return &x
 }
 

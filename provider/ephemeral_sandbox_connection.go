@@ -123,8 +123,8 @@ func (e *sandboxConnectionEphemeral) Open(ctx context.Context, req ephemeral.Ope
 	timeout := m.Timeout.ValueInt64()
 	if m.Timeout.IsNull() {
 		timeout = sandboxDefaultTimeoutSec
-		if sb.Timeout != nil && *sb.Timeout > 0 {
-			timeout = *sb.Timeout
+		if sb.Timeout > 0 {
+			timeout = int64(sb.Timeout)
 		}
 	}
 	conn, err := e.data.client.ConnectSandbox(ctx, id, timeout)
@@ -140,7 +140,7 @@ func (e *sandboxConnectionEphemeral) Open(ctx context.Context, req ephemeral.Ope
 	m.AccessToken = types.StringValue(conn.AccessToken)
 	m.EnvdURL = stringOrNull(conn.EnvdURL)
 	m.ServiceURLs = endpointsValue(conn.ServiceURLs, &resp.Diagnostics)
-	m.EndAt = stringOrNull(conn.EndAt)
+	m.EndAt = stringOrNull(client.TimeText(conn.EndAt))
 	m.State = types.StringValue(conn.State)
 	resp.Diagnostics.Append(resp.Result.Set(ctx, &m)...)
 }

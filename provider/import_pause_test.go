@@ -105,7 +105,7 @@ func TestAccSandbox_importThenPlanIsEmpty(t *testing.T) {
 	t.Parallel()
 	b := testAccPreCheck(t, "")
 	const addr = "dreadnode_sandbox.test"
-	timeout := int64(900)
+	timeout := 900
 	running := b.createSandboxOutside(t, client.SandboxCreate{
 		TemplateID: "base", Timeout: &timeout, Metadata: map[string]string{"suite": "acc-import"},
 	})
@@ -140,9 +140,51 @@ resource "dreadnode_sandbox" "test" {
 				},
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "timeout", "900"),
-					resource.TestCheckResourceAttr(addr, "end_at", running.EndAt),
+					resource.TestCheckResourceAttr(addr, "end_at", client.TimeText(running.EndAt)),
 				),
 			},
+		},
+	})
+}
+
+// A sandbox Terraform made, imported again, reads back as it was (timeout
+// included: the API reports it; only the access token GET never shows and
+// Terraform's own timeouts differ), so the imported state plans as the
+// created one does: no change.
+func TestAccSandbox_importVerifyThenPlanIsEmpty(t *testing.T) {
+	t.Parallel()
+	b := testAccPreCheck(t, "")
+	const addr = "dreadnode_sandbox.test"
+	cfg := b.providerConfig() + `
+resource "dreadnode_sandbox" "test" {
+  template    = "base"
+  timeout     = 1200
+  auto_resume = true
+  metadata = {
+    suite = "acc-import-verify"
+  }
+}
+`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             b.checkDestroy(),
+		Steps: []resource.TestStep{
+			{Config: cfg, Check: resource.TestCheckResourceAttr(addr, "timeout", "1200")},
+			{
+				Config:            cfg,
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateVerify: true,
+				// GET never shows the access token; timeouts is Terraform's own.
+				ImportStateVerifyIgnore: []string{"access_token", "timeouts"},
+			},
+			{
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+			},
+			{Config: cfg, PlanOnly: true},
 		},
 	})
 }

@@ -340,7 +340,7 @@ func (m *sandboxModel) createRequest(ctx context.Context, envVarsWO types.Map, d
 	}
 	in := client.SandboxCreate{
 		TemplateID: m.Template.ValueString(),
-		Timeout:    int64Ptr(m.Timeout),
+		Timeout:    intPtr(m.Timeout),
 		EnvVars:    envVars,
 		Metadata:   stringMap(ctx, m.Metadata, diags),
 		AutoPause:  boolPtr(m.AutoPause),
@@ -350,7 +350,7 @@ func (m *sandboxModel) createRequest(ctx context.Context, envVarsWO types.Map, d
 	if !m.Resources.IsNull() && !m.Resources.IsUnknown() {
 		var rm sandboxResourcesModel
 		diags.Append(m.Resources.As(ctx, &rm, basetypes.ObjectAsOptions{})...)
-		in.Resources = &client.SandboxResources{CPUCount: int64Ptr(rm.CPUCount), MemoryMB: int64Ptr(rm.MemoryMB)}
+		in.Resources = &client.SandboxResources{CPUCount: intPtr(rm.CPUCount), MemoryMB: intPtr(rm.MemoryMB)}
 	}
 	if !m.Network.IsNull() && !m.Network.IsUnknown() {
 		var nm sandboxNetworkModel
@@ -373,13 +373,13 @@ func applySandbox(m *sandboxModel, sb *client.Sandbox, imported bool, diags *dia
 	}
 	m.State = types.StringValue(sb.State)
 	m.Paused = types.BoolValue(sb.State == client.SandboxPaused)
-	m.StartedAt = stringOrNull(sb.StartedAt)
-	m.EndAt = stringOrNull(sb.EndAt)
+	m.StartedAt = stringOrNull(client.TimeText(sb.StartedAt))
+	m.EndAt = stringOrNull(client.TimeText(sb.EndAt))
 	m.EnvdURL = stringOrNull(sb.EnvdURL)
 	m.ServiceURLs = endpointsValue(sb.ServiceURLs, diags)
-	m.CPUCount = types.Int64Value(sb.CPUCount)
-	m.MemoryMB = types.Int64Value(sb.MemoryMB)
-	m.ExitCode = types.Int64PointerValue(sb.ExitCode)
+	m.CPUCount = types.Int64Value(int64(sb.CPUCount))
+	m.MemoryMB = types.Int64Value(int64(sb.MemoryMB))
+	m.ExitCode = types.Int64PointerValue(int64PtrOf(sb.ExitCode))
 	if sb.AccessToken != "" {
 		m.AccessToken = types.StringValue(sb.AccessToken)
 	} else if m.AccessToken.IsUnknown() {
@@ -400,13 +400,13 @@ func applySandbox(m *sandboxModel, sb *client.Sandbox, imported bool, diags *dia
 	if m.Metadata.IsNull() {
 		m.Metadata = mapValueOrNull(sb.Metadata, diags)
 	}
-	if m.Timeout.IsNull() && sb.Timeout != nil {
-		m.Timeout = types.Int64Value(*sb.Timeout)
+	if m.Timeout.IsNull() && sb.Timeout > 0 { // 0: a server that does not report it
+		m.Timeout = types.Int64Value(int64(sb.Timeout))
 	}
-	if m.AutoPause.IsNull() && sb.AutoPause != nil && *sb.AutoPause {
+	if m.AutoPause.IsNull() && sb.AutoPause {
 		m.AutoPause = types.BoolValue(true)
 	}
-	if m.AutoResume.IsNull() && sb.AutoResume != nil && *sb.AutoResume {
+	if m.AutoResume.IsNull() && sb.AutoResume {
 		m.AutoResume = types.BoolValue(true)
 	}
 }
@@ -489,7 +489,7 @@ func (r *sandboxResource) Create(ctx context.Context, req resource.CreateRequest
 		if err != nil {
 			if cur != nil {
 				plan.State = types.StringValue(cur.State)
-				plan.ExitCode = types.Int64PointerValue(cur.ExitCode)
+				plan.ExitCode = types.Int64PointerValue(int64PtrOf(cur.ExitCode))
 			}
 			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 			resp.Diagnostics.AddError("Error waiting for sandbox to become "+target,

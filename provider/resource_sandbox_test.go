@@ -272,7 +272,7 @@ func TestAccSandbox_importAdoptsConfiguration(t *testing.T) {
 	t.Parallel()
 	b := testAccPreCheck(t, "")
 	const addr = "dreadnode_sandbox.test"
-	timeout, cpu, mem := int64(300), int64(1), int64(256)
+	timeout, cpu, mem := 300, 1, 256
 	sb := b.createSandboxOutside(t, client.SandboxCreate{
 		TemplateID: "base", Timeout: &timeout, EnvVars: map[string]string{"GREETING": "hello"},
 		Metadata: map[string]string{"suite": "acc-sandbox"}, Resources: &client.SandboxResources{CPUCount: &cpu, MemoryMB: &mem},

@@ -279,7 +279,7 @@ func (r *taskEnvironmentResource) Create(ctx context.Context, req resource.Creat
 	in := client.EnvironmentCreate{
 		TaskRef:    plan.TaskRef.ValueString(),
 		Inputs:     stringMap(ctx, plan.Inputs, &resp.Diagnostics),
-		TimeoutSec: int64Ptr(plan.TimeoutSec),
+		TimeoutSec: intPtr(plan.TimeoutSec),
 		ProjectID:  plan.ProjectID.ValueString(),
 		SecretIDs:  stringList(ctx, plan.SecretIDs, &resp.Diagnostics),
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -173,7 +174,7 @@ func waitSandbox(ctx context.Context, c *client.Client, id, target string, last 
 		sb, err := c.GetSandbox(ctx, id)
 		switch {
 		case err != nil && client.IsNotFound(err) && target == client.SandboxDeleted:
-			return &client.Sandbox{SandboxID: id, State: client.SandboxDeleted}, nil
+			return &client.Sandbox{Sandbox: apitypes.Sandbox{SandboxID: id, State: client.SandboxDeleted}}, nil
 		case err != nil && ctx.Err() != nil:
 			return last, &sandboxWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
 		case err != nil:

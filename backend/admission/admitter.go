@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strconv"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -88,7 +89,7 @@ func (a *Admitter) Wake() {
 // Changed is the reconciler's hook: a record that ended frees its compute;
 // one put back in the queue wants a pass.
 func (a *Admitter) Changed(r *store.Record) {
-	if r.Phase.Terminal() || r.Phase == store.PhaseQueued {
+	if r.Phase.Terminal() || r.Phase == sandbox.PhaseQueued {
 		a.Wake()
 	}
 }
@@ -108,22 +109,27 @@ func (a *Admitter) Place(ctx context.Context, tx *sql.Tx, r *store.Record) error
 	if err := a.fitsAlone(q, it); err != nil {
 		return err
 	}
+	// What follows reads counts and decides from them: serialise it with
+	// every other decision on this org (its queue bound, its quotas) and,
+	// when the provider is limited, on this provider's capacity.
+	if err := a.lock(ctx, tx, []Item{it}); err != nil {
+		return err
+	}
 	var orgQueued, anyQueued int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE phase = 'queued' AND org_id = ?`, r.OrgID).Scan(&orgQueued); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE `+isQueued+` AND org_id = ?`, r.OrgID).Scan(&orgQueued); err != nil {
 		return err
 	}
 	if orgQueued >= a.cfg.MaxQueue {
 		secs := int(a.cfg.RetryAfter / time.Second)
-		e := httpx.NewError(http.StatusTooManyRequests, "queue_full", fmt.Sprintf(
+		return &domain.QueueFullError{RetryAfter: a.cfg.RetryAfter, Detail: fmt.Sprintf(
 			"the organization already has %d creates queued (the limit, DREADNODE_MAX_QUEUE); retry after %d s, or delete sandboxes to make room",
-			orgQueued, secs))
-		e.Header = http.Header{"Retry-After": {strconv.Itoa(secs)}}
-		return e
+			orgQueued, secs)}
 	}
 	if orgQueued == 0 {
 		// Others' queued creates go first when room frees up: a new create
 		// starts at once only when nobody waits.
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM sandboxes WHERE phase = 'queued' LIMIT 1)`).Scan(&anyQueued); err != nil {
+		// (PostgreSQL before 16 wants an alias for a subquery in FROM.)
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM sandboxes WHERE `+isQueued+` LIMIT 1) AS q`).Scan(&anyQueued); err != nil {
 			return err
 		}
 	}
@@ -133,13 +139,46 @@ func (a *Admitter) Place(ctx context.Context, tx *sql.Tx, r *store.Record) error
 			return err
 		}
 		if fits {
-			r.Phase = store.PhasePending
+			r.Phase = sandbox.PhasePending
 			a.waits.Observe(0)
 			return nil
 		}
 	}
-	r.Phase = store.PhaseQueued
-	a.Wake() // the pass waits for this transaction (one writer) and sees it
+	r.Phase = sandbox.PhaseQueued
+	// On SQLite the pass waits for this transaction (one writer) and sees
+	// it. On PostgreSQL a pass running before the commit does not see it:
+	// the caller wakes the dispatcher again after its commit (lifecycle's
+	// Create), and the next tick would anyway.
+	a.Wake()
+	return nil
+}
+
+// lock serialises the admission decisions about the orgs and the limited
+// providers of items until tx ends. SQLite needs nothing (DB.Tx runs one
+// writer at a time, and store.LockTx does nothing there); on PostgreSQL
+// (READ COMMITTED) two transactions could otherwise both count the same
+// free slot (a create and a pass, or passes of two replicas) and overrun
+// a quota, a capacity or the queue bound. The locks are taken in one
+// global order (orgs, then providers, each sorted) so that two decisions
+// needing several of them cannot deadlock.
+func (a *Admitter) lock(ctx context.Context, tx *sql.Tx, items []Item) error {
+	orgs, providers := map[string]bool{}, map[string]bool{}
+	for _, it := range items {
+		orgs[it.Org] = true
+		if !a.cfg.Capacity[it.Provider].unlimited() {
+			providers[it.Provider] = true
+		}
+	}
+	for _, k := range []struct {
+		kind string
+		set  map[string]bool
+	}{{"org", orgs}, {"provider", providers}} {
+		for _, name := range slices.Sorted(maps.Keys(k.set)) {
+			if err := store.LockTx(ctx, tx, "admission", k.kind, name); err != nil {
+				return fmt.Errorf("waiting for the admission lock of %s %s: %w", k.kind, name, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -166,10 +205,9 @@ func (a *Admitter) fitsAlone(q Quotas, it Item) error {
 	} {
 		if l.max != nil && l.want > *l.max {
 			if l.unit == "sandboxes" {
-				return httpx.NewError(http.StatusBadRequest, "quota_exceeded",
-					"max_running: the organization's max_running quota is 0, so it may not run sandboxes; ask an operator to raise it (dreadnode-backend quotas set)")
+				return &domain.QuotaExceededError{Detail: "max_running: the organization's max_running quota is 0, so it may not run sandboxes; ask an operator to raise it (dreadnode-backend quotas set)"}
 			}
-			return httpx.Invalid(l.field, fmt.Sprintf("asks for %d %s but %s is %d %s, so it could never start; ask for less or ask an operator to raise the limit",
+			return domain.Invalid(l.field, fmt.Sprintf("asks for %d %s but %s is %d %s, so it could never start; ask for less or ask an operator to raise the limit",
 				l.want, l.unit, l.name, *l.max, l.unit))
 		}
 	}
@@ -243,6 +281,12 @@ func (a *Admitter) Pass(ctx context.Context) (int, error) {
 		if err != nil || len(items) == 0 {
 			return err
 		}
+		// The usage read next, and the admissions decided from it, must
+		// not interleave with a create placed (or another replica's pass)
+		// for the same orgs and limited providers.
+		if err := a.lock(ctx, tx, items); err != nil {
+			return err
+		}
 		use, err := usageOf(ctx, tx)
 		if err != nil {
 			return err
@@ -276,7 +320,7 @@ func (a *Admitter) Pass(ctx context.Context) (int, error) {
 			return qerr
 		}
 		for _, it := range picked {
-			r, err := store.TransitionTx(ctx, tx, it.ID, []store.Phase{store.PhaseQueued}, store.PhasePending, func(r *store.Record) error {
+			r, err := store.TransitionTx(ctx, tx, it.ID, sandbox.PhasePending, sandbox.CauseAdmission, func(r *store.Record) error {
 				r.PhaseDeadline = time.Time{}
 				return nil
 			})
@@ -305,7 +349,7 @@ func (a *Admitter) Pass(ctx context.Context) (int, error) {
 
 func queuedItems(ctx context.Context, tx *sql.Tx) ([]Item, map[string]int64, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, org_id, provider, seq, cpu_count, memory_mb, COALESCE(phase_deadline, 0)
-		FROM sandboxes WHERE phase = 'queued' ORDER BY seq`)
+		FROM sandboxes WHERE `+isQueued+` ORDER BY seq`)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,10 +372,10 @@ func queuedItems(ctx context.Context, tx *sql.Tx) ([]Item, map[string]int64, err
 
 // Position is r's place in its org's queue (1 = next), 0 when not queued.
 func Position(ctx context.Context, q querier, r *store.Record) (int, error) {
-	if r.Phase != store.PhaseQueued {
+	if r.Phase != sandbox.PhaseQueued {
 		return 0, nil
 	}
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE org_id = ? AND phase = 'queued' AND seq <= ?`, r.OrgID, r.Seq).Scan(&n)
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE org_id = ? AND `+isQueued+` AND seq <= ?`, r.OrgID, r.Seq).Scan(&n)
 	return n, err
 }

@@ -87,7 +87,7 @@ func (a *Admitter) ReportOf(ctx context.Context, org string) (Report, error) {
 		return rep, err
 	}
 	var oldest sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM sandboxes WHERE org_id = ? AND phase = 'queued'`, org).Scan(&rep.Queued, &oldest); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM sandboxes WHERE org_id = ? AND `+isQueued, org).Scan(&rep.Queued, &oldest); err != nil {
 		return rep, err
 	}
 	if oldest.Valid {

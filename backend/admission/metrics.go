@@ -51,7 +51,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	db := c.db.Reader()
-	rows, err := db.QueryContext(ctx, `SELECT org_id, COUNT(*) FROM sandboxes WHERE phase = 'queued' GROUP BY org_id`)
+	rows, err := db.QueryContext(ctx, `SELECT org_id, COUNT(*) FROM sandboxes WHERE `+isQueued+` GROUP BY org_id`)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.depth, err)
 		return

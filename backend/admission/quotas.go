@@ -9,25 +9,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
-
-// schema holds the operators' per-org limits; a NULL column is unlimited.
-var schema = []string{
-	`CREATE TABLE org_quotas (
-		org_id TEXT PRIMARY KEY REFERENCES orgs(id),
-		max_running INTEGER,
-		max_cpu INTEGER,
-		max_memory_mb INTEGER
-	)`,
-	// The dispatcher reads the queue in order on every pass.
-	`CREATE INDEX sandboxes_queued ON sandboxes (seq) WHERE phase = 'queued'`,
-}
-
-// Migrate creates the admission tables.
-func Migrate(ctx context.Context, db *store.DB) error {
-	return db.Migrate(ctx, "0100_admission", schema...)
-}
 
 // Quotas are an org's limits; nil is unlimited.
 type Quotas struct {
@@ -52,7 +36,11 @@ func (u Use) plus(it Item) Use {
 }
 
 // holding is the SQL list of the phases whose records hold compute.
-const holding = `('pending', 'creating', 'running', 'pausing', 'paused', 'resuming', 'stopping')`
+var holding = "(" + store.SQLList(sandbox.Holding) + ")"
+
+// isQueued selects queued records. It is rendered as a literal, like the
+// WHERE of the partial index sandboxes_queued, so SQLite uses that index.
+var isQueued = "phase = " + store.SQLList([]sandbox.Phase{sandbox.PhaseQueued})
 
 // Capacity is what one provider can run at once; 0 is unlimited.
 type Capacity struct {

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -31,7 +31,7 @@ type Registrar func(r *mux.Router)
 // Config wires the server.
 type Config struct {
 	DB       *store.DB
-	Provider provider.Provider
+	Provider compute.Provider
 	Logger   *slog.Logger
 	// Routes are registered behind the API-key middleware.
 	Routes []Registrar

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 )
 
 // phaseAt is when the sandbox entered phase (zero when it never did).

@@ -17,14 +17,15 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/docker"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
@@ -34,11 +35,12 @@ import (
 type App struct {
 	Config     Config
 	DB         *store.DB
-	Provider   provider.Provider
+	Provider   compute.Provider
 	Reconciler *reconciler.Reconciler
 	Lifecycle  *lifecycle.Service
 	Tasks      *tasks.Service
-	Ledger     *ledger.Service
+	Billing    *billing.Service
+	Runtimes   *runtimes.Service
 	Admission  *admission.Admitter
 	Handler    http.Handler
 	Log        *slog.Logger
@@ -59,6 +61,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
+	if db.Dialect() == store.Postgres {
+		// Stores, billing and admission are safe with several writers; the
+		// reconciler is not yet (no leases: each replica would drive every
+		// record), and the record cache is per process.
+		log.Warn("PostgreSQL: run exactly one backend replica per database with this build; several replicas would each drive every record")
+	}
 	if err := a.bootstrap(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -75,10 +83,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if c, ok := a.Provider.(interface{ Close() error }); ok {
 		a.closer = append(a.closer, c.Close)
 	}
-	if err := admission.Migrate(ctx, db); err != nil {
-		a.Close()
-		return nil, err
-	}
 	capacity, err := a.providerCapacity(ctx)
 	if err != nil {
 		a.Close()
@@ -94,13 +98,23 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission})
-	rates, settleEvery, err := ledger.EnvConfig()
+	rates, settleEvery, err := billing.EnvConfig()
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
-	if a.Ledger, err = ledger.New(ctx, ledger.Config{DB: db, Lifecycle: a.Lifecycle, Reconciler: a.Reconciler, Provider: a.Provider,
-		Logger: log, Rates: &rates, SettleInterval: settleEvery}); err != nil {
+	// Billing reads sandbox logs through the lifecycle service and hands
+	// the records it kills for lack of credits to the reconciler; it imports
+	// neither.
+	if a.Billing, err = billing.New(ctx, billing.Config{DB: db, Logs: a.Lifecycle.Logs, Killed: func(r *store.Record) {
+		a.Reconciler.Changed(r)
+		a.Reconciler.Kick(r.ID)
+	}, Logger: log, Rates: &rates, SettleInterval: settleEvery}); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if a.Runtimes, err = runtimes.New(runtimes.Config{DB: db, Sandboxes: a.Lifecycle, Billing: a.Billing, Provider: a.Provider,
+		Logger: log}); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -115,12 +129,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
 	a.closer = append(a.closer, a.Tasks.Close)
-	a.loops = append(a.loops, a.Reconciler.Run, a.Ledger.Run, a.Tasks.Run, a.Admission.Run)
+	// One reconciler drives sandboxes and task environments alike.
+	a.Tasks.Attach(a.Reconciler)
+	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Ledger.Register, a.Tasks.Register, a.Admission.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Ledger.RegisterAdmin, a.Admission.RegisterAdmin},
+		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
@@ -128,12 +144,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 
 // newProvider builds the deployment's provider: DREADNODE_PROVIDER, plus
 // the providers DREADNODE_TEMPLATE_PROVIDERS routes templates to.
-func newProvider(cfg Config, deployment string) (provider.Provider, error) {
+func newProvider(cfg Config, deployment string) (compute.Provider, error) {
 	def, err := buildProvider(cfg, cfg.Provider, deployment)
 	if err != nil || len(cfg.TemplateProviders) == 0 {
 		return def, err
 	}
-	var others []provider.Provider
+	var others []compute.Provider
 	seen := map[string]bool{cfg.Provider: true}
 	for _, name := range cfg.TemplateProviders {
 		if seen[name] {
@@ -149,7 +165,7 @@ func newProvider(cfg Config, deployment string) (provider.Provider, error) {
 	return multi.New(def, others, cfg.TemplateProviders)
 }
 
-func buildProvider(cfg Config, name, deployment string) (provider.Provider, error) {
+func buildProvider(cfg Config, name, deployment string) (compute.Provider, error) {
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
@@ -191,17 +207,17 @@ func newTaskEngine(cfg Config, deployment string, log *slog.Logger) (tasks.Engin
 	return eng, nil
 }
 
-// admit refuses creates for an org without credits (402): ledger.Admit.
+// admit refuses creates for an org without credits: billing.Admit.
 func (a *App) admit(ctx context.Context, orgID string) error {
-	return a.Ledger.Admit(ctx, orgID)
+	return a.Billing.Admit(ctx, orgID)
 }
 
-// onChange is the reconciler's hook: the ledger settles records that stopped
+// onChange is the reconciler's hook: billing settles records that stopped
 // accruing (paused or ended).
 func (a *App) onChange(r *store.Record) {
 	a.transitions.WithLabelValues(string(r.Phase)).Inc()
-	if a.Ledger != nil {
-		a.Ledger.OnChange(r)
+	if a.Billing != nil {
+		a.Billing.OnChange(r)
 	}
 	if a.Admission != nil {
 		a.Admission.Changed(r) // freed compute or a requeued create: serve the queue

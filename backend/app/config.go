@@ -5,8 +5,8 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"net"
 	"os"
 	"path/filepath"

@@ -17,7 +17,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/backendproc"
 )
@@ -61,7 +62,7 @@ func create(b *backendproc.Backend, body string) (sandboxView, error) {
 
 func deploymentContainers(t *testing.T, cli *client.Client, deployment string, extra ...string) []container.Summary {
 	t.Helper()
-	args := filters.NewArgs(filters.Arg("label", provider.LabelDeployment+"="+deployment))
+	args := filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+deployment))
 	for _, e := range extra {
 		args.Add("label", e)
 	}
@@ -131,7 +132,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan, err := cli.ContainerCreate(ctx, &container.Config{Image: "dreadnode/base:latest", Labels: map[string]string{
-		provider.LabelManaged: "true", provider.LabelRecord: "ghostrecord", provider.LabelDeployment: deployment, provider.LabelOrg: "acc", provider.LabelKind: "runtime",
+		compute.LabelManaged: "true", compute.LabelRecord: "ghostrecord", compute.LabelDeployment: deployment, compute.LabelOrg: "acc", compute.LabelKind: "runtime",
 	}}, nil, nil, nil, "dn-ghost-"+deployment)
 	if err != nil {
 		t.Fatal(err)
@@ -139,11 +140,11 @@ func TestCrashRecovery(t *testing.T) {
 	if err := cli.ContainerStart(ctx, orphan.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Transition(ctx, doomed.SandboxID, nil, store.PhaseDeleted, nil); err != nil {
+	if _, err := db.Transition(ctx, doomed.SandboxID, sandbox.PhaseDeleted, sandbox.CauseUser, nil); err != nil {
 		t.Fatal(err)
 	}
 	org, _ := db.OrgByName(ctx, "acc")
-	stuck := &store.Record{ID: "stuckrecord" + deployment, OrgID: org.ID, Kind: store.KindRuntime, Provider: "docker", Phase: store.PhaseCreating,
+	stuck := &store.Record{ID: "stuckrecord" + deployment, OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseCreating,
 		TemplateID: "base", PhaseDeadline: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
 	if err := db.InsertRecord(ctx, stuck); err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func TestCrashRecovery(t *testing.T) {
 		seen := map[string]int{}
 		extra := []string{}
 		for _, c := range cs {
-			id := c.Labels[provider.LabelRecord]
+			id := c.Labels[compute.LabelRecord]
 			seen[id]++
 			if !running[id] || c.State != "running" {
 				extra = append(extra, id+":"+c.State)

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 )
 
 // The lifecycle API is the same on E2B: the whole cycle through the backend's
@@ -75,7 +75,7 @@ func TestTemplatesRoutedToProviders(t *testing.T) {
 		c.TemplateProviders = map[string]string{"cloud": "e2b"}
 		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
 			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
-			Templates: map[string]provider.Template{"cloud": {ID: "base", CPUCount: 2, MemoryMB: 512}}}
+			Templates: map[string]compute.Template{"cloud": {ID: "base", CPUCount: 2, MemoryMB: 512}}}
 	})
 	cloud, cloudTok := ta.create(map[string]any{"templateID": "cloud", "waitReady": true})
 	local, localTok := ta.create(map[string]any{"waitReady": true})

@@ -14,7 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
@@ -89,7 +89,7 @@ func (ta *testApp) removeContainers() {
 
 // containers lists the containers of a deployment (all states).
 func (ta *testApp) containers(deployment string) []container.Summary {
-	return dockertest.ContainersWithLabel(ta.t, provider.LabelDeployment, deployment)
+	return dockertest.ContainersWithLabel(ta.t, compute.LabelDeployment, deployment)
 }
 
 // containersOf lists the containers labelled with record id.

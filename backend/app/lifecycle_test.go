@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 func TestLifecycleFullCycle(t *testing.T) {
@@ -29,7 +29,7 @@ func TestLifecycleFullCycle(t *testing.T) {
 		t.Fatalf("timeline: %v", phases)
 	}
 	cs := ta.containersOf(id)
-	if len(cs) != 1 || cs[0].Labels[provider.LabelOrg] == "" || cs[0].Labels[provider.LabelRecord] != id {
+	if len(cs) != 1 || cs[0].Labels[compute.LabelOrg] == "" || cs[0].Labels[compute.LabelRecord] != id {
 		t.Fatalf("one labelled container expected, got %+v", cs)
 	}
 	for _, p := range cs[0].Ports {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -32,13 +33,13 @@ func admissionBurst(ctx context.Context, cli *client.Client) {
 			code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 600})
 			var sb struct{ SandboxID, State string }
 			_ = json.Unmarshal(body, &sb)
-			for code == http.StatusCreated && sb.State == "starting" { // waitReady's server-side limit passed: keep waiting
+			for code == http.StatusCreated && sb.State == string(sbx.StateStarting) { // waitReady's server-side limit passed: keep waiting
 				time.Sleep(100 * time.Millisecond)
 				var g []byte
 				_, g = b.do("GET", "/sandboxes/"+sb.SandboxID, nil)
 				_ = json.Unmarshal(g, &sb)
 			}
-			if code != http.StatusCreated || sb.State != "running" {
+			if code != http.StatusCreated || sb.State != string(sbx.StateRunning) {
 				oursFailed.Add(1)
 			}
 			if sb.SandboxID != "" {

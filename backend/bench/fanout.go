@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -39,7 +40,7 @@ func expiryDuringBurst(ctx context.Context) {
 	parallel(*expiring, func(int) {
 		code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": *expiryTTL})
 		var sb struct{ SandboxID, State string }
-		if json.Unmarshal(body, &sb); code != 201 || sb.State != "running" {
+		if json.Unmarshal(body, &sb); code != 201 || sb.State != string(sbx.StateRunning) {
 			fail(fmt.Errorf("expiring create: %d %s", code, body))
 		}
 		mu.Lock()
@@ -102,7 +103,7 @@ func expiryDuringBurst(ctx context.Context) {
 			}
 			_, body := b.do("GET", "/sandboxes/"+id, nil)
 			_ = json.Unmarshal(body, &sb)
-			if sb.State == "deleted" && sb.Timeline[len(sb.Timeline)-1].Phase == "deleted" {
+			if sb.State == string(sbx.StateDeleted) && sb.Timeline[len(sb.Timeline)-1].Phase == string(sbx.PhaseDeleted) {
 				_, lb := b.do("GET", "/api/v1/org/bench/sandboxes/"+id, nil)
 				var led struct {
 					TotalRuntimeSeconds float64 `json:"total_runtime_seconds"`
@@ -165,11 +166,11 @@ func listsOverHistory(ctx context.Context) {
 		err := b.app.DB.Tx(ctx, func(tx *sql.Tx) error {
 			for i := from; i < min(from+chunk, *history); i++ {
 				at := now.Add(time.Duration(i-*history) * time.Second)
-				r := &store.Record{ID: ids.New(), OrgID: "bench", Kind: store.KindRuntime, Provider: "docker", Phase: store.PhaseDeleted,
+				r := &store.Record{ID: ids.New(), OrgID: "bench", Kind: sbx.KindRuntime, Provider: "docker", Phase: sbx.PhaseDeleted,
 					TemplateID: "base", CPUCount: 1, MemoryMB: 512, TimeoutSec: 300, CreatedAt: at, StartedAt: at, KilledAt: at.Add(time.Minute),
-					EndAt: at.Add(5 * time.Minute), KillReason: store.KillDeleted, RuntimeNs: int64(time.Minute), BilledNs: int64(time.Minute),
-					Metadata: map[string]string{"n": strconv.Itoa(i)}, Timeline: []store.TimelineEntry{{Phase: "pending", At: at},
-						{Phase: "running", At: at}, {Phase: "stopping", At: at.Add(time.Minute)}, {Phase: "deleted", At: at.Add(time.Minute)}}}
+					EndAt: at.Add(5 * time.Minute), KillReason: sbx.KillDeleted, RuntimeNs: int64(time.Minute), BilledNs: int64(time.Minute),
+					Metadata: map[string]string{"n": strconv.Itoa(i)}, Timeline: []store.TimelineEntry{{Phase: string(sbx.PhasePending), At: at},
+						{Phase: string(sbx.PhaseRunning), At: at}, {Phase: string(sbx.PhaseStopping), At: at.Add(time.Minute)}, {Phase: string(sbx.PhaseDeleted), At: at.Add(time.Minute)}}}
 				if err := store.InsertRecordTx(ctx, tx, r); err != nil {
 					return err
 				}

@@ -39,6 +39,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
+	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
@@ -195,7 +196,7 @@ func (b *backend) createRunning() time.Duration {
 	d := time.Since(t0)
 	var sb struct{ SandboxID, State string }
 	_ = json.Unmarshal(body, &sb)
-	if code != http.StatusCreated || sb.State != "running" {
+	if code != http.StatusCreated || sb.State != string(sbx.StateRunning) {
 		fail(fmt.Errorf("create: %d %s", code, body))
 	}
 	b.mu.Lock()

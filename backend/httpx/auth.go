@@ -2,7 +2,6 @@ package httpx
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -32,6 +31,19 @@ func PathOrg(r *http.Request) (string, error) {
 	return org, nil
 }
 
+// OrgHandler serves an org-scoped route (/api/v1/org/{org}/...): it checks
+// the {org} path variable against the key's org (404 for another org) and
+// passes the org id on.
+func OrgHandler(h func(w http.ResponseWriter, r *http.Request, org string) error) Handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		org, err := PathOrg(r)
+		if err != nil {
+			return err
+		}
+		return h(w, r, org)
+	}
+}
+
 // Handler adapts a handler that returns an error to http.Handler.
 type Handler func(w http.ResponseWriter, r *http.Request) error
 
@@ -40,9 +52,8 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		return
 	}
-	var he *Error
-	switch {
-	case errors.As(err, &he) && he != nil: // answered as itself, wrapped or not
+	switch he := AsError(err); {
+	case he != nil: // an *Error or a domain error, wrapped or not
 		WriteErr(w, he)
 	case r.Context().Err() != nil:
 		// The client went away (or its deadline passed): not a server error.

@@ -5,8 +5,13 @@ package httpx
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 )
 
 // FieldError is one entry of the envelope's "errors" list.
@@ -36,8 +41,17 @@ func NewError(code int, typ, detail string) *Error {
 
 // Invalid is a 400 naming the offending field (dotted path, e.g. "resources.cpuCount").
 func Invalid(field, msg string) *Error {
+	return invalidIn(domain.InBody, field, msg)
+}
+
+// InvalidQuery is a 400 naming a query parameter.
+func InvalidQuery(param, msg string) *Error {
+	return invalidIn(domain.InQuery, param, msg)
+}
+
+func invalidIn(in, field, msg string) *Error {
 	return &Error{Code: http.StatusBadRequest, Type: "validation_error", Detail: field + ": " + msg,
-		Errors: []FieldError{{Loc: locOf(field), Msg: msg, Type: "value_error"}}}
+		Errors: []FieldError{{Loc: locOf(in, field), Msg: msg, Type: "value_error"}}}
 }
 
 // NotFound is a 404 for an object of kind with id.
@@ -60,15 +74,74 @@ func Conflict(detail string) *Error { return NewError(http.StatusConflict, "conf
 
 func quote(s string) string { return "\"" + s + "\"" }
 
-func locOf(field string) []any {
-	loc := []any{"body"}
-	if field == "body" { // the body as a whole, not a field named body
+// locOf is the envelope's loc of field sent in in (body, query or path).
+// A query parameter or path variable is one name, even with dots in it.
+func locOf(in, field string) []any {
+	if in == "" {
+		in = domain.InBody
+	}
+	loc := []any{in}
+	switch {
+	case in == domain.InBody && (field == "body" || field == ""): // the body as a whole, not a field named body
 		return loc
+	case in != domain.InBody:
+		return append(loc, field)
 	}
 	for _, p := range strings.Split(field, ".") {
 		loc = append(loc, p)
 	}
 	return loc
+}
+
+// AsError is the envelope err answers with: an *Error (wrapped or not) as
+// itself, a domain error through the one map from domain errors to status
+// codes and envelopes; nil for anything else (a 500, whose cause is logged,
+// never shown).
+func AsError(err error) *Error {
+	var he *Error
+	if errors.As(err, &he) && he != nil {
+		return he
+	}
+	var (
+		notFound *domain.NotFoundError
+		conflict *domain.ConflictError
+		invalid  *domain.InvalidError
+		rejected *domain.RejectedError
+		quota    *domain.QuotaExceededError
+		credits  *domain.InsufficientCreditsError
+		full     *domain.QueueFullError
+		unavail  *domain.UnavailableError
+		prov     *domain.ProviderError
+		start    *domain.StartFailedError
+		timeout  *domain.TimeoutError
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return NewError(http.StatusNotFound, "not_found", notFound.Error())
+	case errors.As(err, &conflict):
+		return Conflict(conflict.Detail)
+	case errors.As(err, &invalid):
+		return invalidIn(invalid.In, invalid.Field, invalid.Msg)
+	case errors.As(err, &rejected):
+		return NewError(http.StatusBadRequest, "invalid_request", rejected.Detail)
+	case errors.As(err, &quota):
+		return NewError(http.StatusBadRequest, "quota_exceeded", quota.Detail)
+	case errors.As(err, &credits):
+		return NewError(http.StatusPaymentRequired, "insufficient_credits", credits.Error())
+	case errors.As(err, &full):
+		e := NewError(http.StatusTooManyRequests, "queue_full", full.Detail)
+		e.Header = http.Header{"Retry-After": {strconv.Itoa(int(full.RetryAfter / time.Second))}}
+		return e
+	case errors.As(err, &unavail):
+		return NewError(http.StatusServiceUnavailable, "provider_unavailable", unavail.Detail)
+	case errors.As(err, &prov):
+		return NewError(http.StatusBadGateway, "provider_error", prov.Detail)
+	case errors.As(err, &start):
+		return NewError(http.StatusBadGateway, "start_failed", start.Detail)
+	case errors.As(err, &timeout):
+		return NewError(http.StatusGatewayTimeout, "timeout", timeout.Detail)
+	}
+	return nil
 }
 
 // WriteJSON writes v with status.
@@ -78,10 +151,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// WriteErr renders err: an *Error as itself, anything else as a 500 whose
-// detail does not leak internals (Handler logs the cause).
+// WriteErr renders err: an *Error as itself, a domain error as AsError maps
+// it, anything else as a 500 whose detail does not leak internals (Handler
+// logs the cause).
 func WriteErr(w http.ResponseWriter, err error) {
-	if e, ok := err.(*Error); ok && e != nil {
+	if e := AsError(err); e != nil {
 		for k, v := range e.Header {
 			w.Header()[k] = v
 		}

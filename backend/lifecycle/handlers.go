@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -66,23 +69,23 @@ func (s *Service) load(r *http.Request) (*store.Record, error) {
 func (s *Service) find(r *http.Request, get func(ctx context.Context, org, id string) (*store.Record, error)) (*store.Record, error) {
 	id := mux.Vars(r)["id"]
 	rec, err := get(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == store.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
 		return nil, httpx.NotFound("sandbox", id)
 	}
 	return rec, err
 }
 
 func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
-	var req CreateRequest
-	if err := httpx.Decode(r, &req, removedFields); err != nil {
+	var body apitypes.CreateSandbox
+	if err := httpx.Decode(r, &body, removedFields); err != nil {
 		return err
 	}
-	created, err := s.Create(r.Context(), httpx.Org(r), &req, CreateOptions{IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	created, err := s.Create(r.Context(), httpx.Org(r), specOf(&body), CreateOptions{IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	if err != nil {
 		return err
 	}
 	rec := created.Record
-	if req.WaitReady && !created.Replayed {
+	if deref(body.WaitReady) && !created.Replayed {
 		if rec, err = s.WaitStarted(r.Context(), rec.ID); err != nil {
 			return err
 		}
@@ -102,11 +105,7 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	states := q["state"]
-	if len(states) == 0 {
-		states = liveStates
-	}
-	phases, wanted, err := parseStates(states)
+	phases, wanted, err := parseStates(q["state"])
 	if err != nil {
 		return err
 	}
@@ -127,7 +126,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	recs, err := s.db.ListRecords(r.Context(), store.RecordFilter{OrgID: httpx.Org(r), Phases: phases,
-		Kinds: []string{store.KindRuntime, store.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1})
+		Kinds: []string{sandbox.KindRuntime, sandbox.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1})
 	if err != nil {
 		return err
 	}
@@ -135,10 +134,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 		recs = recs[:limit]
 		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
 	}
-	if slices.Contains(phases, store.PhaseStopping) {
+	if slices.Contains(phases, sandbox.PhaseStopping) {
 		recs = slices.DeleteFunc(recs, func(rec *store.Record) bool { return !wanted[rec.PublicState()] })
 	}
-	if slices.ContainsFunc(recs, func(rec *store.Record) bool { return rec.Phase == store.PhaseQueued }) {
+	if slices.ContainsFunc(recs, func(rec *store.Record) bool { return rec.Phase == sandbox.PhaseQueued }) {
 		// Queue positions change without a new record version: render afresh.
 		base := baseURL(r)
 		out := make([]*Sandbox, len(recs))
@@ -184,7 +183,7 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if rec.Phase == store.PhaseQueued {
+	if rec.Phase == sandbox.PhaseQueued {
 		return s.writeQueued(w, r, rec)
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -200,7 +199,7 @@ func (s *Service) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	if rec.RuntimeID != "" && !rec.Phase.Terminal() {
 		return errOwned(rec)
 	}
-	if _, err := s.Delete(r.Context(), rec, store.KillDeleted); err != nil {
+	if _, err := s.Delete(r.Context(), rec, sandbox.KillDeleted); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -222,16 +221,12 @@ func (s *Service) handlePause(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type connectRequest struct {
-	Timeout *int `json:"timeout"`
-}
-
 func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.load(r)
 	if err != nil {
 		return err
 	}
-	var req connectRequest
+	var req apitypes.ConnectSandbox
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -243,7 +238,7 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	if rec.RuntimeID != "" {
 		return errOwned(rec)
 	}
-	if rec.Phase.Terminal() || rec.Phase == store.PhaseStopping {
+	if rec.Phase.Terminal() || rec.Phase == sandbox.PhaseStopping {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be connected to; create a new sandbox", rec.ID, rec.Phase.PublicState()))
 	}
 	switch {
@@ -278,6 +273,9 @@ type refreshRequest struct {
 	Duration *int `json:"duration"`
 }
 
+// timeoutRequest is apitypes.SetSandboxTimeout with the required timeout as
+// a pointer, so a body without it is told so rather than that 0 is out of
+// range.
 type timeoutRequest struct {
 	Timeout *int `json:"timeout"`
 }
@@ -338,42 +336,18 @@ type LogLine struct {
 	Line string `json:"line"`
 }
 
-// Logs returns the output of a record: live from the provider, or what was
-// kept when its instance was removed.
-func (s *Service) Logs(r *http.Request, rec *store.Record) ([]LogLine, error) {
-	var text string
-	var err error
-	if rec.ProviderID != "" && !rec.Phase.Terminal() {
-		text, err = s.prov.Logs(r.Context(), rec.Ref())
-	}
-	// A stopping sandbox's instance may be mid-removal (the engine then
-	// refuses to read it); the reconciler saved its logs before removing it.
-	if rec.Phase.Terminal() || provider.IsNotFound(err) || (err != nil && rec.Phase == store.PhaseStopping) {
-		text, err = s.db.SavedLogs(r.Context(), rec.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			text, err = "", nil
-		}
-	}
-	if err != nil {
-		return nil, providerErr("read the logs of", err)
-	}
-	lines := []LogLine{}
-	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		if l != "" {
-			lines = append(lines, LogLine{Line: l})
-		}
-	}
-	return lines, nil
-}
-
 func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.load(r)
 	if err != nil {
 		return err
 	}
-	lines, err := s.Logs(r, rec)
+	ls, err := s.Logs(r.Context(), rec)
 	if err != nil {
 		return err
+	}
+	lines := make([]LogLine, 0, len(ls))
+	for _, l := range ls {
+		lines = append(lines, LogLine{Line: l})
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "logs": lines})
 	return nil
@@ -384,7 +358,7 @@ func (s *Service) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if rec.Phase != store.PhaseRunning && rec.Phase != store.PhasePaused {
+	if rec.Phase != sandbox.PhaseRunning && rec.Phase != sandbox.PhasePaused {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; metrics exist only for running or paused sandboxes", rec.ID, rec.Phase.PublicState()))
 	}
 	m, err := s.prov.Metrics(r.Context(), rec.Ref())
@@ -406,11 +380,11 @@ func (s *Service) usable(r *http.Request) (*store.Record, error) {
 		return nil, err
 	}
 	switch rec.Phase {
-	case store.PhaseRunning:
+	case sandbox.PhaseRunning:
 		return rec, nil
-	case store.PhasePaused, store.PhasePausing, store.PhaseResuming:
+	case sandbox.PhasePaused, sandbox.PhasePausing, sandbox.PhaseResuming:
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is paused; POST /sandboxes/%s/connect to resume it first", rec.ID, rec.ID))
-	case store.PhaseQueued, store.PhasePending, store.PhaseCreating:
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating:
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is still starting; create it with waitReady or poll until it is running", rec.ID))
 	}
 	return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is %s", rec.ID, rec.Phase.PublicState()))
@@ -455,9 +429,9 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	}
 	env := commandEnv(rec, req.Env)
 	if ndjson.Wanted(r) {
-		return s.streamExec(w, r, rec, provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd, Timeout: time.Duration(timeout) * time.Millisecond})
+		return s.streamExec(w, r, rec, compute.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd, Timeout: time.Duration(timeout) * time.Millisecond})
 	}
-	res, err := s.prov.Exec(r.Context(), rec.Ref(), provider.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd,
+	res, err := s.prov.Exec(r.Context(), rec.Ref(), compute.ExecRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd,
 		Timeout: time.Duration(timeout) * time.Millisecond})
 	if err != nil {
 		return providerErr("run the command in", err)
@@ -474,35 +448,73 @@ func filePath(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// providerErr turns a provider failure into a 4xx/5xx the user can act on.
-func providerErr(what string, err error) error {
-	msg := "could not " + what + " the sandbox: " + err.Error()
-	switch provider.KindOf(err) {
-	case provider.KindNotFound:
-		return httpx.NewError(http.StatusNotFound, "not_found", msg)
-	case provider.KindInvalid:
-		return httpx.NewError(http.StatusBadRequest, "invalid_request", msg)
-	case provider.KindConflict:
-		return httpx.Conflict(msg)
-	case provider.KindTimeout:
-		return httpx.NewError(http.StatusGatewayTimeout, "timeout", msg)
-	case provider.KindUnavailable:
-		return httpx.NewError(http.StatusServiceUnavailable, "provider_unavailable", msg)
-	}
-	return httpx.NewError(http.StatusBadGateway, "provider_error", msg)
-}
-
 // handleGetTemplate answers whether a template exists, so clients can check
 // a templateID before creating (the Terraform provider does at plan).
 func (s *Service) handleGetTemplate(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.template(r.Context(), mux.Vars(r)["templateID"])
-	var he *httpx.Error
-	if errors.As(err, &he) && he.Code == http.StatusBadRequest {
-		return httpx.NewError(http.StatusNotFound, "not_found", strings.TrimPrefix(he.Detail, "templateID: "))
-	}
+	t, err := s.Template(r.Context(), mux.Vars(r)["templateID"])
 	if err != nil {
 		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "cpuCount": t.CPUCount, "memoryMB": t.MemoryMB})
 	return nil
+}
+
+// parseStates returns the phases to read for the public states asked (the
+// live ones when none is), and those states (a stopping record is shown as
+// deleted, completed or failed, so records read through PhaseStopping are
+// filtered by their public state).
+func parseStates(vals []string) ([]sandbox.Phase, map[sandbox.State]bool, error) {
+	if len(vals) == 0 {
+		for _, st := range sandbox.LiveStates {
+			vals = append(vals, string(st))
+		}
+	}
+	var phases []sandbox.Phase
+	wanted := map[sandbox.State]bool{}
+	for _, v := range vals {
+		for _, st := range strings.Split(v, ",") {
+			st = strings.TrimSpace(st)
+			if st == "" {
+				continue
+			}
+			ps, ok := sandbox.PhasesOf(sandbox.State(st))
+			if !ok {
+				return nil, nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
+			}
+			wanted[sandbox.State(st)] = true
+			for _, p := range ps {
+				if !slices.Contains(phases, p) {
+					phases = append(phases, p)
+				}
+			}
+		}
+	}
+	return phases, wanted, nil
+}
+
+// writeQueued answers the detail of a queued sandbox, with its position.
+func (s *Service) writeQueued(w http.ResponseWriter, r *http.Request, rec *store.Record) error {
+	out := view(rec, baseURL(r))
+	if err := s.withQueuePosition(r.Context(), rec, out); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// writeList answers a JSON array of the records' views, each from the cache
+// of renderings GET by id uses (a list re-renders only what changed).
+func (c *renderCache) writeList(w http.ResponseWriter, recs []*store.Record, base string) {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, r := range recs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(bytes.TrimRight(c.get(r, base), "\n"))
+	}
+	buf.WriteString("]\n")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
 }

@@ -2,10 +2,9 @@ package lifecycle
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -13,7 +12,7 @@ import (
 // queue (§7); other sandboxes have none. The position changes without the
 // record changing, so queued records are never served from the render cache.
 func (s *Service) withQueuePosition(ctx context.Context, rec *store.Record, out *Sandbox) error {
-	if rec.Phase != store.PhaseQueued {
+	if rec.Phase != sandbox.PhaseQueued {
 		return nil
 	}
 	n, err := admission.Position(ctx, s.db.Reader(), rec)
@@ -23,15 +22,5 @@ func (s *Service) withQueuePosition(ctx context.Context, rec *store.Record, out 
 	if n > 0 {
 		out.QueuePosition = &n
 	}
-	return nil
-}
-
-// writeQueued answers the detail of a queued sandbox, with its position.
-func (s *Service) writeQueued(w http.ResponseWriter, r *http.Request, rec *store.Record) error {
-	out := view(rec, baseURL(r))
-	if err := s.withQueuePosition(r.Context(), rec, out); err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"sync"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -47,21 +46,4 @@ func (c *renderCache) get(r *store.Record, base string) []byte {
 	c.byID[r.ID] = rendered{version: r.Version, base: base, body: body}
 	c.mu.Unlock()
 	return body
-}
-
-// writeList answers a JSON array of the records' views, each from the cache
-// of renderings GET by id uses (a list re-renders only what changed).
-func (c *renderCache) writeList(w http.ResponseWriter, recs []*store.Record, base string) {
-	var buf bytes.Buffer
-	buf.WriteByte('[')
-	for i, r := range recs {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(bytes.TrimRight(c.get(r, base), "\n"))
-	}
-	buf.WriteString("]\n")
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
 }

@@ -8,45 +8,17 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 )
 
-// CreateRequest is the body of POST /sandboxes (§1).
-type CreateRequest struct {
-	TemplateID   string            `json:"templateID"`
-	Timeout      *int              `json:"timeout"`
-	WaitReady    bool              `json:"waitReady"`
-	EnvVars      map[string]string `json:"envVars"`
-	Metadata     map[string]string `json:"metadata"`
-	AutoPause    bool              `json:"autoPause"`
-	AutoResume   bool              `json:"autoResume"`
-	Network      *NetworkRequest   `json:"network"`
-	VolumeMounts []VolumeMount     `json:"volumeMounts"`
-	Resources    *Resources        `json:"resources"`
-	Command      []string          `json:"command"`
-}
+// CreateRequest is the body of POST /sandboxes (§1), the type generated
+// from the API document.
+type CreateRequest = apitypes.CreateSandbox
 
 // NetworkRequest is the create option "network".
-type NetworkRequest struct {
-	AllowPublicTraffic  *bool    `json:"allowPublicTraffic"`
-	AllowInternetAccess *bool    `json:"allowInternetAccess"`
-	AllowOut            []string `json:"allowOut"`
-	DenyOut             []string `json:"denyOut"`
-}
-
-// VolumeMount is one request-level mount (camelCase only).
-type VolumeMount struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"readOnly"`
-}
-
-// Resources is the create option "resources".
-type Resources struct {
-	CPUCount *int `json:"cpuCount"`
-	MemoryMB *int `json:"memoryMB"`
-}
+type NetworkRequest = apitypes.SandboxNetwork
 
 // removedFields answers retired create fields with their replacement.
 var removedFields = map[string]string{
@@ -86,75 +58,109 @@ var (
 	hostname = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9-]{1,63}\.)*[a-zA-Z0-9-]{1,63}$`)
 )
 
-// validate checks the request and fills defaults; the error names the field.
-func (req *CreateRequest) validate(minTimeout int) error {
-	if req.TemplateID == "" {
-		req.TemplateID = "base"
-	}
-	if !template.MatchString(req.TemplateID) {
-		return httpx.Invalid("templateID", "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-')")
-	}
-	if req.Timeout == nil {
-		t := DefaultTimeout
-		req.Timeout = &t
-	}
-	if err := checkTimeout("timeout", *req.Timeout, minTimeout); err != nil {
-		return err
-	}
-	if err := checkEnv("envVars", req.EnvVars); err != nil {
-		return err
-	}
-	if len(req.Metadata) > maxMetadata {
-		return httpx.Invalid("metadata", fmt.Sprintf("at most %d entries", maxMetadata))
-	}
-	for k, v := range req.Metadata {
-		if !metaKey.MatchString(k) {
-			return httpx.Invalid("metadata."+k, "keys are 1-64 characters of letters, digits, '_', '.', '-', '/'")
-		}
-		if len(v) > 512 {
-			return httpx.Invalid("metadata."+k, "values are at most 512 characters")
-		}
-		if strings.ContainsRune(v, 0) {
-			return httpx.Invalid("metadata."+k, "must not contain NUL")
-		}
+// Spec is a sandbox to create, in Go values: the create route's body
+// (CreateRequest.Spec) and a runtime's start both build one. Create
+// validates it; an error names the field as the create route spells it.
+type Spec struct {
+	TemplateID string // "" is base
+	TimeoutSec int    // seconds the sandbox lives
+	// CPUCount and MemoryMB override the template's (nil: its default).
+	CPUCount   *int
+	MemoryMB   *int
+	EnvVars    map[string]string
+	Metadata   map[string]string
+	AutoPause  bool
+	AutoResume bool
+	Network    compute.Network
+	Volumes    []compute.Volume
+	Command    []string
+}
+
+// specOf is the sandbox the request asks for, with the defaults filled in.
+func specOf(req *CreateRequest) Spec {
+	sp := Spec{TemplateID: req.TemplateID, TimeoutSec: DefaultTimeout, EnvVars: req.EnvVars, Metadata: req.Metadata,
+		AutoPause: deref(req.AutoPause), AutoResume: deref(req.AutoResume), Network: networkOf(req.Network), Command: req.Command}
+	if req.Timeout != nil {
+		sp.TimeoutSec = *req.Timeout
 	}
 	if r := req.Resources; r != nil {
-		if r.CPUCount != nil && (*r.CPUCount < 1 || *r.CPUCount > MaxCPU) {
-			return httpx.Invalid("resources.cpuCount", fmt.Sprintf("must be between 1 and %d", MaxCPU))
+		sp.CPUCount, sp.MemoryMB = r.CPUCount, r.MemoryMB
+	}
+	for _, v := range req.VolumeMounts {
+		sp.Volumes = append(sp.Volumes, compute.Volume(v))
+	}
+	return sp
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// validate checks the spec and fills defaults; the error names the field.
+func (sp *Spec) validate(minTimeout int) error {
+	if sp.TemplateID == "" {
+		sp.TemplateID = "base"
+	}
+	if !template.MatchString(sp.TemplateID) {
+		return domain.Invalid("templateID", "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-')")
+	}
+	if err := checkTimeout("timeout", sp.TimeoutSec, minTimeout); err != nil {
+		return err
+	}
+	if err := checkEnv("envVars", sp.EnvVars); err != nil {
+		return err
+	}
+	if len(sp.Metadata) > maxMetadata {
+		return domain.Invalid("metadata", fmt.Sprintf("at most %d entries", maxMetadata))
+	}
+	for k, v := range sp.Metadata {
+		if !metaKey.MatchString(k) {
+			return domain.Invalid("metadata."+k, "keys are 1-64 characters of letters, digits, '_', '.', '-', '/'")
 		}
-		if r.MemoryMB != nil && (*r.MemoryMB < MinMemoryMB || *r.MemoryMB > MaxMemoryMB) {
-			return httpx.Invalid("resources.memoryMB", fmt.Sprintf("must be between %d and %d", MinMemoryMB, MaxMemoryMB))
+		if len(v) > 512 {
+			return domain.Invalid("metadata."+k, "values are at most 512 characters")
+		}
+		if strings.ContainsRune(v, 0) {
+			return domain.Invalid("metadata."+k, "must not contain NUL")
 		}
 	}
-	if n := req.Network; n != nil {
-		for i, rule := range n.AllowOut {
-			if !validEgress(rule) {
-				return httpx.Invalid(fmt.Sprintf("network.allowOut.%d", i), "must be an IP address, a CIDR block or a host name")
-			}
+	if sp.CPUCount != nil && (*sp.CPUCount < 1 || *sp.CPUCount > MaxCPU) {
+		return domain.Invalid("resources.cpuCount", fmt.Sprintf("must be between 1 and %d", MaxCPU))
+	}
+	if sp.MemoryMB != nil && (*sp.MemoryMB < MinMemoryMB || *sp.MemoryMB > MaxMemoryMB) {
+		return domain.Invalid("resources.memoryMB", fmt.Sprintf("must be between %d and %d", MinMemoryMB, MaxMemoryMB))
+	}
+	for i, rule := range sp.Network.AllowOut {
+		if !validEgress(rule) {
+			return domain.Invalid(fmt.Sprintf("network.allowOut.%d", i), "must be an IP address, a CIDR block or a host name")
 		}
-		for i, rule := range n.DenyOut {
-			if !validEgress(rule) {
-				return httpx.Invalid(fmt.Sprintf("network.denyOut.%d", i), "must be an IP address, a CIDR block or a host name")
-			}
+	}
+	for i, rule := range sp.Network.DenyOut {
+		if !validEgress(rule) {
+			return domain.Invalid(fmt.Sprintf("network.denyOut.%d", i), "must be an IP address, a CIDR block or a host name")
 		}
 	}
 	seen := map[string]bool{}
-	for i, m := range req.VolumeMounts {
+	for i, m := range sp.Volumes {
 		field := fmt.Sprintf("volumeMounts.%d", i)
 		if !volName.MatchString(m.Name) {
-			return httpx.Invalid(field+".name", "must be a volume name (lowercase letters, digits, '.', '_', '-')")
+			return domain.Invalid(field+".name", "must be a volume name (lowercase letters, digits, '.', '_', '-')")
 		}
 		if err := checkMountPath(field+".path", m.Path); err != nil {
 			return err
 		}
 		if seen[m.Path] {
-			return httpx.Invalid(field+".path", "is mounted twice")
+			return domain.Invalid(field+".path", "is mounted twice")
 		}
 		seen[m.Path] = true
 	}
-	for i, a := range req.Command {
+	for i, a := range sp.Command {
 		if strings.ContainsRune(a, 0) {
-			return httpx.Invalid(fmt.Sprintf("command.%d", i), "must not contain NUL")
+			return domain.Invalid(fmt.Sprintf("command.%d", i), "must not contain NUL")
 		}
 	}
 	return nil
@@ -164,7 +170,7 @@ func (req *CreateRequest) validate(minTimeout int) error {
 // are not variable names, NUL bytes, oversized names or values.
 func checkEnv(field string, env map[string]string) error {
 	if len(env) > maxEnvVars {
-		return httpx.Invalid(field, fmt.Sprintf("at most %d variables", maxEnvVars))
+		return domain.Invalid(field, fmt.Sprintf("at most %d variables", maxEnvVars))
 	}
 	for k, v := range env {
 		name := strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", `\0`), "?") // shown in the error
@@ -173,13 +179,13 @@ func checkEnv(field string, env map[string]string) error {
 		}
 		switch {
 		case len(k) > maxEnvName:
-			return httpx.Invalid(field+"."+name, fmt.Sprintf("names are at most %d characters", maxEnvName))
+			return domain.Invalid(field+"."+name, fmt.Sprintf("names are at most %d characters", maxEnvName))
 		case !envName.MatchString(k):
-			return httpx.Invalid(field+"."+name, "is not a valid environment variable name (letters, digits and '_', not starting with a digit)")
+			return domain.Invalid(field+"."+name, "is not a valid environment variable name (letters, digits and '_', not starting with a digit)")
 		case strings.ContainsRune(v, 0):
-			return httpx.Invalid(field+"."+k, "must not contain NUL")
+			return domain.Invalid(field+"."+k, "must not contain NUL")
 		case len(v) > maxEnvValue:
-			return httpx.Invalid(field+"."+k, fmt.Sprintf("values are at most %d bytes", maxEnvValue))
+			return domain.Invalid(field+"."+k, fmt.Sprintf("values are at most %d bytes", maxEnvValue))
 		}
 	}
 	return nil
@@ -190,29 +196,29 @@ func checkEnv(field string, env map[string]string) error {
 func checkMountPath(field, p string) error {
 	switch {
 	case strings.ContainsRune(p, 0):
-		return httpx.Invalid(field, "must not contain NUL")
+		return domain.Invalid(field, "must not contain NUL")
 	case len(p) > maxMountPath:
-		return httpx.Invalid(field, fmt.Sprintf("is at most %d characters", maxMountPath))
+		return domain.Invalid(field, fmt.Sprintf("is at most %d characters", maxMountPath))
 	case !path.IsAbs(p) || path.Clean(p) == "/":
-		return httpx.Invalid(field, "must be an absolute path other than /")
+		return domain.Invalid(field, "must be an absolute path other than /")
 	case path.Clean(p) != strings.TrimSuffix(p, "/") || strings.Contains(p, ":"):
-		return httpx.Invalid(field, "must be a clean absolute path (no '.', '..', '//' or ':'), e.g. /data")
+		return domain.Invalid(field, "must be a clean absolute path (no '.', '..', '//' or ':'), e.g. /data")
 	}
 	clean := path.Clean(p)
 	for _, t := range reservedTrees {
 		if clean == t || strings.HasPrefix(clean, t+"/") {
-			return httpx.Invalid(field, fmt.Sprintf("must not be %s or under it: the sandbox needs it; mount elsewhere, e.g. /data", t))
+			return domain.Invalid(field, fmt.Sprintf("must not be %s or under it: the sandbox needs it; mount elsewhere, e.g. /data", t))
 		}
 	}
 	if slices.Contains(reservedFiles, clean) {
-		return httpx.Invalid(field, fmt.Sprintf("must not be %s: the engine manages it", clean))
+		return domain.Invalid(field, fmt.Sprintf("must not be %s: the engine manages it", clean))
 	}
 	return nil
 }
 
 func checkTimeout(field string, v, minTimeout int) error {
 	if v < minTimeout || v > MaxTimeout {
-		return httpx.Invalid(field, fmt.Sprintf("must be between %d and %d seconds", minTimeout, MaxTimeout))
+		return domain.Invalid(field, fmt.Sprintf("must be between %d and %d seconds", minTimeout, MaxTimeout))
 	}
 	return nil
 }
@@ -227,10 +233,10 @@ func validEgress(rule string) bool {
 	return len(rule) <= 253 && hostname.MatchString(rule)
 }
 
-func (n *NetworkRequest) toProvider() provider.Network {
+func networkOf(n *NetworkRequest) compute.Network {
 	if n == nil {
-		return provider.Network{}
+		return compute.Network{}
 	}
-	return provider.Network{AllowInternetAccess: n.AllowInternetAccess, AllowPublicTraffic: n.AllowPublicTraffic,
+	return compute.Network{AllowInternetAccess: n.AllowInternetAccess, AllowPublicTraffic: n.AllowPublicTraffic,
 		AllowOut: n.AllowOut, DenyOut: n.DenyOut}
 }

@@ -8,17 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -27,14 +26,14 @@ import (
 type Config struct {
 	DB         *store.DB
 	Reconciler *reconciler.Reconciler
-	Provider   provider.Provider
+	Provider   compute.Provider
 	Logger     *slog.Logger
 	Now        func() time.Time
 	// MinTimeout is the lowest accepted timeout in seconds (60; tests lower it).
 	MinTimeout int
 	// WaitLimit bounds waitReady and synchronous operations.
 	WaitLimit time.Duration
-	// Admit refuses a create (e.g. 402 without credits); nil admits all.
+	// Admit refuses a create (e.g. without credits); nil admits all.
 	Admit func(ctx context.Context, orgID string) error
 	// Admission places each create: start now or wait in the queue (§7);
 	// nil starts every create at once.
@@ -46,10 +45,10 @@ type Service struct {
 	cfg       Config
 	db        *store.DB
 	rc        *reconciler.Reconciler
-	prov      provider.Provider
+	prov      compute.Provider
 	log       *slog.Logger
 	tmplOnce  sync.Once
-	templates map[string]provider.Template
+	templates map[string]compute.Template
 	tmplErr   error
 	rendered  renderCache
 }
@@ -77,14 +76,14 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 // MinTimeout is the lowest accepted sandbox timeout in seconds.
 func (s *Service) MinTimeout() int { return s.cfg.MinTimeout }
 
-func (s *Service) template(ctx context.Context, id string) (provider.Template, error) {
+func (s *Service) template(ctx context.Context, id string) (compute.Template, error) {
 	s.tmplOnce.Do(func() {
 		ts, err := s.prov.Templates(ctx)
 		if err != nil {
 			s.tmplErr = err
 			return
 		}
-		s.templates = map[string]provider.Template{}
+		s.templates = map[string]compute.Template{}
 		for _, t := range ts {
 			s.templates[t.ID] = t
 		}
@@ -92,8 +91,7 @@ func (s *Service) template(ctx context.Context, id string) (provider.Template, e
 	if s.tmplErr != nil {
 		err := s.tmplErr
 		s.tmplOnce = sync.Once{} // try again next time
-		return provider.Template{}, httpx.NewError(http.StatusServiceUnavailable, "provider_unavailable",
-			"the "+s.prov.Name()+" provider did not list its templates: "+err.Error())
+		return compute.Template{}, &domain.UnavailableError{Detail: "the " + s.prov.Name() + " provider did not list its templates: " + err.Error()}
 	}
 	t, ok := s.templates[id]
 	if !ok {
@@ -102,9 +100,27 @@ func (s *Service) template(ctx context.Context, id string) (provider.Template, e
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return t, httpx.Invalid("templateID", fmt.Sprintf("unknown template %q; available: %s", id, strings.Join(names, ", ")))
+		return t, &unknownTemplateError{InvalidError: domain.InvalidError{In: domain.InBody, Field: "templateID",
+			Msg: fmt.Sprintf("unknown template %q; available: %s", id, strings.Join(names, ", "))}}
 	}
 	return t, nil
+}
+
+// unknownTemplateError is an invalid templateID naming no template; the
+// template route answers it as not found.
+type unknownTemplateError struct{ domain.InvalidError }
+
+func (e *unknownTemplateError) Unwrap() error { return &e.InvalidError }
+
+// Template is the template id, or an error: unavailable when the provider
+// does not list its templates, not found for an unknown id.
+func (s *Service) Template(ctx context.Context, id string) (compute.Template, error) {
+	t, err := s.template(ctx, id)
+	var unknown *unknownTemplateError
+	if errors.As(err, &unknown) {
+		return t, &domain.NotFoundError{Kind: "template", ID: id, Detail: unknown.Msg}
+	}
+	return t, err
 }
 
 // providerFor names the provider that will run template (several providers
@@ -131,13 +147,13 @@ type Created struct {
 	Replayed    bool
 }
 
-// Create validates req, stores a pending record and asks the reconciler to
+// Create validates spec, stores a pending record and asks the reconciler to
 // start it. It returns at once; use WaitStarted to wait.
-func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, opts CreateOptions) (Created, error) {
-	if err := req.validate(s.cfg.MinTimeout); err != nil {
+func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts CreateOptions) (Created, error) {
+	if err := spec.validate(s.cfg.MinTimeout); err != nil {
 		return Created{}, err
 	}
-	tmpl, err := s.template(ctx, req.TemplateID)
+	tmpl, err := s.template(ctx, spec.TemplateID)
 	if err != nil {
 		return Created{}, err
 	}
@@ -149,26 +165,21 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 	now := s.now()
 	token := ids.Token("sbx_at")
 	rec := &store.Record{
-		ID: ids.New(), OrgID: orgID, Kind: store.KindRuntime, Provider: s.providerFor(req.TemplateID), Phase: store.PhasePending,
-		TemplateID: req.TemplateID, Metadata: req.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
-		AutoPause: req.AutoPause, AutoResume: req.AutoResume, TimeoutSec: *req.Timeout,
-		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(*req.Timeout) * time.Second),
-		Spec:      store.Spec{EnvVars: req.EnvVars, Command: req.Command, Network: req.Network.toProvider()},
+		ID: ids.New(), OrgID: orgID, Kind: sandbox.KindRuntime, Provider: s.providerFor(spec.TemplateID), Phase: sandbox.PhasePending,
+		TemplateID: spec.TemplateID, Metadata: spec.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
+		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
+		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
+		Spec:      store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes},
 		RuntimeID: opts.RuntimeID,
-	}
-	for _, v := range req.VolumeMounts {
-		rec.Spec.Volumes = append(rec.Spec.Volumes, provider.Volume(v))
 	}
 	if opts.Kind != "" {
 		rec.Kind = opts.Kind
 	}
-	if r := req.Resources; r != nil {
-		if r.CPUCount != nil {
-			rec.CPUCount = *r.CPUCount
-		}
-		if r.MemoryMB != nil {
-			rec.MemoryMB = *r.MemoryMB
-		}
+	if spec.CPUCount != nil {
+		rec.CPUCount = *spec.CPUCount
+	}
+	if spec.MemoryMB != nil {
+		rec.MemoryMB = *spec.MemoryMB
 	}
 	out := Created{Record: rec, AccessToken: token}
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -201,8 +212,13 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 		return out, nil
 	}
 	s.rc.Changed(rec)
-	if rec.Phase == store.PhasePending { // a queued one is kicked when admitted
+	switch {
+	case rec.Phase == sandbox.PhasePending: // a queued one is kicked when admitted
 		s.rc.Kick(rec.ID)
+	case rec.Phase == sandbox.PhaseQueued && s.cfg.Admission != nil:
+		// After the commit, so a pass on another connection (PostgreSQL)
+		// sees the new queued create instead of waiting for the next tick.
+		s.cfg.Admission.Wake()
 	}
 	return out, nil
 }
@@ -210,10 +226,10 @@ func (s *Service) Create(ctx context.Context, orgID string, req *CreateRequest, 
 // WaitStarted waits (bounded by WaitLimit and ctx) until id leaves the
 // starting phases, and returns the record as it is then.
 func (s *Service) WaitStarted(ctx context.Context, id string) (*store.Record, error) {
-	return s.waitFor(ctx, id, func(p store.Phase) bool { return !p.Starting() })
+	return s.waitFor(ctx, id, func(p sandbox.Phase) bool { return !p.Starting() })
 }
 
-func (s *Service) waitFor(ctx context.Context, id string, done func(store.Phase) bool) (*store.Record, error) {
+func (s *Service) waitFor(ctx context.Context, id string, done func(sandbox.Phase) bool) (*store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
 	defer cancel()
 	for {
@@ -237,19 +253,19 @@ func (s *Service) waitFor(ctx context.Context, id string, done func(store.Phase)
 
 // errOwned refuses a write on a runtime's sandbox through the lifecycle API.
 func errOwned(r *store.Record) error {
-	return httpx.Conflict(fmt.Sprintf("sandbox %s belongs to runtime %s; pause, resume, extend or delete it through the runtimes API (/api/v1/org/{org}/ws/{workspace}/runtimes/%s/...)", r.ID, r.RuntimeID, r.RuntimeID))
+	return domain.ConflictIn(string(r.Phase.PublicState()), fmt.Sprintf("sandbox %s belongs to runtime %s; pause, resume, extend or delete it through the runtimes API (/api/v1/org/{org}/ws/{workspace}/runtimes/%s/...)", r.ID, r.RuntimeID, r.RuntimeID))
 }
 
 // Pause moves a running sandbox to paused.
 func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, error) {
 	now := s.now()
-	_, err := s.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) error {
+	_, err := s.transition(ctx, r.ID, sandbox.PhasePausing, func(r *store.Record) error {
 		r.PhaseDeadline = now.Add(time.Minute)
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
 		cur, _ := s.db.GetRecord(ctx, r.ID)
-		return cur, httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", r.ID, stateOf(cur, r)))
+		return cur, domain.ConflictIn(string(stateOf(cur, r)), fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", r.ID, stateOf(cur, r)))
 	}
 	if err != nil {
 		return nil, err
@@ -263,7 +279,7 @@ func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, er
 func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Record, resumed bool, err error) {
 	for range 3 {
 		now := s.now()
-		_, err = s.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseResuming, func(r *store.Record) error {
+		_, err = s.transition(ctx, r.ID, sandbox.PhaseResuming, func(r *store.Record) error {
 			r.PhaseDeadline = now.Add(time.Minute)
 			return nil
 		})
@@ -278,29 +294,30 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 			return nil, false, err
 		}
 		switch cur.Phase {
-		case store.PhaseRunning:
+		case sandbox.PhaseRunning:
 			return cur, false, nil
-		case store.PhaseQueued, store.PhasePending, store.PhaseCreating:
+		case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating: // sandbox.Starting
 			cur, err = s.WaitStarted(ctx, r.ID)
 			return cur, false, err
-		case store.PhasePausing, store.PhaseResuming:
+		case sandbox.PhasePausing, sandbox.PhaseResuming:
 			if cur, err = s.drive(ctx, r.ID); err != nil {
 				return cur, false, err
 			}
-			if cur.Phase == store.PhaseRunning {
+			if cur.Phase == sandbox.PhaseRunning {
 				return cur, true, nil
 			}
 			continue // paused now: resume it
 		}
-		return cur, false, httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
+		return cur, false, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
 	}
-	return cur, false, httpx.Conflict(fmt.Sprintf("sandbox %s keeps changing state; retry the request", r.ID))
+	return cur, false, domain.Conflict(fmt.Sprintf("sandbox %s keeps changing state; retry the request", r.ID))
 }
 
-// Delete ends the sandbox whatever its phase; a terminal one stays as it is.
+// Delete ends the sandbox whatever its phase; a terminal one stays as it is,
+// and a second delete of a stopping one waits for the stop in progress.
 func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*store.Record, error) {
 	now := s.now()
-	_, err := s.transition(ctx, r.ID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
+	cur, err := s.transition(ctx, r.ID, sandbox.PhaseStopping, func(r *store.Record) error {
 		r.StopAt(now) // billing ends at the request, however long the removal takes
 		if r.KillReason == "" {
 			r.KillReason = reason
@@ -308,6 +325,9 @@ func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
+		if cur != nil && cur.Phase == sandbox.PhaseStopping {
+			return s.drive(ctx, r.ID)
+		}
 		return s.db.GetRecord(ctx, r.ID) // already terminal: deleting again is a no-op
 	}
 	if err != nil {
@@ -316,10 +336,11 @@ func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*
 	return s.drive(ctx, r.ID)
 }
 
-// transition commits a change a request asked for and wakes its waiters,
-// as the reconciler does for its own.
-func (s *Service) transition(ctx context.Context, id string, from []store.Phase, to store.Phase, mutate func(r *store.Record) error) (*store.Record, error) {
-	r, err := s.db.Transition(ctx, id, from, to, mutate)
+// transition commits a change a request asked for (cause user; the table
+// decides whether the record's phase allows it) and wakes its waiters, as
+// the reconciler does for its own.
+func (s *Service) transition(ctx context.Context, id string, to sandbox.Phase, mutate func(r *store.Record) error) (*store.Record, error) {
+	r, err := s.db.Transition(ctx, id, to, sandbox.CauseUser, mutate)
 	if err == nil {
 		s.rc.Changed(r)
 	}
@@ -327,18 +348,19 @@ func (s *Service) transition(ctx context.Context, id string, from []store.Phase,
 }
 
 // drive runs the reconciler on id now, bounded by WaitLimit. A refused
-// provider operation comes back as a 409/502 the user can act on.
+// provider operation comes back as a conflict or provider error the user
+// can act on.
 func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
 	defer cancel()
 	r, err := s.rc.Drive(ctx, id)
 	var op *reconciler.OpError
 	if errors.As(err, &op) {
-		code, typ := http.StatusBadGateway, "provider_error"
-		if provider.KindOf(op.Err) == provider.KindConflict {
-			code, typ = http.StatusConflict, "conflict"
+		detail := "the " + s.prov.Name() + " provider refused to " + op.Op + " the sandbox: " + op.Err.Error()
+		if compute.KindOf(op.Err) == compute.KindConflict {
+			return r, domain.Conflict(detail)
 		}
-		return r, httpx.NewError(code, typ, "the "+s.prov.Name()+" provider refused to "+op.Op+" the sandbox: "+op.Err.Error())
+		return r, &domain.ProviderError{Detail: detail}
 	}
 	if err != nil && ctx.Err() != nil {
 		// Still in progress: the loop finishes it; answer with what is stored.
@@ -351,8 +373,10 @@ func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 // max(current, now+d). Only live sandboxes have a TTL to move.
 func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
 	now := s.now()
-	live := []store.Phase{store.PhaseQueued, store.PhasePending, store.PhaseCreating, store.PhaseRunning, store.PhasePausing, store.PhasePaused, store.PhaseResuming}
-	cur, err := s.transition(ctx, r.ID, live, "", func(r *store.Record) error {
+	cur, err := s.transition(ctx, r.ID, "", func(r *store.Record) error {
+		if !r.Phase.Live() {
+			return store.ErrConflict
+		}
 		end := now.Add(d)
 		if extend && r.EndAt.After(end) {
 			end = r.EndAt
@@ -362,7 +386,7 @@ func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, 
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return cur, httpx.Conflict(fmt.Sprintf("sandbox %s is %s; its timeout can no longer change", r.ID, cur.Phase.PublicState()))
+		return cur, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; its timeout can no longer change", r.ID, cur.Phase.PublicState()))
 	}
 	if err != nil {
 		return nil, err
@@ -378,45 +402,62 @@ func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, 
 // RotateToken issues a fresh access token (connect), invalidating the old one.
 func (s *Service) RotateToken(ctx context.Context, id string) (string, error) {
 	token := ids.Token("sbx_at")
-	_, err := s.db.Transition(ctx, id, nil, "", func(r *store.Record) error {
+	_, err := s.db.Transition(ctx, id, "", "", func(r *store.Record) error {
 		r.AccessTokenHash = store.HashSecret(token)
 		return nil
 	})
 	return token, err
 }
 
-func stateOf(cur, fallback *store.Record) string {
+func stateOf(cur, fallback *store.Record) sandbox.State {
 	if cur == nil {
 		cur = fallback
 	}
 	return cur.Phase.PublicState()
 }
 
-var liveStates = []string{"starting", "running", "paused"}
-
-// parseStates returns the phases to read for the public states asked, and
-// those states (a stopping record is shown as deleted, completed or failed,
-// so records read through PhaseStopping are filtered by their public state).
-func parseStates(vals []string) ([]store.Phase, map[string]bool, error) {
-	var phases []store.Phase
-	wanted := map[string]bool{}
-	for _, v := range vals {
-		for _, st := range strings.Split(v, ",") {
-			st = strings.TrimSpace(st)
-			if st == "" {
-				continue
-			}
-			ps, ok := phasesOf(st)
-			if !ok {
-				return nil, nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
-			}
-			wanted[st] = true
-			for _, p := range ps {
-				if !slices.Contains(phases, p) {
-					phases = append(phases, p)
-				}
-			}
+// Logs returns the output of a record: live from the provider, or what was
+// kept when its instance was removed.
+func (s *Service) Logs(ctx context.Context, rec *store.Record) ([]string, error) {
+	var text string
+	var err error
+	if rec.ProviderID != "" && !rec.Phase.Terminal() {
+		text, err = s.prov.Logs(ctx, rec.Ref())
+	}
+	// A stopping sandbox's instance may be mid-removal (the engine then
+	// refuses to read it); the reconciler saved its logs before removing it.
+	if rec.Phase.Terminal() || compute.IsNotFound(err) || (err != nil && rec.Phase == sandbox.PhaseStopping) {
+		text, err = s.db.SavedLogs(ctx, rec.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			text, err = "", nil
 		}
 	}
-	return phases, wanted, nil
+	if err != nil {
+		return nil, providerErr("read the logs of", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines, nil
+}
+
+// providerErr turns a provider failure into a domain error the user can act on.
+func providerErr(what string, err error) error {
+	msg := "could not " + what + " the sandbox: " + err.Error()
+	switch compute.KindOf(err) {
+	case compute.KindNotFound:
+		return &domain.NotFoundError{Kind: "sandbox", Detail: msg}
+	case compute.KindInvalid:
+		return &domain.RejectedError{Detail: msg}
+	case compute.KindConflict:
+		return domain.Conflict(msg)
+	case compute.KindTimeout:
+		return &domain.TimeoutError{Detail: msg}
+	case compute.KindUnavailable:
+		return &domain.UnavailableError{Detail: msg}
+	}
+	return &domain.ProviderError{Detail: msg}
 }

@@ -1,43 +1,18 @@
 package lifecycle
 
 import (
+	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// Sandbox is the lifecycle (§1) projection of a record.
-type Sandbox struct {
-	SandboxID   string            `json:"sandboxID"`
-	TemplateID  string            `json:"templateID"`
-	State       string            `json:"state"`
-	CreatedAt   time.Time         `json:"createdAt"`
-	StartedAt   *time.Time        `json:"startedAt"`
-	EndAt       *time.Time        `json:"endAt"`
-	CPUCount    int               `json:"cpuCount"`
-	MemoryMB    int               `json:"memoryMB"`
-	Metadata    map[string]string `json:"metadata"`
-	AutoPause   bool              `json:"autoPause"`
-	AutoResume  bool              `json:"autoResume"`
-	Timeout     int               `json:"timeout"` // seconds, the last lifetime set (create, timeout, connect)
-	EnvdURL     string            `json:"envdURL"`
-	ServiceURLs map[string]string `json:"serviceURLs"`
-	Timeline    []TimelineEntry   `json:"timeline"`
-	Diagnostic  *string           `json:"diagnostic"`
-	ExitCode    *int              `json:"exitCode,omitempty"`
-	RuntimeID   string            `json:"runtimeID,omitempty"`
-	AccessToken string            `json:"accessToken,omitempty"`
-
-	// QueuePosition is a queued sandbox's place in its org's queue (1 = next).
-	QueuePosition *int `json:"queuePosition,omitempty"`
-}
-
-// TimelineEntry is one internal phase with the time it began.
-type TimelineEntry struct {
-	Phase string    `json:"phase"`
-	At    time.Time `json:"at"`
-}
+// Sandbox is the lifecycle (§1) projection of a record, in the type
+// generated from the API document (apitypes), so the server answers exactly
+// what the document and the client say.
+type Sandbox = apitypes.Sandbox
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -50,10 +25,10 @@ func timePtr(t time.Time) *time.Time {
 // traffic router's service URLs).
 func view(r *store.Record, base string) *Sandbox {
 	s := &Sandbox{
-		SandboxID: r.ID, TemplateID: r.TemplateID, State: r.PublicState(), CreatedAt: r.CreatedAt,
+		SandboxID: r.ID, TemplateID: r.TemplateID, State: string(r.PublicState()), CreatedAt: r.CreatedAt,
 		StartedAt: timePtr(r.StartedAt), EndAt: timePtr(r.EndAt), CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Timeout: r.TimeoutSec, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID,
-		EnvdURL: base + "/sandboxes/" + r.ID, ServiceURLs: map[string]string{},
+		EnvdURL: base + "/sandboxes/" + r.ID, ServiceURLs: map[string]apitypes.ServiceURL{},
 	}
 	if s.Metadata == nil {
 		s.Metadata = map[string]string{}
@@ -62,31 +37,35 @@ func view(r *store.Record, base string) *Sandbox {
 		d := r.Diagnostic
 		s.Diagnostic = &d
 	}
-	for port := range r.Endpoints {
-		s.ServiceURLs[strconv.Itoa(port)] = base + "/sandboxes/" + r.ID + "/proxy/" + strconv.Itoa(port) + "/"
+	if len(r.Endpoints) > 0 {
+		host, port := routerAddress(base)
+		for p := range r.Endpoints {
+			s.ServiceURLs[strconv.Itoa(p)] = apitypes.ServiceURL{
+				URL: base + "/sandboxes/" + r.ID + "/proxy/" + strconv.Itoa(p) + "/", Host: host, Port: port}
+		}
 	}
-	s.Timeline = make([]TimelineEntry, len(r.Timeline))
+	s.Timeline = make([]apitypes.SandboxTimelineEntry, len(r.Timeline))
 	for i, e := range r.Timeline {
-		s.Timeline[i] = TimelineEntry{Phase: e.Phase, At: e.At}
+		s.Timeline[i] = apitypes.SandboxTimelineEntry{Phase: apitypes.SandboxTimelineEntryPhase(e.Phase), At: e.At, Cause: string(e.Cause)}
 	}
 	return s
 }
 
-// phasesOf maps a public state name to the phases it projects.
-func phasesOf(state string) ([]store.Phase, bool) {
-	switch state {
-	case "starting":
-		return []store.Phase{store.PhaseQueued, store.PhasePending, store.PhaseCreating}, true
-	case "running":
-		return []store.Phase{store.PhaseRunning, store.PhasePausing}, true
-	case "paused":
-		return []store.Phase{store.PhasePaused, store.PhaseResuming}, true
-	case "deleted":
-		return []store.Phase{store.PhaseStopping, store.PhaseDeleted}, true
-	case "completed": // stopping records whose process exited are on their way here
-		return []store.Phase{store.PhaseCompleted, store.PhaseStopping}, true
-	case "failed":
-		return []store.Phase{store.PhaseFailed, store.PhaseStopping}, true
+// routerAddress is the host and port a client connects to for base: the
+// traffic router is this backend, so a sandbox's service URLs have the same
+// {url, host, port} shape as a task environment's, with the router's
+// address (the port implied by the scheme when base names none).
+func routerAddress(base string) (string, int) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", 0
 	}
-	return nil, false
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+	}
+	return u.Hostname(), port
 }

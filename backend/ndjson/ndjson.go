@@ -6,14 +6,13 @@ package ndjson
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"mime"
 	"net/http"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 )
 
 // ContentType selects streamed answers (one JSON object per line).
@@ -73,12 +72,12 @@ func (n *Writer) Line(v any) error {
 	return n.rc.Flush()
 }
 
-// Event writes a process event; it fits provider.Emit.
-func (n *Writer) Event(ev provider.ProcessEvent) error {
+// Event writes a process event; it fits compute.Emit.
+func (n *Writer) Event(ev compute.ProcessEvent) error {
 	switch ev.Type {
-	case provider.EventStart:
+	case compute.EventStart:
 		return n.Line(Event{Type: ev.Type, PID: &ev.PID})
-	case provider.EventExit:
+	case compute.EventExit:
 		if err := n.Flush(); err != nil {
 			return err
 		}
@@ -112,7 +111,7 @@ func (n *Writer) data(typ string, data []byte) error {
 
 // Flush writes output held back for an incomplete UTF-8 character.
 func (n *Writer) Flush() error {
-	for _, typ := range []string{provider.EventStdout, provider.EventStderr} {
+	for _, typ := range []string{compute.EventStdout, compute.EventStderr} {
 		if err := n.data(typ, n.carry[typ]); err != nil {
 			return err
 		}
@@ -132,8 +131,8 @@ func (n *Writer) Finish(err error) error {
 		return err
 	}
 	_ = n.Flush()
-	var he *httpx.Error
-	if !errors.As(err, &he) {
+	he := httpx.AsError(err) // an *httpx.Error or a domain error
+	if he == nil {
 		he = &httpx.Error{Code: http.StatusInternalServerError, Detail: "the stream failed; retry the request"}
 	}
 	_ = n.Line(Event{Type: "error", Code: he.Code, Detail: he.Detail})

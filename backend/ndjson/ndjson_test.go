@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 )
 
 func TestEventsKeepCharactersWhole(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := New(rec)
 	euro := []byte("€") // 3 bytes, split across chunks
-	for _, ev := range []provider.ProcessEvent{
-		{Type: provider.EventStart, PID: 7},
-		{Type: provider.EventStdout, Data: append([]byte("a"), euro[:2]...)},
-		{Type: provider.EventStderr, Data: []byte("err")},
-		{Type: provider.EventStdout, Data: append(euro[2:], 'b')},
-		{Type: provider.EventStdout, Data: []byte{0xff, 0xfe}},
-		{Type: provider.EventExit, ExitCode: 3},
+	for _, ev := range []compute.ProcessEvent{
+		{Type: compute.EventStart, PID: 7},
+		{Type: compute.EventStdout, Data: append([]byte("a"), euro[:2]...)},
+		{Type: compute.EventStderr, Data: []byte("err")},
+		{Type: compute.EventStdout, Data: append(euro[2:], 'b')},
+		{Type: compute.EventStdout, Data: []byte{0xff, 0xfe}},
+		{Type: compute.EventExit, ExitCode: 3},
 	} {
 		if err := w.Event(ev); err != nil {
 			t.Fatal(err)

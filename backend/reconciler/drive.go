@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -33,7 +34,7 @@ func (rc *Reconciler) Drive(ctx context.Context, id string) (*store.Record, erro
 		if err != nil {
 			return nil, err
 		}
-		if r.Kind == store.KindTask {
+		if r.Kind == sandbox.KindTask {
 			return r, nil
 		}
 		err = rc.step(ctx, r)
@@ -56,14 +57,24 @@ func (rc *Reconciler) Drive(ctx context.Context, id string) (*store.Record, erro
 	return r, opErr
 }
 
-// transition commits a phase change and wakes waiters.
-func (rc *Reconciler) transition(ctx context.Context, id string, from []store.Phase, to store.Phase, mutate func(r *store.Record)) (*store.Record, error) {
-	r, err := rc.db.Transition(ctx, id, from, to, func(r *store.Record) error {
+// transition commits a phase change (the table decides which are legal) and
+// wakes waiters. During start-up recovery, the reconciler's own moves are
+// recorded with cause recovery.
+func (rc *Reconciler) transition(ctx context.Context, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *store.Record)) (*store.Record, error) {
+	return rc.transitionIf(ctx, id, to, cause, func(r *store.Record) error {
 		if mutate != nil {
 			mutate(r)
 		}
 		return nil
 	})
+}
+
+// transitionIf is transition with a mutate that may refuse (see store.Expect).
+func (rc *Reconciler) transitionIf(ctx context.Context, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *store.Record) error) (*store.Record, error) {
+	if cause == sandbox.CauseReconciler && recovering(ctx) {
+		cause = sandbox.CauseRecovery
+	}
+	r, err := rc.db.Transition(ctx, id, to, cause, mutate)
 	if err == nil {
 		rc.Changed(r)
 	}
@@ -71,14 +82,20 @@ func (rc *Reconciler) transition(ctx context.Context, id string, from []store.Ph
 }
 
 // fail sends a record to stopping with a diagnostic; stopping removes the
-// instance and ends the record in failed.
-func (rc *Reconciler) fail(ctx context.Context, r *store.Record, from []store.Phase, diagnostic string) error {
+// instance and ends the record in failed. expect, when set, is the phase
+// the failure was observed in (store.Expect).
+func (rc *Reconciler) fail(ctx context.Context, r *store.Record, cause sandbox.Cause, expect sandbox.Phase, diagnostic string) error {
 	now := rc.now()
-	_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+	mutate := func(r *store.Record) error {
 		r.StopAt(now)
-		r.KillReason = store.KillFailed
+		r.KillReason = sandbox.KillFailed
 		r.Diagnostic = diagnostic
-	})
+		return nil
+	}
+	if expect != "" {
+		mutate = store.Expect(expect, mutate)
+	}
+	_, err := rc.transitionIf(ctx, r.ID, sandbox.PhaseStopping, cause, mutate)
 	return err
 }
 
@@ -93,46 +110,50 @@ func (rc *Reconciler) pastDeadline(r *store.Record) bool {
 func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 	now := rc.now()
 	switch r.Phase {
-	case store.PhasePending:
-		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePending}, store.PhaseCreating, func(r *store.Record) {
+	case sandbox.PhasePending:
+		_, err := rc.transition(ctx, r.ID, sandbox.PhaseCreating, sandbox.CauseReconciler, func(r *store.Record) {
 			r.PhaseDeadline = now.Add(rc.cfg.CreateDeadline)
 		})
 		return err
-	case store.PhaseCreating:
+	case sandbox.PhaseCreating:
 		return rc.create(ctx, r)
-	case store.PhaseRunning:
+	case sandbox.PhaseRunning:
 		if !rc.expired(r) {
 			return errNoProgress
 		}
 		if r.AutoPause {
-			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhasePausing, func(r *store.Record) {
+			_, err := rc.transition(ctx, r.ID, sandbox.PhasePausing, sandbox.CauseTTL, func(r *store.Record) {
 				r.PhaseDeadline = now.Add(rc.cfg.OpDeadline)
 			})
 			return err
 		}
-		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseRunning}, store.PhaseStopping, func(r *store.Record) {
+		_, err := rc.transition(ctx, r.ID, sandbox.PhaseStopping, sandbox.CauseTTL, func(r *store.Record) {
 			r.StopAt(r.EndAt) // the moment it should have stopped, not when we got to it
-			r.KillReason = store.KillTimeout
+			r.KillReason = sandbox.KillTimeout
 		})
 		return err
-	case store.PhasePausing:
+	case sandbox.PhasePausing:
 		return rc.pause(ctx, r)
-	case store.PhasePaused:
+	case sandbox.PhasePaused:
 		if !rc.expired(r) {
 			return errNoProgress
 		}
 		if r.AutoPause { // a paused auto-pause sandbox waits for connect, without a TTL
-			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, "", func(r *store.Record) { r.EndAt = time.Time{} })
+			// Only while still paused: a resumed sandbox must keep its TTL.
+			_, err := rc.transitionIf(ctx, r.ID, "", "", store.Expect(sandbox.PhasePaused, func(r *store.Record) error {
+				r.EndAt = time.Time{}
+				return nil
+			}))
 			return err
 		}
-		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePaused}, store.PhaseStopping, func(r *store.Record) {
+		_, err := rc.transition(ctx, r.ID, sandbox.PhaseStopping, sandbox.CauseTTL, func(r *store.Record) {
 			r.StopAt(r.EndAt)
-			r.KillReason = store.KillTimeout
+			r.KillReason = sandbox.KillTimeout
 		})
 		return err
-	case store.PhaseResuming:
+	case sandbox.PhaseResuming:
 		return rc.resume(ctx, r)
-	case store.PhaseStopping:
+	case sandbox.PhaseStopping:
 		return rc.stop(ctx, r)
 	}
 	return errNoProgress
@@ -140,7 +161,7 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 
 func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	if rc.pastDeadline(r) {
-		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating},
+		return rc.fail(ctx, r, sandbox.CauseReconciler, "",
 			fmt.Sprintf("the sandbox did not start within %s (the backend may have restarted mid-create); delete it and create a new one", rc.cfg.CreateDeadline))
 	}
 	cctx, cancel := context.WithDeadline(ctx, r.PhaseDeadline)
@@ -154,21 +175,21 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: the next process resumes the create
 		}
-		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != store.PhaseCreating {
+		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != sandbox.PhaseCreating {
 			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
-		if rc.cfg.RequeueDelay > 0 && provider.AtCapacity(err) {
+		if rc.cfg.RequeueDelay > 0 && compute.AtCapacity(err) {
 			rc.log.Info("the provider is at its concurrency limit; the create waits in the queue and retries", "record", r.ID, "err", err)
 			retry := rc.now().Add(rc.cfg.RequeueDelay)
-			_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseCreating}, store.PhaseQueued, func(r *store.Record) {
+			_, err := rc.transition(ctx, r.ID, sandbox.PhaseQueued, sandbox.CauseProvider, func(r *store.Record) {
 				r.PhaseDeadline = retry // a queued record's deadline is when it may be admitted again
 			})
 			return err
 		}
-		return rc.fail(ctx, r, []store.Phase{store.PhaseCreating}, Diagnostic(err))
+		return rc.fail(ctx, r, sandbox.CauseProvider, "", Diagnostic(err))
 	}
 	now := rc.now()
-	_, err = rc.transition(ctx, r.ID, []store.Phase{store.PhaseCreating}, store.PhaseRunning, func(r *store.Record) {
+	_, err = rc.transition(ctx, r.ID, sandbox.PhaseRunning, sandbox.CauseReconciler, func(r *store.Record) {
 		adoptInstance(r, inst)
 		r.MarkRunning(now)
 		r.PhaseDeadline = time.Time{}
@@ -179,7 +200,7 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A delete won the race: remember the instance so stopping removes it.
-		_, err = rc.transition(ctx, r.ID, nil, "", func(r *store.Record) {
+		_, err = rc.transition(ctx, r.ID, "", "", func(r *store.Record) {
 			if r.ProviderID == "" {
 				adoptInstance(r, inst)
 			}
@@ -188,7 +209,7 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	return err
 }
 
-func adoptInstance(r *store.Record, inst provider.Instance) {
+func adoptInstance(r *store.Record, inst compute.Instance) {
 	r.ProviderID, r.ProviderData = inst.Ref.ID, inst.Ref.Data
 	if inst.Ref.Provider != "" {
 		r.Provider = inst.Ref.Provider
@@ -204,12 +225,12 @@ func adoptInstance(r *store.Record, inst provider.Instance) {
 	}
 }
 
-func specOf(r *store.Record, now time.Time) provider.Spec {
+func specOf(r *store.Record, now time.Time) compute.Spec {
 	var ttl time.Duration
 	if !r.EndAt.IsZero() {
 		ttl = r.EndAt.Sub(now)
 	}
-	return provider.Spec{
+	return compute.Spec{
 		RecordID: r.ID, OrgID: r.OrgID, Kind: r.Kind, Template: r.TemplateID,
 		EnvVars: r.Spec.EnvVars, Metadata: r.Metadata, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
@@ -219,9 +240,9 @@ func specOf(r *store.Record, now time.Time) provider.Spec {
 func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
 	err := rc.prov.Pause(ctx, r.Ref())
 	switch {
-	case err == nil, provider.KindOf(err) == provider.KindConflict:
+	case err == nil, compute.KindOf(err) == compute.KindConflict:
 		now := rc.now()
-		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhasePausing}, store.PhasePaused, func(r *store.Record) {
+		_, err := rc.transition(ctx, r.ID, sandbox.PhasePaused, sandbox.CauseReconciler, func(r *store.Record) {
 			r.MarkStopped(now)
 			r.LastPausedAt = now
 			r.PhaseDeadline = time.Time{}
@@ -230,12 +251,12 @@ func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
 			}
 		})
 		return err
-	case provider.IsNotFound(err):
-		return rc.fail(ctx, r, []store.Phase{store.PhasePausing}, "the instance disappeared (removed outside the backend) while pausing")
+	case compute.IsNotFound(err):
+		return rc.fail(ctx, r, sandbox.CauseProvider, "", "the instance disappeared (removed outside the backend) while pausing")
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	if _, terr := rc.transition(ctx, r.ID, []store.Phase{store.PhasePausing}, store.PhaseRunning, func(r *store.Record) {
+	if _, terr := rc.transition(ctx, r.ID, sandbox.PhaseRunning, sandbox.CauseProvider, func(r *store.Record) {
 		r.PhaseDeadline = time.Time{}
 	}); terr != nil && !errors.Is(terr, store.ErrConflict) {
 		return terr
@@ -248,7 +269,7 @@ func (rc *Reconciler) resume(ctx context.Context, r *store.Record) error {
 	switch {
 	case err == nil:
 		now := rc.now()
-		_, err := rc.transition(ctx, r.ID, []store.Phase{store.PhaseResuming}, store.PhaseRunning, func(r *store.Record) {
+		_, err := rc.transition(ctx, r.ID, sandbox.PhaseRunning, sandbox.CauseReconciler, func(r *store.Record) {
 			if inst.Ref.ID != "" {
 				adoptInstance(r, inst)
 			}
@@ -256,12 +277,12 @@ func (rc *Reconciler) resume(ctx context.Context, r *store.Record) error {
 			r.PhaseDeadline = time.Time{}
 		})
 		return err
-	case provider.IsNotFound(err):
-		return rc.fail(ctx, r, []store.Phase{store.PhaseResuming}, "the instance disappeared (removed outside the backend) while paused")
+	case compute.IsNotFound(err):
+		return rc.fail(ctx, r, sandbox.CauseProvider, "", "the instance disappeared (removed outside the backend) while paused")
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	if _, terr := rc.transition(ctx, r.ID, []store.Phase{store.PhaseResuming}, store.PhasePaused, func(r *store.Record) {
+	if _, terr := rc.transition(ctx, r.ID, sandbox.PhasePaused, sandbox.CauseProvider, func(r *store.Record) {
 		r.PhaseDeadline = time.Time{}
 	}); terr != nil && !errors.Is(terr, store.ErrConflict) {
 		return terr
@@ -284,20 +305,13 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 			}
 		}
 		cancel()
-		if err := rc.prov.Delete(ctx, ref); err != nil && !provider.IsNotFound(err) {
+		if err := rc.prov.Delete(ctx, ref); err != nil && !compute.IsNotFound(err) {
 			return fmt.Errorf("removing the instance of %s: %w", r.ID, err)
 		}
 	}
 	now := rc.now()
-	final := store.PhaseDeleted
-	switch r.KillReason {
-	case store.KillCompleted:
-		final = store.PhaseCompleted
-	case store.KillFailed:
-		final = store.PhaseFailed
-	}
-	_, err = rc.transition(ctx, r.ID, []store.Phase{store.PhaseStopping}, final, func(r *store.Record) {
-		r.MarkKilled(now, store.KillDeleted)
+	_, err = rc.transition(ctx, r.ID, sandbox.FinalPhase(r.KillReason), sandbox.CauseReconciler, func(r *store.Record) {
+		r.MarkKilled(now, sandbox.KillDeleted)
 		r.PhaseDeadline = time.Time{}
 	})
 	return err
@@ -305,18 +319,18 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 
 // instancesOf finds the instance(s) of a record: by its provider id, or, when
 // a crash lost the id, by the record label.
-func (rc *Reconciler) instancesOf(ctx context.Context, r *store.Record) ([]provider.Ref, error) {
+func (rc *Reconciler) instancesOf(ctx context.Context, r *store.Record) ([]compute.Ref, error) {
 	if r.ProviderID != "" {
-		return []provider.Ref{r.Ref()}, nil
+		return []compute.Ref{r.Ref()}, nil
 	}
-	if !slices.ContainsFunc(r.Timeline, func(e store.TimelineEntry) bool { return e.Phase == string(store.PhaseCreating) }) {
+	if !slices.ContainsFunc(r.Timeline, func(e store.TimelineEntry) bool { return e.Phase == string(sandbox.PhaseCreating) }) {
 		return nil, nil // deleted while queued or pending: the provider never saw it
 	}
 	insts, err := rc.prov.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing instances to remove %s: %w", r.ID, err)
 	}
-	var refs []provider.Ref
+	var refs []compute.Ref
 	for _, in := range insts {
 		if in.RecordID == r.ID {
 			refs = append(refs, in.Ref)
@@ -328,16 +342,16 @@ func (rc *Reconciler) instancesOf(ctx context.Context, r *store.Record) ([]provi
 // Diagnostic turns a provider error into the sentence a user reads in a
 // failed sandbox's diagnostic.
 func Diagnostic(err error) string {
-	label := map[provider.Kind]string{
-		provider.KindImageMissing:  "image missing",
-		provider.KindResourceLimit: "resource limit",
-		provider.KindEntrypoint:    "entrypoint error",
-		provider.KindNetwork:       "network policy",
-		provider.KindUnavailable:   "provider unavailable",
-		provider.KindAuth:          "provider credentials refused",
-		provider.KindTimeout:       "timed out",
-		provider.KindInvalid:       "invalid request",
-	}[provider.KindOf(err)]
+	label := map[compute.Kind]string{
+		compute.KindImageMissing:  "image missing",
+		compute.KindResourceLimit: "resource limit",
+		compute.KindEntrypoint:    "entrypoint error",
+		compute.KindNetwork:       "network policy",
+		compute.KindUnavailable:   "provider unavailable",
+		compute.KindAuth:          "provider credentials refused",
+		compute.KindTimeout:       "timed out",
+		compute.KindInvalid:       "invalid request",
+	}[compute.KindOf(err)]
 	if label == "" {
 		label = "provider error"
 	}

@@ -2,9 +2,11 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -23,7 +25,7 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 		return err
 	}
 	ids := make([]string, 0, len(insts))
-	byRecord := make(map[string]provider.Instance, len(insts))
+	byRecord := make(map[string]compute.Instance, len(insts))
 	for _, in := range insts {
 		ids = append(ids, in.RecordID)
 		byRecord[in.RecordID] = in
@@ -37,12 +39,12 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 			continue
 		}
 		rc.log.Info("removing an instance whose sandbox record is gone or ended", "instance", in.Ref.ID, "record", in.RecordID)
-		if err := rc.prov.Delete(ctx, in.Ref); err != nil && !provider.IsNotFound(err) {
+		if err := rc.prov.Delete(ctx, in.Ref); err != nil && !compute.IsNotFound(err) {
 			rc.log.Warn("removing an orphaned instance failed; retrying next period", "instance", in.Ref.ID, "err", err)
 		}
 	}
 	for _, r := range live {
-		if r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused {
+		if r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused {
 			continue
 		}
 		in, ok := byRecord[r.ID]
@@ -56,13 +58,13 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 func (rc *Reconciler) observeOne(ctx context.Context, id string) {
 	unlock := rc.locks.Lock(id)
 	r, err := rc.db.GetRecord(ctx, id)
-	if err != nil || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) || r.ProviderID == "" {
+	if err != nil || (r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused) || r.ProviderID == "" {
 		unlock()
 		return
 	}
 	in, err := rc.prov.Get(ctx, r.Ref())
 	unlock() // compare's transitions are conditional, and repair takes the lock itself
-	if err != nil && !provider.IsNotFound(err) {
+	if err != nil && !compute.IsNotFound(err) {
 		return
 	}
 	if err := rc.compare(ctx, r, in, err == nil); err != nil {
@@ -74,32 +76,36 @@ func (rc *Reconciler) observeOne(ctx context.Context, id string) {
 
 // compare sends a running or paused record whose instance is gone or exited
 // to stopping; the next Drive removes what is left and ends the record.
-func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.Instance, exists bool) error {
-	from := []store.Phase{store.PhaseRunning, store.PhasePaused}
+//
+// The moves expect r's phase: they act on an observation of the record and
+// its instance together, which says nothing once the record has moved on
+// (e.g. resumed onto a new instance meanwhile).
+func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in compute.Instance, exists bool) error {
 	switch {
 	case !exists:
-		if err := rc.fail(ctx, r, from, "the instance disappeared: it was removed outside the backend"); err != nil {
+		if err := rc.fail(ctx, r, sandbox.CauseProvider, r.Phase, "the instance disappeared: it was removed outside the backend"); err != nil {
 			return ignoreConflict(err)
 		}
-	case (r.Phase == store.PhaseRunning && in.Status == provider.StatusPaused) ||
-		(r.Phase == store.PhasePaused && in.Status == provider.StatusRunning):
+	case (r.Phase == sandbox.PhaseRunning && in.Status == compute.StatusPaused) ||
+		(r.Phase == sandbox.PhasePaused && in.Status == compute.StatusRunning):
 		return rc.repair(ctx, r.ID)
-	case in.Status == provider.StatusExited:
+	case in.Status == compute.StatusExited:
 		code := in.ExitCode
 		now := rc.now()
-		_, err := rc.transition(ctx, r.ID, from, store.PhaseStopping, func(r *store.Record) {
+		_, err := rc.transitionIf(ctx, r.ID, sandbox.PhaseStopping, sandbox.CauseProvider, store.Expect(r.Phase, func(r *store.Record) error {
 			r.StopAt(now)
 			r.ExitCode = &code
 			if code == 0 {
-				r.KillReason = store.KillCompleted
-				return
+				r.KillReason = sandbox.KillCompleted
+				return nil
 			}
-			r.KillReason = store.KillFailed
+			r.KillReason = sandbox.KillFailed
 			r.Diagnostic = fmt.Sprintf("entrypoint error: the main process exited with code %d", code)
 			if in.ExitReason != "" {
 				r.Diagnostic += " (" + in.ExitReason + ")"
 			}
-		})
+			return nil
+		}))
 		if err != nil {
 			return ignoreConflict(err)
 		}
@@ -111,7 +117,7 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in provider.
 }
 
 func ignoreConflict(err error) error {
-	if err == store.ErrConflict {
+	if errors.Is(err, store.ErrConflict) { // the record moved on meanwhile
 		return nil
 	}
 	return err
@@ -132,10 +138,10 @@ func (rc *Reconciler) repair(ctx context.Context, id string) error {
 		return nil // gone or unreachable: the next comparison handles it
 	}
 	switch {
-	case r.Phase == store.PhaseRunning && in.Status == provider.StatusPaused:
+	case r.Phase == sandbox.PhaseRunning && in.Status == compute.StatusPaused:
 		rc.log.Warn("the instance was paused while its record is running; resuming it", "record", id)
 		_, err = rc.prov.Resume(ctx, r.Ref())
-	case r.Phase == store.PhasePaused && in.Status == provider.StatusRunning:
+	case r.Phase == sandbox.PhasePaused && in.Status == compute.StatusRunning:
 		rc.log.Warn("the instance was running while its record is paused; pausing it", "record", id)
 		err = rc.prov.Pause(ctx, r.Ref())
 	}

@@ -13,18 +13,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keyed"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // Config tunes a Reconciler.
 type Config struct {
 	DB       *store.DB
-	Provider provider.Provider
+	Provider compute.Provider
 	Logger   *slog.Logger
-	Now      func() time.Time
+	// Clock is where every decision reads time (RealClock when nil).
+	Clock Clock
 	// Interval is the sweep period for TTLs and transitional records.
 	Interval time.Duration
 	// ObserveEvery is how often instances are compared with the provider
@@ -45,7 +47,7 @@ type Config struct {
 	// other call, a removal included, then waits in.
 	CreateWorkers int
 	// RequeueDelay, when set, sends a create the provider refused for want of
-	// room (provider.AtCapacity: E2B's 429) back to the admission queue to be
+	// room (compute.AtCapacity: E2B's 429) back to the admission queue to be
 	// tried again after this delay instead of failing it. Zero fails it (no
 	// admission queue to serve it).
 	RequeueDelay time.Duration
@@ -53,44 +55,30 @@ type Config struct {
 	OnChange func(r *store.Record)
 }
 
-// Reconciler owns the sandbox records of every kind but task.
+// Reconciler is the one loop that drives records of every kind, through a
+// Driver per kind (see Register). It is itself the driver of compute-backed
+// sandboxes (every kind but task) when Config.Provider is set.
 type Reconciler struct {
 	cfg      Config
 	db       *store.DB
-	prov     provider.Provider
+	prov     compute.Provider
 	log      *slog.Logger
 	locks    keyed.Mutex
 	notes    notify.Hub
-	lanes    [laneCount]*lane
+	runs     []*run
+	sb       *run // the sandbox driver's
+	sweepNow chan struct{}
 	creating sync.Map     // id -> context.CancelFunc of its create in flight
 	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
 }
-
-// A lane is a queue of records with workers of its own. Work is sorted by
-// what it is for, so a burst of creates blocked in the engine cannot delay
-// a TTL expiry, a credit kill or a delete: each kind of work makes at most
-// its lane's number of engine calls at once.
-type lane struct {
-	name    string
-	kicks   chan string
-	queued  sync.Map // id -> struct{}: de-duplicates kicks
-	workers int
-}
-
-const (
-	laneDeadline = iota // stopping records and expired TTLs
-	laneCreate          // pending and creating records
-	laneOther           // pauses, resumes
-	laneCount
-)
 
 // New returns a Reconciler; call Run to start its loop.
 func New(cfg Config) *Reconciler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
@@ -107,51 +95,27 @@ func New(cfg Config) *Reconciler {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
-	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger}
-	deadline := max(2, cfg.Workers/4)
-	create := cfg.CreateWorkers
-	if create <= 0 {
-		create = max(1, cfg.Workers/8)
-	}
-	other := max(1, cfg.Workers-deadline-create)
-	for i, l := range []struct {
-		name    string
-		workers int
-	}{{"deadline", deadline}, {"create", create}, {"other", other}} {
-		rc.lanes[i] = &lane{name: l.name, kicks: make(chan string, 4096), workers: l.workers}
+	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1)}
+	if cfg.Provider != nil {
+		deadline := max(2, cfg.Workers/4)
+		create := cfg.CreateWorkers
+		if create <= 0 {
+			create = max(1, cfg.Workers/8)
+		}
+		other := max(1, cfg.Workers-deadline-create)
+		rc.Register(sandboxDriver{rc}, Lanes{Deadline: deadline, Create: create, Other: other, ObserveEvery: cfg.ObserveEvery})
+		rc.sb = rc.runs[0]
 	}
 	return rc
 }
 
-// laneOf sorts a record's pending work by what it is for (the record is
-// usually cached, so this costs no query).
-func (rc *Reconciler) laneOf(id string) *lane {
-	r, err := rc.db.GetRecord(context.Background(), id)
-	switch {
-	case err != nil:
-		return rc.lanes[laneOther]
-	case r.Phase == store.PhaseStopping,
-		(r.Phase == store.PhaseRunning || r.Phase == store.PhasePaused) && rc.expired(r):
-		return rc.lanes[laneDeadline]
-	case r.Phase == store.PhasePending || r.Phase == store.PhaseCreating:
-		return rc.lanes[laneCreate]
-	}
-	return rc.lanes[laneOther]
-}
+func (rc *Reconciler) now() time.Time { return rc.cfg.Clock.Now().UTC() }
 
-func (rc *Reconciler) now() time.Time { return rc.cfg.Now().UTC() }
-
-// Kick asks the loop to drive id soon. It never blocks; a full queue is
+// Kick asks the loop to drive sandbox record id soon. It never blocks; a full queue is
 // caught up by the next sweep.
 func (rc *Reconciler) Kick(id string) {
-	l := rc.laneOf(id)
-	if _, dup := l.queued.LoadOrStore(id, struct{}{}); dup {
-		return
-	}
-	select {
-	case l.kicks <- id:
-	default:
-		l.queued.Delete(id)
+	if rc.sb != nil {
+		rc.sb.kick(id)
 	}
 }
 
@@ -162,7 +126,7 @@ func (rc *Reconciler) Subscribe(id string) (<-chan struct{}, func()) { return rc
 // Changed reports a transition made outside the reconciler (API handlers,
 // ledger) so waiters wake up.
 func (rc *Reconciler) Changed(r *store.Record) {
-	if r.Phase == store.PhaseStopping || r.Phase.Terminal() {
+	if r.Phase == sandbox.PhaseStopping || r.Phase.Terminal() {
 		// A create still in flight is no longer wanted: stop waiting for the
 		// engine so the stop can proceed (it removes whatever was made).
 		if cancel, ok := rc.creating.Load(r.ID); ok {
@@ -175,33 +139,40 @@ func (rc *Reconciler) Changed(r *store.Record) {
 	}
 }
 
-// Run recovers, then loops until ctx is done: it drives kicked records,
-// sweeps due ones every Interval, and compares instances with records every
-// ObserveEvery (and whenever the provider pushes an event).
+// Run recovers, then loops until ctx is done: every driver recovers what a
+// killed process left, then the loop drives kicked records in their lanes,
+// sweeps due ones every Interval, and has each driver compare its runtime
+// with its records every ObserveEvery (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
-	// Start-up recovery as in Recover, but the records a killed process left
-	// in flight go through the lanes: a backlog of creates must not hold up
-	// the deadlines that passed while no backend was up.
-	if err := rc.Observe(ctx); err != nil {
-		return fmt.Errorf("start-up recovery: %w", err)
-	}
-	var wg sync.WaitGroup
-	for _, l := range rc.lanes {
-		for range l.workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rc.work(ctx, l)
-			}()
+	// Recovery only compares and repairs: the records a killed process left
+	// in flight then go through the lanes, so a backlog of creates does not
+	// hold up the deadlines that passed while no backend was up.
+	for _, r := range rc.runs {
+		if err := r.d.Recover(ctx); err != nil {
+			return fmt.Errorf("start-up recovery of %s: %w", r.d.Name(), err)
 		}
 	}
-	// Observing lists every instance (slow under load): it runs beside the
-	// sweep so due records are kicked on time whatever the engine's pace.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		rc.observeLoop(ctx)
-	}()
+	var wg sync.WaitGroup
+	goes := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	for _, r := range rc.runs {
+		for l, ln := range r.lanes {
+			for range ln.workers {
+				goes(func() { rc.work(ctx, r, Lane(l)) })
+			}
+		}
+		// Observing lists every instance (slow under load): it runs beside
+		// the sweep so due records are kicked on time whatever the runtime's pace.
+		goes(func() { rc.observeLoop(ctx, r) })
+		if w, ok := r.d.(Watching); ok {
+			goes(func() { w.Watch(ctx) })
+		}
+	}
 	rc.sweepDue(ctx)
 	sweep := time.NewTicker(rc.cfg.Interval)
 	defer sweep.Stop()
@@ -211,38 +182,9 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 			wg.Wait()
 			return nil
 		case <-sweep.C:
-			rc.sweepDue(ctx)
+		case <-rc.sweepNow:
 		}
-	}
-}
-
-func (rc *Reconciler) work(ctx context.Context, l *lane) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case id := <-l.kicks:
-			l.queued.Delete(id)
-			if _, busy := rc.creating.Load(id); busy && l != rc.lanes[laneDeadline] {
-				// Its create is in flight and that Drive goes on until the
-				// record is stable: waiting for its lock here would only take
-				// a worker from the records behind (every sweep re-kicks it).
-				// Deadline work still goes through: a stop cancels the create.
-				continue
-			}
-			switch l {
-			case rc.lanes[laneDeadline]:
-				rc.deadline.Add(1)
-			case rc.lanes[laneCreate]:
-				rc.yieldToDeadlines(ctx)
-			}
-			if _, err := rc.Drive(ctx, id); err != nil && ctx.Err() == nil {
-				rc.log.Error("driving sandbox record failed; the next sweep retries", "record", id, "lane", l.name, "err", err)
-			}
-			if l == rc.lanes[laneDeadline] {
-				rc.deadline.Add(-1)
-			}
-		}
+		rc.sweepDue(ctx)
 	}
 }
 
@@ -259,44 +201,86 @@ func (rc *Reconciler) yieldToDeadlines(ctx context.Context) {
 	}
 }
 
-func (rc *Reconciler) observeLoop(ctx context.Context) {
-	var events <-chan provider.Event
-	if w, ok := rc.prov.(provider.Watcher); ok {
-		events = w.Watch(ctx)
+// sandboxDriver is the Driver of compute-backed sandbox records.
+type sandboxDriver struct{ rc *Reconciler }
+
+func (sandboxDriver) Name() string { return "sandboxes" }
+
+// Recover compares the instances with the records; the records left in
+// flight are then due and go through the lanes.
+func (d sandboxDriver) Recover(ctx context.Context) error { return d.rc.Observe(ctx) }
+
+func (d sandboxDriver) Observe(ctx context.Context) error { return d.rc.Observe(ctx) }
+
+// Due lists the records owed work; an expired TTL's stop is committed at
+// once (see decideExpiry).
+func (d sandboxDriver) Due(ctx context.Context, now time.Time) ([]string, error) {
+	ids, err := d.rc.db.DueRecords(ctx, now)
+	if err != nil {
+		return nil, err
 	}
-	observe := time.NewTicker(rc.cfg.ObserveEvery)
-	defer observe.Stop()
+	for _, id := range ids {
+		d.rc.decideExpiry(ctx, id)
+	}
+	return ids, nil
+}
+
+// Lane sorts a record's pending work by what it is for (the record is
+// usually cached, so this costs no query).
+func (d sandboxDriver) Lane(ctx context.Context, id string) Lane {
+	rc := d.rc
+	r, err := rc.db.GetRecord(ctx, id)
+	switch {
+	case err != nil:
+		return LaneOther
+	case r.Phase == sandbox.PhaseStopping,
+		(r.Phase == sandbox.PhaseRunning || r.Phase == sandbox.PhasePaused) && rc.expired(r):
+		return LaneDeadline
+	case r.Phase == sandbox.PhasePending || r.Phase == sandbox.PhaseCreating:
+		return LaneCreate
+	}
+	return LaneOther
+}
+
+func (d sandboxDriver) Step(ctx context.Context, id string, l Lane) error {
+	rc := d.rc
+	if _, busy := rc.creating.Load(id); busy && l != LaneDeadline {
+		// Its create is in flight and that Drive goes on until the record
+		// is stable: waiting for its lock here would only take a worker from
+		// the records behind (every sweep re-kicks it). Deadline work still
+		// goes through: a stop cancels the create.
+		return nil
+	}
+	switch l {
+	case LaneDeadline:
+		rc.deadline.Add(1)
+		defer rc.deadline.Add(-1)
+	case LaneCreate:
+		rc.yieldToDeadlines(ctx)
+	}
+	_, err := rc.Drive(ctx, id)
+	return err
+}
+
+// Watch follows the provider's events (a container's exit) when it pushes any.
+func (d sandboxDriver) Watch(ctx context.Context) {
+	w, ok := d.rc.prov.(compute.Watcher)
+	if !ok {
+		return
+	}
+	events := w.Watch(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-observe.C:
-			if err := rc.Observe(ctx); err != nil && ctx.Err() == nil {
-				rc.log.Warn("comparing instances with records failed; retrying next period", "err", err)
-			}
 		case ev, ok := <-events:
 			if !ok {
-				events = nil
-				continue
+				return
 			}
 			if ev.RecordID != "" {
-				go rc.observeOne(ctx, ev.RecordID)
+				go d.rc.observeOne(ctx, ev.RecordID)
 			}
 		}
-	}
-}
-
-func (rc *Reconciler) sweepDue(ctx context.Context) {
-	ids, err := rc.db.DueRecords(ctx, rc.now())
-	if err != nil {
-		if ctx.Err() == nil {
-			rc.log.Warn("listing due sandbox records failed", "err", err)
-		}
-		return
-	}
-	for _, id := range ids {
-		rc.decideExpiry(ctx, id)
-		rc.Kick(id)
 	}
 }
 
@@ -305,17 +289,20 @@ func (rc *Reconciler) sweepDue(ctx context.Context) {
 // endAt on, however busy the workers that remove instances are.
 func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
 	r, err := rc.db.GetRecord(ctx, id)
-	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != store.PhaseRunning && r.Phase != store.PhasePaused) {
+	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused) {
 		return
 	}
-	r, err = rc.db.Transition(ctx, id, []store.Phase{store.PhaseRunning, store.PhasePaused}, store.PhaseStopping, func(r *store.Record) error {
+	// Expect the phase read: the expiry was decided for a running or paused
+	// record; one that moved meanwhile (creating again, pausing) is the
+	// Drive loop's to decide.
+	r, err = rc.db.Transition(ctx, id, sandbox.PhaseStopping, sandbox.CauseTTL, store.Expect(r.Phase, func(r *store.Record) error {
 		if r.AutoPause || !rc.expired(r) { // extended meanwhile
 			return errNoProgress
 		}
 		r.StopAt(r.EndAt)
-		r.KillReason = store.KillTimeout
+		r.KillReason = sandbox.KillTimeout
 		return nil
-	})
+	}))
 	switch {
 	case err == nil:
 		rc.Changed(r)
@@ -328,6 +315,7 @@ func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
 // records (adopting, completing or removing), then drives every record that
 // a killed process left in a transitional phase.
 func (rc *Reconciler) Recover(ctx context.Context) error {
+	ctx = context.WithValue(ctx, recoveryKey{}, true)
 	if err := rc.Observe(ctx); err != nil {
 		return fmt.Errorf("start-up recovery: %w", err)
 	}
@@ -350,6 +338,15 @@ func (rc *Reconciler) Recover(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// recoveryKey marks the context of start-up recovery: the reconciler's own
+// moves made then are recorded with cause recovery.
+type recoveryKey struct{}
+
+func recovering(ctx context.Context) bool {
+	v, _ := ctx.Value(recoveryKey{}).(bool)
+	return v
 }
 
 // errNoProgress ends a Drive loop: the record is stable for now.

@@ -1,6 +1,6 @@
 package store
 
-// Billing queries used by the ledger (backend/ledger): settlement reads a
+// Billing queries used by the ledger (backend/billing): settlement reads a
 // light projection of the sandbox rows (no JSON decoding), charges records
 // and debits org balances inside one caller transaction.
 
@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
 
 // BillingRow is the part of a record settlement needs.
@@ -20,7 +22,7 @@ type BillingRow struct {
 	ID           string
 	OrgID        string
 	Kind         string
-	Phase        Phase
+	Phase        sandbox.Phase
 	CPUCount     int
 	MemoryMB     int
 	RuntimeNs    int64
@@ -198,40 +200,44 @@ func DebitOrgTx(ctx context.Context, tx *sql.Tx, orgID string, micro int64) (int
 	return bal, err
 }
 
-// LivePhases are the phases a kill for lack of credits moves to stopping
-// (every non-terminal phase but stopping itself).
-var LivePhases = []Phase{PhaseQueued, PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming}
-
-// LiveRecordIDsTx lists an org's records in LivePhases, inside tx.
+// LiveRecordIDsTx lists an org's records in sandbox.Live (those a kill for
+// lack of credits moves to stopping), inside tx.
 func LiveRecordIDsTx(ctx context.Context, tx *sql.Tx, orgID string) ([]string, error) {
-	return QueryStrings(ctx, tx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN ('queued', 'pending', 'creating', 'running', 'pausing', 'paused', 'resuming') ORDER BY seq`, orgID)
+	return QueryStrings(ctx, tx, `SELECT id FROM sandboxes WHERE org_id = ? AND phase IN (`+SQLList(sandbox.Live)+`) ORDER BY seq`, orgID)
 }
 
 // BrokeOrgs lists the orgs whose balance is zero (or less) while some of
 // their records are still live.
 func (db *DB) BrokeOrgs(ctx context.Context) ([]string, error) {
 	return QueryStrings(ctx, db.r, `SELECT o.id FROM orgs o WHERE o.credits_micro <= 0 AND EXISTS (
-		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN ('queued', 'pending', 'creating', 'running', 'pausing', 'paused', 'resuming'))`)
+		SELECT 1 FROM sandboxes s WHERE s.org_id = o.id AND s.phase IN (`+SQLList(sandbox.Live)+`))`)
 }
 
 // GrantCreditsMax adds micro credits to the org named name unless the new
 // balance would exceed maxMicro; it returns the new balance. An unknown org
 // is ErrNotFound; a balance over the cap is ErrBalanceCap.
 func (db *DB) GrantCreditsMax(ctx context.Context, name string, micro, maxMicro int64) (int64, error) {
+	if micro > maxMicro {
+		return 0, ErrBalanceCap
+	}
 	var bal int64
 	err := db.Tx(ctx, func(tx *sql.Tx) error {
-		var cur int64
-		err := tx.QueryRowContext(ctx, `SELECT credits_micro FROM orgs WHERE name = ?`, name).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("organization %q does not exist: %w", name, ErrNotFound)
-		}
-		if err != nil {
+		// The cap is checked by the UPDATE itself, not by a read before it:
+		// on PostgreSQL (READ COMMITTED) two concurrent grants could each
+		// read the old balance and together pass the cap.
+		err := tx.QueryRowContext(ctx, `UPDATE orgs SET credits_micro = credits_micro + ? WHERE name = ? AND credits_micro <= ?
+			RETURNING credits_micro`, micro, name, maxMicro-micro).Scan(&bal)
+		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if micro > maxMicro || cur > maxMicro-micro {
-			return ErrBalanceCap
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM orgs WHERE name = ?`, name).Scan(&n); err != nil {
+			return err
 		}
-		return tx.QueryRowContext(ctx, `UPDATE orgs SET credits_micro = credits_micro + ? WHERE name = ? RETURNING credits_micro`, micro, name).Scan(&bal)
+		if n == 0 {
+			return fmt.Errorf("organization %q does not exist: %w", name, ErrNotFound)
+		}
+		return ErrBalanceCap
 	})
 	return bal, err
 }
@@ -260,9 +266,10 @@ func (db *DB) GetRecords(ctx context.Context, ids []string) (map[string]*Record,
 }
 
 // UsageTotals sums an org's folded runtime (RuntimeNs, excluding the part of
-// running records since RunningSince) and sessions.
+// running records since RunningSince) and sessions. (PostgreSQL's SUM of a
+// BIGINT is NUMERIC; the casts keep both sums integers on either database.)
 func (db *DB) UsageTotals(ctx context.Context, orgID string) (runtimeNs int64, sessions int64, err error) {
-	err = db.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(runtime_ns), 0), COALESCE(SUM(sessions), 0) FROM sandboxes WHERE org_id = ?`, orgID).
+	err = db.r.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(runtime_ns), 0) AS BIGINT), CAST(COALESCE(SUM(sessions), 0) AS BIGINT) FROM sandboxes WHERE org_id = ?`, orgID).
 		Scan(&runtimeNs, &sessions)
 	return
 }

@@ -1,6 +1,7 @@
 // Package store is the backend's database: an embedded SQLite file by
-// default. It holds the sandbox records (the single source of truth for the
-// reconciler), orgs and keys, and lets other packages register their tables.
+// default, or PostgreSQL (through pgx) for several replicas. It holds the sandbox records (the single source of truth for the
+// reconciler), orgs and keys, and the schema of every package's tables
+// (migrations/, applied by Open).
 package store
 
 import (
@@ -8,41 +9,48 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("not found")
 
-// DB wraps two pools on one SQLite file: a single writer connection, so
-// write transactions queue in Go instead of failing with SQLITE_BUSY, and a
-// reader pool that reads concurrently under WAL.
+// DB wraps the database's pools. On SQLite, two pools on one file: a single
+// writer connection, so write transactions queue in Go instead of failing
+// with SQLITE_BUSY, and a reader pool that reads concurrently under WAL. On
+// PostgreSQL the server handles concurrent writers, so both are one pool
+// (w == r) of pgx connections that rebind `?` placeholders (rebind.go).
 type DB struct {
-	w     *sql.DB
-	r     *sql.DB
-	path  string
-	mu    sync.Mutex // serialises Migrate
-	cache *recordCache
+	w       *sql.DB
+	r       *sql.DB
+	path    string
+	dialect Dialect
+	cache   *recordCache
 	// stmts holds prepared list statements by SQL text (see prepared).
 	stmts  sync.Map
 	nstmts atomic.Int64
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
-// "sqlite://path" or "file:path". PostgreSQL URLs are refused with a clear
-// error until that backend exists.
+// "sqlite://path" or "file:path" for SQLite, "postgres://…" or
+// "postgresql://…" for PostgreSQL (whose database must exist; the schema is
+// created or migrated either way).
 func Open(ctx context.Context, url string) (*DB, error) {
 	path := url
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("DREADNODE_DATABASE_URL: PostgreSQL is not supported by this build yet; use a SQLite file path (e.g. ./.dreadnode/dreadnode.db)")
+		return openPostgres(ctx, url)
 	case strings.HasPrefix(url, "sqlite://"):
 		path = strings.TrimPrefix(url, "sqlite://")
 	case strings.HasPrefix(url, "file:"):
@@ -68,30 +76,70 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()*2))
-	db := &DB{w: w, r: r, path: path, cache: newRecordCache(100_000)}
+	db := &DB{w: w, r: r, path: path, dialect: SQLite, cache: newRecordCache(100_000)}
 	if err := w.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
-	if err := db.Migrate(ctx, "0001_core", coreSchema...); err != nil {
+	// Migrations run on the writer, the one connection that may write.
+	if err := MigrateSchema(ctx, w, SQLite); err != nil {
 		db.Close()
-		return nil, err
-	}
-	if err := db.Migrate(ctx, "0002_list_by_phase", listSchema...); err != nil {
-		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
 	return db, nil
 }
 
-// Close closes both pools.
+// pgMaxConns bounds a replica's PostgreSQL connections: enough for the
+// reconciler's workers and concurrent requests, small enough that several
+// replicas stay well under the server's max_connections (100 by default).
+const pgMaxConns = 24
+
+func openPostgres(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DREADNODE_DATABASE_URL: not a valid PostgreSQL URL: %w", err)
+	}
+	shown := redactURL(url)
+	pool := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
+	pool.SetMaxOpenConns(pgMaxConns)
+	pool.SetMaxIdleConns(pgMaxConns)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	db := &DB{w: pool, r: pool, path: shown, dialect: Postgres, cache: newRecordCache(100_000)}
+	if err := pool.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", shown, err)
+	}
+	if err := MigrateSchema(ctx, pool, Postgres); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", shown, err)
+	}
+	return db, nil
+}
+
+// redactURL hides the password of a database URL for messages and Path.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "the PostgreSQL server"
+	}
+	return u.Redacted()
+}
+
+// Close closes the pools.
 func (db *DB) Close() error {
 	db.stmts.Range(func(_, s any) bool { s.(*sql.Stmt).Close(); return true })
+	if db.r == db.w {
+		return db.w.Close()
+	}
 	return errors.Join(db.r.Close(), db.w.Close())
 }
 
-// Path is the database file.
+// Path is the database file (on PostgreSQL, its URL without the password).
 func (db *DB) Path() string { return db.path }
+
+// Dialect is the database engine behind db, for the few queries that must
+// differ (see the store's dialect switches).
+func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Ping checks the database answers (for /readyz).
 func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
@@ -100,10 +148,25 @@ func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
 func (db *DB) Reader() *sql.DB { return db.r }
 
 // Tx runs fn in one write transaction, committed when fn returns nil.
+//
+// SQLite runs one writer at a time (BEGIN IMMEDIATE on the single writer
+// connection), so fn sees no concurrent write. PostgreSQL runs them
+// concurrently at READ COMMITTED (set explicitly, whatever the server's
+// default): every read-modify-write in the store is made safe there by a
+// condition in its UPDATE (version = ?, credits_micro >= ?) that affects no
+// row when another transaction won, never by the read before it.
 func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+	var opts *sql.TxOptions
+	if db.dialect == Postgres {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := db.w.BeginTx(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if db.dialect == Postgres {
+		postgresTxs.Store(tx, struct{}{})
+		defer postgresTxs.Delete(tx)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -120,28 +183,11 @@ func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, 
 	return db.w.ExecContext(ctx, query, args...)
 }
 
-// Migrate applies stmts once under name. Packages own their tables and call
-// this at start-up; re-running with an applied name is a no-op.
-func (db *DB) Migrate(ctx context.Context, name string, stmts ...string) error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-			return err
-		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-		for _, s := range stmts {
-			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("migration %s: %w", name, err)
-			}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (name, applied_at) VALUES (?, strftime('%s','now'))`, name)
-		return err
-	})
+// postgresTxs holds the transactions DB.Tx has open on PostgreSQL, so
+// helpers given only a *sql.Tx (LockTx) know its dialect.
+var postgresTxs sync.Map // *sql.Tx -> struct{}
+
+func isPostgresTx(tx *sql.Tx) bool {
+	_, ok := postgresTxs.Load(tx)
+	return ok
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 )
 
@@ -85,8 +86,15 @@ func (db *DB) OrgForKey(ctx context.Context, key string) (string, error) {
 const IdempotencyTTL = 24 * time.Hour
 
 // LookupIdempotencyTx returns the object id a previous create with the same
-// key made (within IdempotencyTTL), or "".
+// key made (within IdempotencyTTL), or "". It first takes LockTx on the key,
+// held until tx ends: the caller's lookup, create and SaveIdempotencyTx are
+// a read then a write with no condition, which SQLite's single writer
+// serialises but PostgreSQL (READ COMMITTED) would let two replicas run at
+// once, both finding nothing and both creating.
 func LookupIdempotencyTx(ctx context.Context, tx *sql.Tx, orgID, scope, key string) (string, error) {
+	if err := LockTx(ctx, tx, "idempotency", orgID, scope, key); err != nil {
+		return "", err
+	}
 	var id string
 	err := tx.QueryRowContext(ctx, `SELECT object_id FROM idempotency WHERE org_id = ? AND scope = ? AND key = ? AND created_at > ?`,
 		orgID, scope, key, time.Now().Add(-IdempotencyTTL).UnixNano()).Scan(&id)
@@ -116,4 +124,25 @@ func (db *DB) GrantCredits(ctx context.Context, name string, micro int64) (int64
 		return err
 	})
 	return bal, err
+}
+
+// LockTx serialises the transactions that name the same key parts until
+// each commits or rolls back, for a read-then-write with no condition in
+// its UPDATE (a check of counts or quotas before an insert, an idempotency
+// lookup). On PostgreSQL it takes a transaction-scoped advisory lock on a
+// 64-bit hash of the parts; on SQLite it does nothing, since Tx's write
+// transactions already run one at a time. Only a transaction opened by
+// DB.Tx may call it (a *sql.Tx of the reader pool is not serialised on
+// SQLite).
+func LockTx(ctx context.Context, tx *sql.Tx, parts ...string) error {
+	if !isPostgresTx(tx) {
+		return nil
+	}
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(h.Sum64()))
+	return err
 }

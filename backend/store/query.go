@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 )
 
 // Querier is what a query runs on: a pool or a transaction.
@@ -38,4 +39,15 @@ func QueryStrings(ctx context.Context, on Querier, q string, args ...any) ([]str
 		err := s.Scan(&v)
 		return v, err
 	}, q, args...)
+}
+
+// SQLList renders vals (the domain's phase or state names) as a list of SQL
+// string literals, for IN (…). Literals rather than bound parameters let
+// SQLite match partial indexes whose WHERE names the same phases.
+func SQLList[T ~string](vals []T) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = "'" + strings.ReplaceAll(string(v), "'", "''") + "'"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -3,126 +3,31 @@ package store
 import (
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
 
-// Phase is the internal state of a sandbox record. The lifecycle and ledger
-// APIs project it onto their public states (see PublicState, LedgerState).
-type Phase string
-
-const (
-	// PhaseQueued waits for admission (quotas, provider capacity; see
-	// package admission) before the reconciler may create anything.
-	PhaseQueued    Phase = "queued"
-	PhasePending   Phase = "pending"
-	PhaseCreating  Phase = "creating"
-	PhaseRunning   Phase = "running"
-	PhasePausing   Phase = "pausing"
-	PhasePaused    Phase = "paused"
-	PhaseResuming  Phase = "resuming"
-	PhaseStopping  Phase = "stopping"
-	PhaseDeleted   Phase = "deleted"
-	PhaseCompleted Phase = "completed"
-	PhaseFailed    Phase = "failed"
-)
-
-// Terminal reports whether no further transition can happen.
-func (p Phase) Terminal() bool {
-	return p == PhaseDeleted || p == PhaseCompleted || p == PhaseFailed
+// PublicState is the lifecycle API's view of the record (see
+// sandbox.PublicState): a record stopping because its main process exited
+// already shows where it is going.
+func (r *Record) PublicState() sandbox.State {
+	return sandbox.PublicState(r.Phase, r.KillReason)
 }
 
-// Starting reports whether the record has not run yet: queued for
-// admission, or being created.
-func (p Phase) Starting() bool {
-	return p == PhaseQueued || p == PhasePending || p == PhaseCreating
-}
-
-// Transitional reports whether the reconciler owes the record work.
-func (p Phase) Transitional() bool {
-	switch p {
-	case PhasePending, PhaseCreating, PhasePausing, PhaseResuming, PhaseStopping:
-		return true
-	}
-	return false
-}
-
-// NonTerminal lists every phase a delete may start from.
-var NonTerminal = []Phase{PhaseQueued, PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming, PhaseStopping}
-
-// PublicState is the lifecycle API's (§1) view of a phase.
-func (p Phase) PublicState() string {
-	switch p {
-	case PhaseQueued, PhasePending, PhaseCreating:
-		return "starting"
-	case PhaseRunning, PhasePausing:
-		return "running"
-	case PhasePaused, PhaseResuming:
-		return "paused"
-	case PhaseStopping, PhaseDeleted:
-		return "deleted"
-	}
-	return string(p) // completed, failed
-}
-
-// PublicState is the lifecycle API's view of the record: a record stopping
-// because its main process exited already shows where it is going
-// (completed or failed), so no client sees "deleted" for a job that is only
-// being cleaned up.
-func (r *Record) PublicState() string {
-	if r.Phase == PhaseStopping {
-		switch r.KillReason {
-		case KillCompleted:
-			return string(PhaseCompleted)
-		case KillFailed:
-			return string(PhaseFailed)
-		}
-	}
-	return r.Phase.PublicState()
-}
-
-// LedgerState is the ledger API's (§2) view of a phase.
-func (p Phase) LedgerState() string {
-	switch p {
-	case PhaseQueued, PhasePending, PhaseCreating:
-		return "starting"
-	case PhaseRunning, PhasePausing:
-		return "running"
-	case PhasePaused, PhaseResuming:
-		return "paused"
-	}
-	return "killed"
-}
-
-// Kinds of compute allocation (§2).
-const (
-	KindRuntime = "runtime"
-	KindTask    = "task"
-	KindWorld   = "world"
-)
-
-// Kill reasons recorded when a record ends.
-const (
-	KillDeleted             = "deleted"
-	KillTimeout             = "timeout"
-	KillCompleted           = "completed"
-	KillFailed              = "failed"
-	KillInsufficientCredits = "insufficient_credits"
-	KillReset               = "reset"
-	KillTornDown            = "torn_down"
-)
-
-// TimelineEntry records when a record entered a phase.
+// TimelineEntry records when a record entered a phase and why. Entries
+// written before causes were recorded have none.
 type TimelineEntry struct {
-	Phase string    `json:"phase"`
-	At    time.Time `json:"at"`
+	Phase string        `json:"phase"`
+	At    time.Time     `json:"at"`
+	Cause sandbox.Cause `json:"cause,omitempty"`
 }
 
 // Spec is the part of a create request kept to (re)create the instance.
 type Spec struct {
 	EnvVars map[string]string `json:"envVars,omitempty"`
 	Command []string          `json:"command,omitempty"`
-	Network provider.Network  `json:"network"`
-	Volumes []provider.Volume `json:"volumeMounts,omitempty"`
+	Network compute.Network   `json:"network"`
+	Volumes []compute.Volume  `json:"volumeMounts,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the
@@ -135,7 +40,7 @@ type Record struct {
 	Provider        string
 	ProviderID      string
 	ProviderData    string
-	Phase           Phase
+	Phase           sandbox.Phase
 	TemplateID      string
 	Spec            Spec
 	Metadata        map[string]string
@@ -156,7 +61,7 @@ type Record struct {
 	Diagnostic      string
 	ExitCode        *int
 	Timeline        []TimelineEntry
-	Endpoints       map[int]provider.Endpoint
+	Endpoints       map[int]compute.Endpoint
 	BilledMicro     int64     // credits already deducted, in millionths
 	BilledNs        int64     // running time already billed
 	RuntimeNs       int64     // running time accumulated before RunningSince
@@ -168,8 +73,8 @@ type Record struct {
 }
 
 // Ref is the provider address of the record's instance.
-func (r *Record) Ref() provider.Ref {
-	return provider.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider}
+func (r *Record) Ref() compute.Ref {
+	return compute.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider}
 }
 
 // RuntimeAt is the total time the record spent running up to now. Running
@@ -241,7 +146,7 @@ func (r *Record) Clone() *Record {
 	c.Spec.Command = append([]string(nil), r.Spec.Command...)
 	c.Timeline = append([]TimelineEntry(nil), r.Timeline...)
 	if r.Endpoints != nil {
-		c.Endpoints = make(map[int]provider.Endpoint, len(r.Endpoints))
+		c.Endpoints = make(map[int]compute.Endpoint, len(r.Endpoints))
 		for k, v := range r.Endpoints {
 			c.Endpoints[k] = v
 		}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
 
 const recordColumns = `seq, id, org_id, kind, provider, provider_id, provider_data, phase, template_id, spec, metadata,
@@ -146,15 +148,16 @@ func InsertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO sandboxes (id, org_id, kind, provider, provider_id, provider_data, phase,
+	// RETURNING rather than LastInsertId, which pgx does not implement
+	// (PostgreSQL has no last-insert id); SQLite supports both.
+	err = tx.QueryRowContext(ctx, `INSERT INTO sandboxes (id, org_id, kind, provider, provider_id, provider_data, phase,
 		template_id, spec, metadata, cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash,
 		created_at, started_at, last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason,
 		diagnostic, exit_code, timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id,
-		environment_id, version) VALUES (`+placeholders(len(args))+`, 1)`, args...)
+		environment_id, version) VALUES (`+placeholders(len(args))+`, 1) RETURNING seq`, args...).Scan(&r.Seq)
 	if err != nil {
 		return fmt.Errorf("inserting record %s: %w", r.ID, err)
 	}
-	r.Seq, _ = res.LastInsertId()
 	notePending(tx, r)
 	return nil
 }
@@ -202,44 +205,99 @@ func (db *DB) GetOrgRecord(ctx context.Context, orgID, id string) (*Record, erro
 	return r, err
 }
 
-// ErrConflict is returned by Transition when the record is not in any of the
-// expected phases; the caller gets the record as it is now.
+// ErrConflict is returned by Transition when the record is not where the
+// move needs it (a concurrent change won, or the phase it is in does not
+// allow the move); the caller gets the record as it is now.
 var ErrConflict = errors.New("record is not in the expected phase")
 
-// Transition moves record id from one of the phases in from to phase to,
-// applying mutate first (which may change any field but the phase). The write
-// is conditional on the version read, so a concurrent transition makes this
-// one fail with ErrConflict instead of undoing the other. An empty from
-// accepts any phase; to == "" keeps the phase (a conditional field update).
-func (db *DB) Transition(ctx context.Context, id string, from []Phase, to Phase, mutate func(r *Record) error) (*Record, error) {
+// ErrIllegalTransition is returned (as an *IllegalTransitionError) when the
+// record's phase does not allow the move (sandbox.AllowedTransitions). It
+// also matches ErrConflict: to a caller that read the record earlier, a move
+// its current phase forbids is exactly what a lost race looks like (a delete
+// meanwhile, a kill for credits), and every caller already handles that by
+// re-reading. Code that must tell a bug from a race tests for this error.
+var ErrIllegalTransition = errors.New("the sandbox phase does not allow this transition")
+
+// IllegalTransitionError is a move sandbox.AllowedTransitions refuses.
+type IllegalTransitionError struct {
+	ID       string
+	From, To sandbox.Phase
+	Cause    sandbox.Cause
+}
+
+func (e *IllegalTransitionError) Error() string {
+	return fmt.Sprintf("sandbox %s cannot go from %s to %s (%s)", e.ID, e.From, e.To, e.Cause)
+}
+
+// Is makes the error match both ErrIllegalTransition and ErrConflict.
+func (e *IllegalTransitionError) Is(target error) bool {
+	return target == ErrIllegalTransition || target == ErrConflict
+}
+
+// Transition is the one gate of every phase change: it moves record id to
+// phase to for cause, if sandbox.AllowedTransitions allows the move from the
+// phase the record is in (an *IllegalTransitionError otherwise), applying
+// mutate first (which may change any field but the phase) and recording the
+// cause on the new timeline entry. The write is conditional on the version
+// read, so a concurrent transition makes this one fail with ErrConflict
+// instead of undoing the other.
+//
+// to == "" keeps the phase: a field-only update (no timeline entry, no cause
+// needed) allowed in any phase; mutate refuses it where a phase rules it
+// out. Staying in the current phase is not a move: to == the current phase
+// is refused like any move the table does not list.
+//
+// The table decides what is legal. A caller acting on an observation of the
+// record (its phase when it decided) and not only on the table wraps mutate
+// in Expect.
+func (db *DB) Transition(ctx context.Context, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *Record) error) (*Record, error) {
 	var out *Record
 	err := db.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := TransitionTx(ctx, tx, id, from, to, mutate)
+		r, err := TransitionTx(ctx, tx, id, to, cause, mutate)
 		out = r
 		return err
 	})
 	return out, err
 }
 
-// TransitionTx is Transition inside a caller's transaction. On ErrConflict it
-// returns the current record.
-func TransitionTx(ctx context.Context, tx *sql.Tx, id string, from []Phase, to Phase, mutate func(r *Record) error) (*Record, error) {
+// Expect wraps mutate so that the transition applies only while the record
+// is still in phase p (ErrConflict otherwise, with the current record): for
+// the rare caller whose decision rests on the phase it observed rather than
+// on the table alone (optimistic concurrency), e.g. a TTL expiry decided on
+// a running or paused record, or an observation of the record's instance.
+func Expect(p sandbox.Phase, mutate func(r *Record) error) func(r *Record) error {
+	return func(r *Record) error {
+		if r.Phase != p {
+			return ErrConflict
+		}
+		if mutate == nil {
+			return nil
+		}
+		return mutate(r)
+	}
+}
+
+// TransitionTx is Transition inside a caller's transaction. On ErrConflict
+// (and ErrIllegalTransition) it returns the current record.
+func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *Record) error) (*Record, error) {
+	if to != "" && !cause.Valid() {
+		return nil, fmt.Errorf("moving sandbox %s to %s: unknown cause %q (see sandbox.Causes)", id, to, cause)
+	}
 	r, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
 	if err != nil {
 		return nil, err
 	}
-	if len(from) > 0 && !slices.Contains(from, r.Phase) {
-		return r, ErrConflict
+	if to != "" && !sandbox.CanTransition(r.Phase, to) {
+		return r, &IllegalTransitionError{ID: id, From: r.Phase, To: to, Cause: cause}
 	}
 	if mutate != nil {
 		if err := mutate(r); err != nil {
 			return r, err
 		}
 	}
-	if to != "" && to != r.Phase {
-		now := time.Now().UTC()
+	if to != "" {
 		r.Phase = to
-		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: now})
+		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: time.Now().UTC(), Cause: cause})
 	}
 	args, err := recordArgs(r)
 	if err != nil {
@@ -266,7 +324,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, from []Phase, to P
 // RecordFilter selects records for listing.
 type RecordFilter struct {
 	OrgID    string
-	Phases   []Phase // any of these; empty = all
+	Phases   []sandbox.Phase // any of these; empty = all
 	Kinds    []string
 	Metadata map[string]string // every pair must match
 	AfterSeq int64             // cursor: records with a larger seq
@@ -332,7 +390,7 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 	var all []recordRef
 	for _, p := range f.Phases {
 		one := f
-		one.Phases = []Phase{p}
+		one.Phases = []sandbox.Phase{p}
 		refs, err := db.queryRefs(ctx, one)
 		if err != nil {
 			return nil, err
@@ -347,7 +405,7 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 }
 
 func (db *DB) queryRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
-	q, args := listQuery(f)
+	q, args := listQuery(db.dialect, f)
 	var rows *sql.Rows
 	var err error
 	if stmt := db.prepared(ctx, q); stmt != nil {
@@ -373,14 +431,22 @@ func (db *DB) queryRefs(ctx context.Context, f RecordFilter) ([]recordRef, error
 // knownPhases and knownKinds are written into list queries as literals (not
 // bound parameters) so SQLite can match partial indexes and plan per phase.
 var (
-	knownPhases = []Phase{PhasePending, PhaseCreating, PhaseRunning, PhasePausing, PhasePaused, PhaseResuming,
-		PhaseStopping, PhaseDeleted, PhaseCompleted, PhaseFailed}
-	knownKinds = []string{KindRuntime, KindTask, KindWorld}
+	knownPhases = sandbox.Phases
+	knownKinds  = sandbox.Kinds
 )
 
-func listQuery(f RecordFilter) (string, []any) {
+func listQuery(d Dialect, f RecordFilter) (string, []any) {
 	q := `SELECT seq, id, version FROM sandboxes WHERE org_id = ? AND seq > ?`
 	args := []any{f.OrgID, f.AfterSeq}
+	if d == Postgres {
+		// PostgreSQL's planner, given ORDER BY seq LIMIT n, walks the
+		// primary key and filters by org (it assumes the org's rows are
+		// spread evenly over seq), reading every tenant's history. Pinning
+		// the org by a closed range instead of = keeps org_id in the sort
+		// order, which only the (org_id, …, seq) indexes provide.
+		q = `SELECT seq, id, version FROM sandboxes WHERE org_id >= ? AND org_id <= ? AND seq > ?`
+		args = []any{f.OrgID, f.OrgID, f.AfterSeq}
+	}
 	if len(f.Phases) > 0 {
 		q += ` AND phase IN (` + inList(f.Phases, knownPhases, &args) + `)`
 	}
@@ -388,10 +454,21 @@ func listQuery(f RecordFilter) (string, []any) {
 		q += ` AND kind IN (` + inList(f.Kinds, knownKinds, &args) + `)`
 	}
 	for k, v := range f.Metadata {
+		// metadata is a JSON object in a TEXT column on both databases.
+		if d == Postgres {
+			// The casts pick ->>'s text overload for the bound key.
+			q += ` AND (metadata::jsonb ->> CAST(? AS text)) = CAST(? AS text)`
+			args = append(args, k, v)
+			continue
+		}
 		q += ` AND json_extract(metadata, ?) = ?`
 		args = append(args, `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, v)
 	}
-	q += ` ORDER BY seq`
+	if d == Postgres {
+		q += ` ORDER BY org_id, seq`
+	} else {
+		q += ` ORDER BY seq`
+	}
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
@@ -450,22 +527,25 @@ func (db *DB) queryRecords(ctx context.Context, q string, args ...any) ([]*Recor
 // owes work at now: transitional phases, and live ones whose TTL has passed.
 func (db *DB) DueRecords(ctx context.Context, now time.Time) ([]string, error) {
 	return QueryStrings(ctx, db.r, `SELECT id FROM sandboxes WHERE kind <> 'task' AND (
-		phase IN ('pending', 'creating', 'pausing', 'resuming', 'stopping')
-		OR (phase IN ('running', 'paused') AND end_at IS NOT NULL AND end_at <= ?)) ORDER BY seq`, now.UnixNano())
+		phase IN (`+SQLList(sandbox.Transitional)+`)
+		OR (phase IN (`+SQLList(expirable)+`) AND end_at IS NOT NULL AND end_at <= ?)) ORDER BY seq`, now.UnixNano())
 }
+
+// expirable are the stable phases whose TTL the reconciler enforces.
+var expirable = []sandbox.Phase{sandbox.PhaseRunning, sandbox.PhasePaused}
 
 // LiveRecords returns the records (other than kind task) whose instance should
 // exist: everything not terminal. The reconciler compares them with the
 // provider's instances.
 func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
 	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE kind <> 'task'
-		AND phase NOT IN ('deleted', 'completed', 'failed') ORDER BY seq`)
+		AND phase NOT IN (`+SQLList(sandbox.Terminal)+`) ORDER BY seq`)
 }
 
 // RecordPhases maps record ids to phases for the given ids (missing ids are
 // absent), for the orphan sweep.
-func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]Phase, error) {
-	out := make(map[string]Phase, len(ids))
+func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]sandbox.Phase, error) {
+	out := make(map[string]sandbox.Phase, len(ids))
 	for chunk := range slices.Chunk(ids, 500) {
 		args := make([]any, len(chunk))
 		for i, id := range chunk {
@@ -477,7 +557,7 @@ func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]Phase,
 		}
 		for rows.Next() {
 			var id string
-			var p Phase
+			var p sandbox.Phase
 			if err := rows.Scan(&id, &p); err != nil {
 				rows.Close()
 				return nil, err
@@ -493,15 +573,15 @@ func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]Phase,
 }
 
 // PhaseCounts counts an org's records (other than kind task) per phase.
-func (db *DB) PhaseCounts(ctx context.Context, orgID string) (map[Phase]int, error) {
+func (db *DB) PhaseCounts(ctx context.Context, orgID string) (map[sandbox.Phase]int, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT phase, COUNT(*) FROM sandboxes WHERE org_id = ? AND kind <> 'task' GROUP BY phase`, orgID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[Phase]int{}
+	out := map[sandbox.Phase]int{}
 	for rows.Next() {
-		var p Phase
+		var p sandbox.Phase
 		var n int
 		if err := rows.Scan(&p, &n); err != nil {
 			return nil, err

@@ -10,70 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
-// Environment states (API §3, seed 000).
-const (
-	StateBuilding     = "building"
-	StateProvisioning = "provisioning"
-	StateReady        = "ready"
-	StatePaused       = "paused"
-	StateTornDown     = "torn_down"
-	StateFailed       = "failed"
-)
-
-// States lists every state, in lifecycle order.
-var States = []string{StateBuilding, StateProvisioning, StateReady, StatePaused, StateTornDown, StateFailed}
-
-func terminal(state string) bool { return state == StateTornDown || state == StateFailed }
-
-func transitional(state string) bool { return state == StateBuilding || state == StateProvisioning }
-
-var liveStates = []string{StateBuilding, StateProvisioning, StateReady, StatePaused}
-
-// schema is the tasks package's own tables. Times are Unix nanoseconds.
-var schema = []string{
-	`CREATE TABLE task_environments (
-		seq INTEGER PRIMARY KEY AUTOINCREMENT,
-		id TEXT NOT NULL UNIQUE,
-		org_id TEXT NOT NULL REFERENCES orgs(id),
-		workspace TEXT NOT NULL,
-		task_ref TEXT NOT NULL,
-		task_org TEXT NOT NULL,
-		task_name TEXT NOT NULL,
-		task_version TEXT NOT NULL,
-		inputs TEXT NOT NULL DEFAULT '{}',
-		resolved_inputs TEXT NOT NULL DEFAULT '{}',
-		timeout_sec INTEGER NOT NULL,
-		project_id TEXT,
-		secret_ids TEXT NOT NULL DEFAULT '[]',
-		state TEXT NOT NULL,
-		error TEXT NOT NULL DEFAULT '',
-		service_urls TEXT NOT NULL DEFAULT '{}',
-		containers TEXT NOT NULL DEFAULT '{}',
-		one_shots TEXT NOT NULL DEFAULT '[]',
-		instruction TEXT NOT NULL DEFAULT '',
-		execute_service TEXT NOT NULL DEFAULT '',
-		token_hash TEXT NOT NULL,
-		record_id TEXT NOT NULL,
-		deadline INTEGER,
-		expires_at INTEGER,
-		timeline TEXT NOT NULL DEFAULT '[]',
-		created_at INTEGER NOT NULL,
-		updated_at INTEGER NOT NULL,
-		version INTEGER NOT NULL DEFAULT 1
-	)`,
-	`CREATE INDEX task_environments_ws ON task_environments (org_id, workspace, seq)`,
-	`CREATE INDEX task_environments_state ON task_environments (state)`,
-}
-
 // TimelineEntry records when an environment entered a state.
 type TimelineEntry struct {
-	State  string    `json:"state"`
-	At     time.Time `json:"at"`
-	Detail string    `json:"detail,omitempty"`
+	State  taskenv.State `json:"state"`
+	At     time.Time     `json:"at"`
+	Detail string        `json:"detail,omitempty"`
 }
 
 // Env is one task environment row.
@@ -91,7 +38,7 @@ type Env struct {
 	TimeoutSec     int
 	ProjectID      *string
 	SecretIDs      []string
-	State          string
+	State          taskenv.State
 	Error          string
 	ServiceURLs    map[string]compose.Endpoint
 	Containers     map[string]string // service -> container id, once ready
@@ -186,14 +133,15 @@ func envArgs(e *Env) []any {
 
 func insertEnvTx(ctx context.Context, tx *sql.Tx, e *Env) error {
 	args := append([]any{e.ID}, envArgs(e)...)
-	res, err := tx.ExecContext(ctx, `INSERT INTO task_environments (id, org_id, workspace, task_ref, task_org, task_name,
+	// RETURNING, not LastInsertId: pgx (PostgreSQL) has no LastInsertId,
+	// and both databases answer RETURNING.
+	err := tx.QueryRowContext(ctx, `INSERT INTO task_environments (id, org_id, workspace, task_ref, task_org, task_name,
 		task_version, inputs, resolved_inputs, timeout_sec, project_id, secret_ids, state, error, service_urls, containers,
 		one_shots, instruction, execute_service, token_hash, record_id, deadline, expires_at, timeline, created_at, updated_at,
-		version) VALUES (`+strings.Repeat("?, ", len(args))+`1)`, args...)
+		version) VALUES (`+strings.Repeat("?, ", len(args))+`1) RETURNING seq`, args...).Scan(&e.Seq)
 	if err != nil {
 		return fmt.Errorf("inserting environment %s: %w", e.ID, err)
 	}
-	e.Seq, _ = res.LastInsertId()
 	e.Version = 1
 	return nil
 }
@@ -235,14 +183,14 @@ func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env,
 // liveEnv is a non-terminal environment with its ledger record's phase.
 type liveEnv struct {
 	*Env
-	RecordPhase store.Phase
+	RecordPhase sandbox.Phase
 	KillReason  string
 }
 
 func (s *Service) liveEnvs(ctx context.Context) ([]liveEnv, error) {
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT `+prefixed("e.", envColumns)+`, COALESCE(r.phase, ''), COALESCE(r.kill_reason, '')
 		FROM task_environments e LEFT JOIN sandboxes r ON r.id = e.record_id
-		WHERE e.state IN ('building', 'provisioning', 'ready', 'paused') ORDER BY e.seq`)
+		WHERE e.state IN (`+store.SQLList(taskenv.Live)+`) ORDER BY e.seq`)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +224,8 @@ func prefixed(p, cols string) string {
 }
 
 // envStates maps ids to states (missing ids are absent), for the orphan sweep.
-func (s *Service) envStates(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
+func (s *Service) envStates(ctx context.Context, ids []string) (map[string]taskenv.State, error) {
+	out := map[string]taskenv.State{}
 	for chunk := range slices.Chunk(ids, 500) {
 		args := make([]any, len(chunk))
 		for i, id := range chunk {
@@ -289,7 +237,8 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]strin
 			return nil, err
 		}
 		for rows.Next() {
-			var id, st string
+			var id string
+			var st taskenv.State
 			if err := rows.Scan(&id, &st); err != nil {
 				rows.Close()
 				return nil, err
@@ -304,29 +253,36 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]strin
 	return out, nil
 }
 
-// errConflict: the environment is not in a state the change applies to.
+// errConflict: the environment is not in a state the change applies to
+// (taskenv.AllowedTransitions refuses the move, or it left the state the
+// change expected).
 var errConflict = errors.New("environment is not in the expected state")
 
 // errRecordConflict: the ledger record moved (e.g. killed for credits) so
 // the environment change was not applied; the sweep takes over.
 var errRecordConflict = errors.New("ledger record is not in the expected phase")
 
-// change is one conditional transition of an environment and its record.
+// change is one transition of an environment and its record. The tables
+// (taskenv.AllowedTransitions, sandbox.AllowedTransitions) decide which
+// moves are legal; expect is only for a change decided on an observed
+// state (optimistic concurrency).
 type change struct {
-	from   []string // accepted current states
-	to     string   // new state ("" keeps)
-	detail string   // timeline note
+	to     taskenv.State // new state ("" keeps)
+	expect taskenv.State // when set, apply only while the environment is still in this state
+	detail string        // timeline note
 	env    func(e *Env)
-	// Record side: phase target ("" keeps), accepted current phases (nil:
-	// any non-terminal; a terminal record is left alone), mutation.
-	rec     store.Phase
-	recFrom []store.Phase
-	recMut  func(r *store.Record)
+	// Record side: phase target ("" keeps), why, mutation. A record the
+	// table does not let move (already ended, or moved on) is left alone
+	// when recTolerant, else the change fails with errRecordConflict.
+	rec         sandbox.Phase
+	cause       sandbox.Cause
+	recTolerant bool
+	recMut      func(r *store.Record)
 }
 
-// apply runs c in one transaction: the environment row is updated only if its
-// state is one of c.from (errConflict otherwise, returning the current row),
-// and the ledger record in the same transaction.
+// apply runs c in one transaction: the environment row is updated only if
+// the table allows its move (errConflict otherwise, returning the current
+// row), and the ledger record in the same transaction.
 func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) {
 	var out *Env
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -335,14 +291,17 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 			return err
 		}
 		out = e
-		if len(c.from) > 0 && !slices.Contains(c.from, e.State) {
+		if c.expect != "" && e.State != c.expect {
+			return errConflict
+		}
+		if c.to != "" && !taskenv.CanTransition(e.State, c.to) {
 			return errConflict
 		}
 		now := s.now()
 		if c.env != nil {
 			c.env(e)
 		}
-		if c.to != "" && c.to != e.State {
+		if c.to != "" {
 			e.State = c.to
 			e.Timeline = append(e.Timeline, TimelineEntry{State: c.to, At: now, Detail: c.detail})
 		} else if c.detail != "" {
@@ -365,18 +324,17 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		if c.rec == "" && c.recMut == nil {
 			return nil
 		}
-		from := c.recFrom
-		if from == nil {
-			from = store.NonTerminal
-		}
-		_, err = store.TransitionTx(ctx, tx, e.RecordID, from, c.rec, func(r *store.Record) error {
+		_, err = store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
+			if c.rec == "" && r.Phase.Terminal() {
+				return store.ErrConflict // an ended record keeps its fields
+			}
 			if c.recMut != nil {
 				c.recMut(r)
 			}
 			return nil
 		})
 		if errors.Is(err, store.ErrConflict) {
-			if c.recFrom == nil {
+			if c.recTolerant {
 				// The record already ended (or moved on) on its own: leave it.
 				return nil
 			}

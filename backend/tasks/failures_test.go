@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
@@ -63,7 +64,7 @@ func TestBuildFailure(t *testing.T) {
 	h.waitGone(id, 10*time.Second)
 	env := h.get("acme", "ws", id)
 	rec := h.record(env["sandbox_id"].(string))
-	if rec.Phase != store.PhaseFailed || rec.KillReason != store.KillFailed || !strings.Contains(rec.Diagnostic, "task build failed") {
+	if rec.Phase != sandbox.PhaseFailed || rec.KillReason != sandbox.KillFailed || !strings.Contains(rec.Diagnostic, "task build failed") {
 		t.Fatalf("record: %+v", rec)
 	}
 	if env["service_urls"] != nil || env["expires_at"] != nil {
@@ -90,7 +91,7 @@ func TestNeverHealthy(t *testing.T) {
 	}
 	h.waitGone(id, 10*time.Second)
 	rec := h.record(h.get("acme", "ws", id)["sandbox_id"].(string))
-	if rec.Phase != store.PhaseFailed || rec.KillReason != store.KillFailed {
+	if rec.Phase != sandbox.PhaseFailed || rec.KillReason != sandbox.KillFailed {
 		t.Fatalf("record: %+v", rec)
 	}
 }
@@ -154,7 +155,7 @@ func TestExpiry(t *testing.T) {
 	}
 	h.waitGone(id, 10*time.Second)
 	rec := h.record(h.get("acme", "ws", id)["sandbox_id"].(string))
-	if rec.Phase != store.PhaseDeleted || rec.KillReason != store.KillTimeout {
+	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTimeout {
 		t.Fatalf("record: %+v", rec)
 	}
 }
@@ -177,8 +178,8 @@ func TestInsufficientCreditsTearsDown(t *testing.T) {
 	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login"})
 	h.waitState("acme", "ws", id, readyTimeout, "ready")
 	recID := h.get("acme", "ws", id)["sandbox_id"].(string)
-	_, err := h.db.Transition(context.Background(), recID, store.NonTerminal, store.PhaseStopping, func(r *store.Record) error {
-		r.KillReason = store.KillInsufficientCredits
+	_, err := h.db.Transition(context.Background(), recID, sandbox.PhaseStopping, sandbox.CauseUser, func(r *store.Record) error {
+		r.KillReason = sandbox.KillInsufficientCredits
 		return nil
 	})
 	if err != nil {
@@ -190,7 +191,7 @@ func TestInsufficientCreditsTearsDown(t *testing.T) {
 	}
 	h.waitGone(id, 10*time.Second)
 	rec := h.record(recID)
-	if rec.Phase != store.PhaseDeleted || rec.KillReason != store.KillInsufficientCredits || rec.KilledAt.IsZero() {
+	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillInsufficientCredits || rec.KilledAt.IsZero() {
 		t.Fatalf("record: %+v", rec)
 	}
 }

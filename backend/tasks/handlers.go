@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
@@ -216,11 +219,11 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 	token := ids.Token("det")
 	e := &Env{ID: ids.New(), OrgID: org, Workspace: ws, TaskRef: ref.String(), TaskOrg: task.Org, TaskName: task.Name,
 		TaskVersion: task.Version, Inputs: nonNil(req.Inputs), Resolved: resolved, TimeoutSec: timeout,
-		ProjectID: req.ProjectID, SecretIDs: nonNilSlice(req.SecretIDs), State: StateBuilding,
+		ProjectID: req.ProjectID, SecretIDs: nonNilSlice(req.SecretIDs), State: taskenv.StateBuilding,
 		ExecuteService: task.ExecuteService, TokenHash: store.HashSecret(token), RecordID: ids.New(),
 		Deadline: now.Add(s.cfg.BuildDeadline), CreatedAt: now, UpdatedAt: now,
-		Timeline: []TimelineEntry{{State: StateBuilding, At: now}}}
-	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: store.KindTask, Provider: s.providerName, Phase: store.PhasePending,
+		Timeline: []TimelineEntry{{State: taskenv.StateBuilding, At: now}}}
+	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: sandbox.KindTask, Provider: s.providerName, Phase: sandbox.PhasePending,
 		TemplateID: task.Ref(), TimeoutSec: timeout, EnvironmentID: e.ID, CreatedAt: now, PhaseDeadline: e.Deadline,
 		Metadata: map[string]string{"environment_id": e.ID, "workspace": ws, "task": task.Ref()}}
 	var replay string
@@ -264,7 +267,7 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	s.log.Info("task environment created", "environment", e.ID, "org", org, "workspace", ws, "task", task.Ref(), "record", e.RecordID)
-	s.startWorker(e.ID)
+	s.kick(e.ID)
 	v := envView(e)
 	v.ExecuteToken = token
 	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+e.ID)
@@ -300,8 +303,8 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 			if st = strings.TrimSpace(st); st == "" {
 				continue
 			}
-			if !contains(States, st) {
-				return queryErr("state", fmt.Sprintf("unknown state %q; use %s", st, strings.Join(States, ", ")))
+			if !taskenv.State(st).Valid() {
+				return queryErr("state", fmt.Sprintf("unknown state %q; use %s", st, stateNames()))
 			}
 			states = append(states, st)
 		}
@@ -330,13 +333,13 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
+// stateNames lists the environment states for an error message.
+func stateNames() string {
+	names := make([]string, len(taskenv.States))
+	for i, st := range taskenv.States {
+		names[i] = string(st)
 	}
-	return false
+	return strings.Join(names, ", ")
 }
 
 func intParam(raw, name string, def, lo, hi int) (int, error) {
@@ -369,8 +372,8 @@ func (s *Service) envStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	since := q.Get("since")
-	if since != "" && !contains(States, since) {
-		return queryErr("since", fmt.Sprintf("unknown state %q; use %s", since, strings.Join(States, ", ")))
+	if since != "" && !taskenv.State(since).Valid() {
+		return queryErr("since", fmt.Sprintf("unknown state %q; use %s", since, stateNames()))
 	}
 	e, err := s.lookup(r)
 	if err != nil {
@@ -378,9 +381,9 @@ func (s *Service) envStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	holding := func(e *Env) bool {
 		if since != "" {
-			return e.State == since
+			return e.State == taskenv.State(since)
 		}
-		return transitional(e.State)
+		return e.State.Transitional()
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for wait > 0 && holding(e) {
@@ -423,14 +426,18 @@ func (s *Service) envStatus(w http.ResponseWriter, r *http.Request) error {
 // ---- pause / resume / delete ----
 
 func (s *Service) pauseEnv(w http.ResponseWriter, r *http.Request) error {
-	return s.pauseResume(w, r, true)
+	return s.pauseResumeEnv(w, r, true)
 }
 
 func (s *Service) resumeEnv(w http.ResponseWriter, r *http.Request) error {
-	return s.pauseResume(w, r, false)
+	return s.pauseResumeEnv(w, r, false)
 }
 
-func (s *Service) pauseResume(w http.ResponseWriter, r *http.Request, pause bool) error {
+// pauseResumeEnv moves the backing record to pausing (resuming), as a
+// sandbox's pause does, then has the driver make the engine call and finish
+// the move; it answers once that is done, with the environment paused
+// (ready) or the engine's refusal.
+func (s *Service) pauseResumeEnv(w http.ResponseWriter, r *http.Request, pause bool) error {
 	ctx := r.Context()
 	e, err := s.lookup(r)
 	if err != nil {
@@ -444,40 +451,28 @@ func (s *Service) pauseResume(w http.ResponseWriter, r *http.Request, pause bool
 	if e, err = s.getEnv(ctx, e.ID); err != nil {
 		return err
 	}
-	from, verb := StateReady, "paused"
+	from, verb, op := taskenv.StateReady, "paused", sandbox.PhasePausing
 	if !pause {
-		from, verb = StatePaused, "resumed"
+		from, verb, op = taskenv.StatePaused, "resumed", sandbox.PhaseResuming
 	}
 	if e.State != from {
 		return httpx.Conflict(fmt.Sprintf("environment %s is %s; only a %s environment can be %s", e.ID, e.State, from, verb))
 	}
-	var c change
-	if pause {
-		err = s.engine.Pause(ctx, e.ID)
-		c = change{from: []string{StateReady}, to: StatePaused, rec: store.PhasePaused,
-			recFrom: []store.Phase{store.PhaseRunning}, recMut: func(r *store.Record) {
-				now := s.now()
-				r.MarkStopped(now)
-				r.LastPausedAt = now
-			}}
-	} else {
-		err = s.engine.Unpause(ctx, e.ID)
-		c = change{from: []string{StatePaused}, to: StateReady, rec: store.PhaseRunning,
-			recFrom: []store.Phase{store.PhasePaused}, recMut: func(r *store.Record) { r.MarkRunning(s.now()) }}
-	}
-	if err != nil {
-		return providerHTTPError(err)
-	}
-	if ka, ok := s.engine.(KeepAliver); ok && !pause {
-		// The instances run again: keep them alive until the environment expires.
-		if left := e.ExpiresAt.Sub(s.now()); left > 0 {
-			if err := ka.KeepAlive(ctx, e.ID, left); err != nil {
-				s.log.Warn("extending a resumed environment's instances; they may end before it expires", "environment", e.ID, "error", err)
-			}
-		}
-	}
-	e, err = s.apply(ctx, e.ID, c)
+	e, err = s.apply(ctx, e.ID, change{expect: from, rec: op, cause: sandbox.CauseUser})
 	switch {
+	case errors.Is(err, errConflict):
+		return httpx.Conflict(fmt.Sprintf("environment %s is %s now; it was not %s", e.ID, e.State, verb))
+	case errors.Is(err, errRecordConflict):
+		s.Kick()
+		return httpx.Conflict(fmt.Sprintf("environment %s is being torn down (its ledger record was ended)", e.ID))
+	case err != nil:
+		return err
+	}
+	e, err = s.pauseResume(context.WithoutCancel(ctx), e.ID)
+	var oe *opError
+	switch {
+	case errors.As(err, &oe):
+		return providerHTTPError(oe.err)
 	case errors.Is(err, errConflict):
 		return httpx.Conflict(fmt.Sprintf("environment %s is %s now; it was not %s", e.ID, e.State, verb))
 	case errors.Is(err, errRecordConflict):
@@ -506,8 +501,8 @@ func (s *Service) deleteEnv(w http.ResponseWriter, r *http.Request) error {
 	}
 	unlock := s.lockEnv(e.ID)
 	defer unlock()
-	if !terminal(e.State) {
-		if e, err = s.teardown(ctx, e.ID, store.KillTornDown, "deleted", ""); err != nil {
+	if !e.State.Terminal() {
+		if e, err = s.teardown(ctx, e.ID, sandbox.CauseUser, sandbox.KillTornDown, "deleted", ""); err != nil {
 			return err
 		}
 	} else {
@@ -572,9 +567,9 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) error {
 			return bodyErr([]any{"timeout_sec"}, fmt.Sprintf("must be between 1 and %d seconds, not %d", MaxExecTimeoutSec, timeout))
 		}
 	}
-	if e.State != StateReady {
+	if e.State != taskenv.StateReady {
 		msg := fmt.Sprintf("environment %s is %s; commands run only in a ready environment", e.ID, e.State)
-		if e.State == StatePaused {
+		if e.State == taskenv.StatePaused {
 			msg += " (resume it first)"
 		}
 		return httpx.Conflict(msg)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
 
 const readyTimeout = 4 * time.Minute
@@ -97,7 +97,7 @@ func TestWebLoginLifecycle(t *testing.T) {
 
 	// The ledger record: kind task, running, linked.
 	rec := h.record(env["sandbox_id"].(string))
-	if rec.Kind != store.KindTask || rec.Phase != store.PhaseRunning || rec.EnvironmentID != id || rec.Provider != "docker" || rec.RunningSince.IsZero() {
+	if rec.Kind != sandbox.KindTask || rec.Phase != sandbox.PhaseRunning || rec.EnvironmentID != id || rec.Provider != "docker" || rec.RunningSince.IsZero() {
 		t.Fatalf("ledger record: %+v", rec)
 	}
 
@@ -116,7 +116,7 @@ func TestWebLoginLifecycle(t *testing.T) {
 	if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "true"}); ex.Code != http.StatusConflict {
 		t.Fatalf("execute while paused: %d %s", ex.Code, ex.Body)
 	}
-	if rec := h.record(rec.ID); rec.Phase != store.PhasePaused || !rec.RunningSince.IsZero() {
+	if rec := h.record(rec.ID); rec.Phase != sandbox.PhasePaused || !rec.RunningSince.IsZero() {
 		t.Fatalf("record after pause: %+v", rec)
 	}
 	if st := h.do("acme", http.MethodGet, envPath("acme", "red-team", "/", id, "/status"), nil).JSON(t); st["service_urls"] == nil {
@@ -147,7 +147,7 @@ func TestWebLoginLifecycle(t *testing.T) {
 		t.Fatalf("after delete: %d containers, %d networks", len(cs), len(ns))
 	}
 	rec = h.record(rec.ID)
-	if rec.Phase != store.PhaseDeleted || rec.KillReason != store.KillTornDown || rec.KilledAt.IsZero() || rec.Phase.LedgerState() != "killed" {
+	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTornDown || rec.KilledAt.IsZero() || rec.Phase.LedgerState() != "killed" {
 		t.Fatalf("record after delete: %+v", rec)
 	}
 	if d := h.do("acme", http.MethodDelete, envPath("acme", "red-team", "/", id), nil); d.Code != 200 || d.JSON(t)["state"] != "torn_down" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -109,7 +110,7 @@ func TestRestartPastDeadline(t *testing.T) {
 	}
 	h.waitGone(id, 10*time.Second)
 	rec := h.record(h.get("acme", "ws", id)["sandbox_id"].(string))
-	if rec.Phase != store.PhaseFailed {
+	if rec.Phase != sandbox.PhaseFailed {
 		t.Fatalf("record: %+v", rec)
 	}
 }

@@ -2,9 +2,9 @@
 // 000): POST /environments answers at once with state "building"; a worker
 // builds the task's images (cached by content hash), provisions the compose
 // project on Docker (a private network per environment, services in
-// dependency order, ports on 127.0.0.1) and marks it ready; a level-triggered
-// loop driven by the database expires, recovers and garbage-collects
-// environments. Each environment is backed by a ledger record of kind task.
+// dependency order, ports on 127.0.0.1) and marks it ready; the
+// reconciler, through this package's driver, expires, recovers and
+// garbage-collects environments from what the database says. Each environment is backed by a ledger record of kind task.
 package tasks
 
 import (
@@ -18,7 +18,9 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
@@ -58,8 +60,9 @@ type Config struct {
 	// healthy). Past them the environment fails.
 	BuildDeadline time.Duration
 	ReadyDeadline time.Duration
-	// SweepInterval is the period of the reconciliation loop (expiry,
-	// deadlines, credits kills, dead services, orphans).
+	// SweepInterval is the period of the driver's observation (dead
+	// services, orphans) and, when Run drives the environments on its own
+	// reconciler, of its deadline sweep (expiry, deadlines, credits kills).
 	SweepInterval time.Duration
 	// MinTimeoutSec..MaxTimeoutSec bound an environment's timeout_sec
 	// (default 60..86400, DREADNODE_MIN_TIMEOUT_SEC may lower the minimum);
@@ -69,13 +72,14 @@ type Config struct {
 	DefaultTimeoutSec int
 	// MaxWait bounds GET /status?wait= (60 s).
 	MaxWait time.Duration
-	// MaxConcurrentJobs bounds environments building/provisioning at once.
+	// MaxConcurrentJobs bounds environments building/provisioning at once
+	// (the size of the driver's create lane).
 	MaxConcurrentJobs int
 	// SubnetPool is the IPv4 range environment networks are carved from
 	// (/26 each; default 10.213.0.0/16).
 	SubnetPool string
 	// Admit, when set, is asked before an environment is created (e.g. the
-	// org's credits); an *httpx.Error it returns is the answer (402...).
+	// org's credits); the error it returns (a domain error) is the answer.
 	Admit func(ctx context.Context, orgID string) error
 	// Engine, when set, runs the environments instead of Docker (e.g.
 	// e2bengine on E2B); the Service closes it. Docker, DockerHost,
@@ -95,8 +99,10 @@ type Service struct {
 	providerName string
 	owner        string
 	hub          notify.Hub // per environment id: state changed
-	kick         chan struct{}
-	jobs         chan struct{} // semaphore of MaxConcurrentJobs
+	// rc is the reconciler driving the environments (Attach), kickEnv its
+	// queue for one of them.
+	rc      *reconciler.Reconciler
+	kickEnv func(id string)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -129,13 +135,14 @@ var (
 
 // deadlineError is the cause of a worker whose persisted deadline passed; it
 // is a context.DeadlineExceeded so the engine describes what was not ready.
-type deadlineError struct{ state string }
+type deadlineError struct{ state taskenv.State }
 
-func (e deadlineError) Error() string { return e.state + " deadline exceeded" }
+func (e deadlineError) Error() string { return string(e.state) + " deadline exceeded" }
 
 func (e deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }
 
-// New opens the catalog, connects to Docker and migrates the tables.
+// New opens the catalog and connects to Docker; the tables come with the
+// store's schema.
 func New(cfg Config) (*Service, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("tasks: Config.DB is required")
@@ -166,9 +173,6 @@ func New(cfg Config) (*Service, error) {
 	cfg.DefaultTimeoutSec = min(max(cfg.DefaultTimeoutSec, cfg.MinTimeoutSec), cfg.MaxTimeoutSec)
 
 	ctx := context.Background()
-	if err := cfg.DB.Migrate(ctx, "tasks_0001_environments", schema...); err != nil {
-		return nil, fmt.Errorf("tasks: %w", err)
-	}
 	owner, err := cfg.DB.DeploymentID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %w", err)
@@ -191,7 +195,6 @@ func New(cfg Config) (*Service, error) {
 		name = n.Name()
 	}
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, catalog: cat, engine: eng, providerName: name, owner: owner,
-		kick: make(chan struct{}, 1), jobs: make(chan struct{}, cfg.MaxConcurrentJobs),
 		workers: map[string]*worker{}, locks: map[string]*envLock{}}
 	s.now = func() time.Time { return cfg.Now().UTC() }
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -242,53 +245,49 @@ func CleanupDeployment(ctx context.Context, dockerHost, deployment string) error
 // Ping reports whether the engine (Docker, E2B) answers (for /readyz).
 func (s *Service) Ping(ctx context.Context) error { return s.engine.Ping(ctx) }
 
-// Run recovers environments a previous process left (resuming or failing
-// builds and provisions, adopting or removing containers) and then runs the
-// reconciliation loop until ctx is done.
+// Attach registers the environments' driver on rc, the one reconciler of
+// the backend: its loop then recovers, sweeps and drives them. Call it once,
+// before rc runs.
+func (s *Service) Attach(rc *reconciler.Reconciler) {
+	s.rc = rc
+	s.kickEnv = rc.Register(driver{s}, reconciler.Lanes{Deadline: 8, Create: s.cfg.MaxConcurrentJobs, Other: 4,
+		ObserveEvery: s.cfg.SweepInterval})
+}
+
+// Run drives the environments on a reconciler of their own until ctx is
+// done (a backend without sandboxes, tests); a backend with sandboxes
+// calls Attach on its reconciler instead.
 func (s *Service) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return errors.New("tasks: Run after Close")
 	}
+	if s.rc == nil {
+		s.Attach(reconciler.New(reconciler.Config{DB: s.db, Logger: s.log, Clock: reconciler.ClockFunc(s.now),
+			Interval: s.cfg.SweepInterval}))
+	}
 	s.runs.Add(1)
 	s.mu.Unlock()
 	defer s.runs.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.ctx.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	s.engine.Negotiate(ctx)
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		s.engine.Watch(ctx)
-	}()
-	defer func() { <-watchDone }()
-	s.sweep(ctx, true)
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-s.kick:
-		}
-		s.sweep(ctx, false)
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	return s.rc.Run(ctx)
+}
+
+// Kick asks the reconciler for a sweep now (e.g. after moving the test clock).
+func (s *Service) Kick() {
+	if s.rc != nil {
+		s.rc.SweepSoon()
 	}
 }
 
-// Kick asks the loop for a sweep now (e.g. after moving the test clock).
-func (s *Service) Kick() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
+// kick queues environment id for a step of the driver.
+func (s *Service) kick(id string) {
+	if s.kickEnv != nil {
+		s.kickEnv(id)
 	}
 }
 
@@ -332,33 +331,6 @@ func (s *Service) lockEnv(id string) func() {
 		}
 		s.mu.Unlock()
 	}
-}
-
-// startWorker runs the build/provision worker of environment id unless one
-// runs already.
-func (s *Service) startWorker(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.workers[id] != nil {
-		return
-	}
-	ctx, cancel := context.WithCancelCause(s.ctx)
-	w := &worker{cancel: cancel, done: make(chan struct{})}
-	s.workers[id] = w
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer close(w.done)
-		defer func() {
-			s.mu.Lock()
-			if s.workers[id] == w {
-				delete(s.workers, id)
-			}
-			s.mu.Unlock()
-			cancel(nil)
-		}()
-		s.work(ctx, id)
-	}()
 }
 
 // stopWorker cancels environment id's worker with cause and waits for it.

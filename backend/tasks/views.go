@@ -3,8 +3,9 @@ package tasks
 import (
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // TaskView is a catalog entry (GET /tasks, GET /tasks/{ref}).
@@ -48,57 +49,31 @@ func taskView(t *catalog.Task, latest bool) TaskView {
 	return v
 }
 
-// EnvView is the full environment resource.
-type EnvView struct {
-	ID             string                      `json:"id"`
-	Org            string                      `json:"org"`
-	Workspace      string                      `json:"workspace"`
-	TaskRef        string                      `json:"task_ref"`
-	Task           TaskRefView                 `json:"task"`
-	TaskName       string                      `json:"task_name"`
-	TaskVersion    string                      `json:"task_version"`
-	State          string                      `json:"state"`
-	Inputs         map[string]string           `json:"inputs"`
-	ResolvedInputs map[string]string           `json:"resolved_inputs"`
-	TimeoutSec     int                         `json:"timeout_sec"`
-	ProjectID      *string                     `json:"project_id"`
-	SecretIDs      []string                    `json:"secret_ids"`
-	ServiceURLs    map[string]compose.Endpoint `json:"service_urls"`
-	Instruction    *string                     `json:"instruction"`
-	ExecuteService string                      `json:"execute_service"`
-	ExpiresAt      *time.Time                  `json:"expires_at"`
-	CreatedAt      time.Time                   `json:"created_at"`
-	UpdatedAt      time.Time                   `json:"updated_at"`
-	Error          *string                     `json:"error"`
-	SandboxID      string                      `json:"sandbox_id"`
-	Timeline       []TimelineEntry             `json:"timeline"`
-	// ExecuteToken is only set in the 201 answer of the create that made it.
-	ExecuteToken string `json:"execute_token,omitempty"`
-}
-
-// TaskRefView names the task an environment runs.
-type TaskRefView struct {
-	Org     string `json:"org"`
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Ref     string `json:"ref"`
-}
+// EnvView is the full environment resource, in the type generated from the
+// API document (apitypes).
+type EnvView = apitypes.TaskEnvironment
 
 // StatusView is the cheap poll.
-type StatusView struct {
-	ID          string                      `json:"id"`
-	State       string                      `json:"state"`
-	ExpiresAt   *time.Time                  `json:"expires_at"`
-	ServiceURLs map[string]compose.Endpoint `json:"service_urls"`
-	Error       *string                     `json:"error"`
-}
+type StatusView = apitypes.TaskEnvironmentStatus
 
 // serviceURLs are shown while the services exist (seed 000: ready, paused).
-func serviceURLs(e *Env) map[string]compose.Endpoint {
-	if e.State != StateReady && e.State != StatePaused {
+func serviceURLs(e *Env) map[string]apitypes.ServiceURL {
+	if e.State != taskenv.StateReady && e.State != taskenv.StatePaused {
 		return nil
 	}
-	return nonNil(e.ServiceURLs)
+	out := make(map[string]apitypes.ServiceURL, len(e.ServiceURLs))
+	for name, ep := range e.ServiceURLs {
+		out[name] = apitypes.ServiceURL{URL: ep.URL, Host: ep.Host, Port: ep.Port}
+	}
+	return out
+}
+
+func timelineView(tl []TimelineEntry) []apitypes.TaskEnvironmentTimelineEntry {
+	out := make([]apitypes.TaskEnvironmentTimelineEntry, len(tl))
+	for i, e := range tl {
+		out[i] = apitypes.TaskEnvironmentTimelineEntry{State: string(e.State), At: e.At, Detail: e.Detail}
+	}
+	return out
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -118,17 +93,17 @@ func strPtr(s string) *string {
 
 func envView(e *Env) EnvView {
 	v := EnvView{ID: e.ID, Org: e.OrgID, Workspace: e.Workspace, TaskRef: e.TaskRef,
-		Task:     TaskRefView{Org: e.TaskOrg, Name: e.TaskName, Version: e.TaskVersion, Ref: e.TaskOrg + "/" + e.TaskName + "@" + e.TaskVersion},
-		TaskName: e.TaskName, TaskVersion: e.TaskVersion, State: e.State, Inputs: nonNil(e.Inputs),
+		Task:     apitypes.TaskEnvironmentTask{Org: e.TaskOrg, Name: e.TaskName, Version: e.TaskVersion, Ref: e.TaskOrg + "/" + e.TaskName + "@" + e.TaskVersion},
+		TaskName: e.TaskName, TaskVersion: e.TaskVersion, State: string(e.State), Inputs: nonNil(e.Inputs),
 		ResolvedInputs: nonNil(e.Resolved), TimeoutSec: e.TimeoutSec, ProjectID: e.ProjectID,
 		SecretIDs: nonNilSlice(e.SecretIDs), ServiceURLs: serviceURLs(e), Instruction: strPtr(e.Instruction),
 		ExecuteService: e.ExecuteService, ExpiresAt: timePtr(e.ExpiresAt), CreatedAt: e.CreatedAt.UTC(),
-		UpdatedAt: e.UpdatedAt.UTC(), Error: strPtr(e.Error), SandboxID: e.RecordID, Timeline: nonNilSlice(e.Timeline)}
+		UpdatedAt: e.UpdatedAt.UTC(), Error: strPtr(e.Error), SandboxID: e.RecordID, Timeline: timelineView(e.Timeline)}
 	return v
 }
 
 func statusView(e *Env) StatusView {
-	return StatusView{ID: e.ID, State: e.State, ExpiresAt: timePtr(e.ExpiresAt), ServiceURLs: serviceURLs(e), Error: strPtr(e.Error)}
+	return StatusView{ID: e.ID, State: string(e.State), ExpiresAt: timePtr(e.ExpiresAt), ServiceURLs: serviceURLs(e), Error: strPtr(e.Error)}
 }
 
 // latestOf marks the highest stable version of each org/name.

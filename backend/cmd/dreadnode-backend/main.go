@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/ledger"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -98,11 +98,11 @@ func credits(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	if sub == "grant" {
-		micro, err := ledger.MicroFromCredits(*amount)
+		micro, err := billing.MicroFromCredits(*amount)
 		if err != nil {
 			return fmt.Errorf("credits grant: -amount: %v", err)
 		}
-		if _, err := db.GrantCreditsMax(ctx, org, micro, ledger.MaxBalanceMicro); err != nil {
+		if _, err := db.GrantCreditsMax(ctx, org, micro, billing.MaxBalanceMicro); err != nil {
 			return fmt.Errorf("credits grant: %w", err)
 		}
 	}
@@ -110,7 +110,7 @@ func credits(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("organization %q: %w", org, err)
 	}
-	fmt.Printf("org %s balance: %s credits\n", o.Name, ledger.Credits(o.CreditsMicro))
+	fmt.Printf("org %s balance: %s credits\n", o.Name, billing.Credits(o.CreditsMicro))
 	return nil
 }
 

@@ -23,9 +23,6 @@ func quotas(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if err := admission.Migrate(ctx, db); err != nil {
-		return err
-	}
 	if sub == "set" {
 		var q admission.Quotas
 		set := map[string]bool{}

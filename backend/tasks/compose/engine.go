@@ -25,11 +25,11 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
 )
 
-// Labels this package sets besides the provider.Label* keys.
+// Labels this package sets besides the compute.Label* keys.
 const (
 	LabelEnv     = "dev.dreadnode.environment"  // the task environment id
 	LabelService = "dev.dreadnode.service"      // the compose service name
@@ -168,13 +168,13 @@ type Target struct {
 
 func (e *Engine) labels(t Target, service string) map[string]string {
 	l := map[string]string{
-		provider.LabelManaged: "true",
-		provider.LabelRecord:  t.RecordID,
-		provider.LabelOrg:     t.OrgID,
-		provider.LabelKind:    "task",
-		LabelEnv:              t.EnvID,
-		LabelOwner:            e.owner,
-		LabelTask:             t.TaskRef,
+		compute.LabelManaged: "true",
+		compute.LabelRecord:  t.RecordID,
+		compute.LabelOrg:     t.OrgID,
+		compute.LabelKind:    "task",
+		LabelEnv:             t.EnvID,
+		LabelOwner:           e.owner,
+		LabelTask:            t.TaskRef,
 	}
 	if service != "" {
 		l[LabelService] = service

@@ -13,7 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // ExecResult is the outcome of Exec.
@@ -50,9 +50,9 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 // ExecStream runs argv like Exec but emits its events as they happen: start
 // (with the pid of the command's timeout(1) wrapper), stdout and stderr,
 // exit. The result carries no Output.
-func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit provider.Emit) (*ExecResult, error) {
-	g := provider.NewPIDGate(emit)
-	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", provider.PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
+func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*ExecResult, error) {
+	g := compute.NewPIDGate(emit)
+	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", compute.PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
 	if err == nil {
 		err = g.Exit(res.ExitCode)
 	}

@@ -1,6 +1,6 @@
 // Package e2bengine runs task environments on E2B: it implements
-// tasks.Engine on top of a provider.Provider (the E2B provider of
-// backend/provider/e2b) instead of Docker.
+// tasks.Engine on top of a compute.Provider (the E2B provider of
+// backend/compute/e2b) instead of Docker.
 //
 // E2B templates are prebuilt, so nothing is built: building is instant and a
 // task runs on E2B only when its manifest names an E2B template for every
@@ -38,8 +38,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
@@ -60,7 +60,7 @@ const createTimeout = 2 * time.Minute
 type Options struct {
 	// Provider creates the sandboxes; required. Its scope must be reserved
 	// to task environments (see Scope).
-	Provider provider.Provider
+	Provider compute.Provider
 	// ServiceURL is the public URL of a sandbox port; default the
 	// provider's ServiceURL method (E2B: https://<port>-<id>.<domain>).
 	ServiceURL func(sandboxID string, port int) string
@@ -69,7 +69,7 @@ type Options struct {
 
 // Engine implements tasks.Engine on E2B. It is safe for concurrent use.
 type Engine struct {
-	p          provider.Provider
+	p          compute.Provider
 	serviceURL func(string, int) string
 	log        *slog.Logger
 }
@@ -105,7 +105,7 @@ func New(opts Options) (*Engine, error) {
 // does not apply.
 func NewE2B(cfg e2b.Config, deployment string, log *slog.Logger) (*Engine, error) {
 	cfg.Scope = Scope(deployment)
-	cfg.Templates = map[string]provider.Template{}
+	cfg.Templates = map[string]compute.Template{}
 	p, err := e2b.New(cfg)
 	if err != nil {
 		return nil, err
@@ -172,12 +172,12 @@ func (e *Engine) Close() error {
 
 // sandboxes lists the sandboxes of environment envID ("" for all), by
 // service.
-func (e *Engine) sandboxes(ctx context.Context, envID string) (map[string][]provider.Instance, error) {
+func (e *Engine) sandboxes(ctx context.Context, envID string) (map[string][]compute.Instance, error) {
 	insts, err := e.p.List(ctx)
 	if err != nil {
 		return nil, perr(err, "listing the environment's sandboxes")
 	}
-	out := map[string][]provider.Instance{}
+	out := map[string][]compute.Instance{}
 	for _, in := range insts {
 		env, svc, ok := parseRecord(in.RecordID)
 		if !ok || (envID != "" && env != envID) {
@@ -214,7 +214,7 @@ func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, e
 	}
 	res := &compose.UpResult{Containers: map[string]string{}, Endpoints: map[string]compose.Endpoint{}}
 	// Sandboxes of services the project no longer has, or duplicates.
-	var stale []provider.Instance
+	var stale []compute.Instance
 	for svc, ins := range existing {
 		if _, ok := u.Project.Services[svc]; !ok {
 			stale = append(stale, ins...)
@@ -266,10 +266,10 @@ func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, e
 }
 
 // bringService adopts or creates service n's sandbox and returns its id.
-func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have []provider.Instance) (string, bool, error) {
+func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have []compute.Instance) (string, bool, error) {
 	if len(have) > 0 {
 		in := have[0]
-		if in.Status == provider.StatusPaused {
+		if in.Status == compute.StatusPaused {
 			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
 				return "", false, perr(err, "resuming service %q", n)
 			}
@@ -286,7 +286,7 @@ func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have
 			env[k] = *v
 		}
 	}
-	spec := provider.Spec{
+	spec := compute.Spec{
 		RecordID: recordID(u.EnvID, n),
 		OrgID:    u.OrgID,
 		Kind:     "task",
@@ -303,14 +303,14 @@ func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have
 	defer cancel()
 	in, err := e.p.Create(cctx, spec)
 	if err != nil {
-		if provider.KindOf(err) == provider.KindImageMissing {
-			var pe *provider.Error
+		if compute.KindOf(err) == compute.KindImageMissing {
+			var pe *compute.Error
 			errors.As(err, &pe)
 			return "", false, &compose.BuildError{Service: n, Msg: "e2b_templates names template " + strconv.Quote(spec.Template) + ": " + pe.Msg}
 		}
 		return "", false, perr(err, "creating service %q from E2B template %q", n, spec.Template)
 	}
-	if in.Status == provider.StatusPaused { // adopted by the provider after a lost answer
+	if in.Status == compute.StatusPaused { // adopted by the provider after a lost answer
 		if _, err := e.p.Resume(cctx, in.Ref); err != nil {
 			return "", false, perr(err, "resuming service %q", n)
 		}
@@ -345,10 +345,10 @@ func (e *Engine) KeepAlive(ctx context.Context, envID string, d time.Duration) e
 	}
 	for _, svc := range sortedKeys(sbs) {
 		for _, in := range sbs[svc] {
-			if in.Status != provider.StatusRunning {
+			if in.Status != compute.StatusRunning {
 				continue
 			}
-			if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !provider.IsNotFound(err) {
+			if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !compute.IsNotFound(err) {
 				return perr(err, "setting the time to live of service %q", svc)
 			}
 		}
@@ -381,7 +381,7 @@ func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := e.p.Delete(ctx, in.Ref); err != nil && !provider.IsNotFound(err) {
+				if err := e.p.Delete(ctx, in.Ref); err != nil && !compute.IsNotFound(err) {
 					mu.Lock()
 					errs = append(errs, perr(err, "removing the sandbox of service %q", svc))
 					mu.Unlock()
@@ -400,17 +400,17 @@ func (e *Engine) Pause(ctx context.Context, envID string) error {
 	if err != nil {
 		return err
 	}
-	var done []provider.Ref
+	var done []compute.Ref
 	for _, svc := range sortedKeys(sbs) {
 		for _, in := range sbs[svc] {
-			if in.Status != provider.StatusRunning {
+			if in.Status != compute.StatusRunning {
 				continue
 			}
 			err := e.p.Pause(ctx, in.Ref)
 			switch {
 			case err == nil:
 				done = append(done, in.Ref)
-			case provider.KindOf(err) == provider.KindConflict:
+			case compute.KindOf(err) == compute.KindConflict:
 				// Paused meanwhile (E2B's 409): what was asked for.
 			default:
 				for _, ref := range done { // all or nothing
@@ -432,7 +432,7 @@ func (e *Engine) Unpause(ctx context.Context, envID string) error {
 	}
 	for _, svc := range sortedKeys(sbs) {
 		for _, in := range sbs[svc] {
-			if in.Status != provider.StatusPaused {
+			if in.Status != compute.StatusPaused {
 				continue
 			}
 			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
@@ -452,7 +452,7 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 		return nil, err
 	}
 	start := time.Now()
-	out, err := e.p.Exec(ctx, in.Ref, provider.ExecRequest{Cmd: argv, Timeout: timeout})
+	out, err := e.p.Exec(ctx, in.Ref, compute.ExecRequest{Cmd: argv, Timeout: timeout})
 	res := &compose.ExecResult{Duration: time.Since(start), ExitCode: out.ExitCode}
 	combined := append(append([]byte(nil), out.Stdout...), out.Stderr...)
 	if maxOutput > 0 && len(combined) > maxOutput {
@@ -464,27 +464,27 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 		return res, nil
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
-	case provider.KindOf(err) == provider.KindTimeout:
+	case compute.KindOf(err) == compute.KindTimeout:
 		res.TimedOut, res.ExitCode = true, 124
 		return res, nil
-	case provider.IsNotFound(err), provider.KindOf(err) == provider.KindConflict:
+	case compute.IsNotFound(err), compute.KindOf(err) == compute.KindConflict:
 		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
 	}
 	return nil, perr(err, "running a command in service %q", service)
 }
 
 // running returns the running sandbox of service.
-func (e *Engine) running(ctx context.Context, envID, service string) (provider.Instance, error) {
+func (e *Engine) running(ctx context.Context, envID, service string) (compute.Instance, error) {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
-		return provider.Instance{}, err
+		return compute.Instance{}, err
 	}
 	ins := sbs[service]
 	if len(ins) == 0 {
-		return provider.Instance{}, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
+		return compute.Instance{}, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
 	}
-	if ins[0].Status != provider.StatusRunning {
-		return provider.Instance{}, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, ins[0].Status)
+	if ins[0].Status != compute.StatusRunning {
+		return compute.Instance{}, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, ins[0].Status)
 	}
 	return ins[0], nil
 }
@@ -492,8 +492,8 @@ func (e *Engine) running(ctx context.Context, envID, service string) (provider.I
 // ExecStream implements tasks.StreamExecer with envd's process stream: the
 // events as they happen; a command exceeding timeout is killed and ends
 // with exit code 124, as on Docker.
-func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit provider.Emit) (*compose.ExecResult, error) {
-	ps, ok := e.p.(provider.Processes)
+func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compose.ExecResult, error) {
+	ps, ok := e.p.(compute.Processes)
 	if !ok {
 		return nil, fmt.Errorf("the %s provider does not stream commands: %w", e.p.Name(), errors.ErrUnsupported)
 	}
@@ -503,8 +503,8 @@ func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []s
 	}
 	start := time.Now()
 	res := &compose.ExecResult{}
-	err = ps.ExecStream(ctx, in.Ref, provider.ExecRequest{Cmd: argv, Timeout: timeout}, nil, func(ev provider.ProcessEvent) error {
-		if ev.Type == provider.EventExit {
+	err = ps.ExecStream(ctx, in.Ref, compute.ExecRequest{Cmd: argv, Timeout: timeout}, nil, func(ev compute.ProcessEvent) error {
+		if ev.Type == compute.EventExit {
 			res.ExitCode = ev.ExitCode
 		}
 		return emit(ev)
@@ -515,10 +515,10 @@ func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []s
 		return res, nil
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
-	case provider.KindOf(err) == provider.KindTimeout:
+	case compute.KindOf(err) == compute.KindTimeout:
 		res.TimedOut, res.ExitCode = true, 124
-		return res, emit(provider.ProcessEvent{Type: provider.EventExit, ExitCode: 124})
-	case provider.IsNotFound(err), provider.KindOf(err) == provider.KindConflict:
+		return res, emit(compute.ProcessEvent{Type: compute.EventExit, ExitCode: 124})
+	case compute.IsNotFound(err), compute.KindOf(err) == compute.KindConflict:
 		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
 	}
 	return nil, perr(err, "running a command in service %q", service)
@@ -547,7 +547,7 @@ func (e *Engine) Snapshot(ctx context.Context) (*compose.Snapshot, error) {
 func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	text, err := e.p.Logs(ctx, provider.Ref{ID: id})
+	text, err := e.p.Logs(ctx, compute.Ref{ID: id})
 	if err != nil {
 		return nil
 	}

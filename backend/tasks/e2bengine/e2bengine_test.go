@@ -10,9 +10,9 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider/e2b/e2bfake"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )
@@ -82,8 +82,8 @@ func TestEnvironmentOnE2B(t *testing.T) {
 			t.Fatalf("service %q runs template %q in %s, want %q in %s", svc, sb.TemplateID, sb.ID, want, res.Containers[svc])
 		}
 		md := sb.Metadata
-		if md[compose.LabelEnv] != "env1" || md[provider.LabelRecord] != "env1/"+svc || md[e2bengine.LabelLedgerRecord] != "rec-env1" ||
-			md[provider.LabelDeployment] != e2bengine.Scope(deployment) || md[provider.LabelOrg] != "org1" || md[compose.LabelTask] != "org1/demo@1.0.0" {
+		if md[compose.LabelEnv] != "env1" || md[compute.LabelRecord] != "env1/"+svc || md[e2bengine.LabelLedgerRecord] != "rec-env1" ||
+			md[compute.LabelDeployment] != e2bengine.Scope(deployment) || md[compute.LabelOrg] != "org1" || md[compose.LabelTask] != "org1/demo@1.0.0" {
 			t.Fatalf("metadata of %s: %v", svc, md)
 		}
 		if svc == "web" && (sb.EnvVars["FLAG"] != "FLAG{x}" || len(sb.EnvVars) != 1) {
@@ -125,7 +125,7 @@ func TestEnvironmentOnE2B(t *testing.T) {
 	}
 	// Streamed: the §6 events; past its timeout a command ends with exit 124.
 	var evs []string
-	record := func(ev provider.ProcessEvent) error {
+	record := func(ev compute.ProcessEvent) error {
 		evs = append(evs, fmt.Sprintf("%s:%s%d", ev.Type, ev.Data, ev.ExitCode))
 		return nil
 	}
@@ -226,8 +226,8 @@ func TestBringResumesPausedSandbox(t *testing.T) {
 	fake := e2bfake.New(t)
 	eng := newEngine(t, fake)
 	c := ctx(t)
-	id := fake.AddSandbox(e2bfake.SandboxSpec{Paused: true, Metadata: map[string]string{provider.LabelManaged: "true",
-		provider.LabelDeployment: e2bengine.Scope(deployment), provider.LabelRecord: "env4/web"}})
+	id := fake.AddSandbox(e2bfake.SandboxSpec{Paused: true, Metadata: map[string]string{compute.LabelManaged: "true",
+		compute.LabelDeployment: e2bengine.Scope(deployment), compute.LabelRecord: "env4/web"}})
 	res, err := eng.Bring(c, up("env4", map[string]string{"web": "base", "attacker": "base"}))
 	if err != nil || res.Adopted != 1 || res.Containers["web"] != id {
 		t.Fatalf("bring: %+v %v", res, err)
@@ -254,7 +254,7 @@ func TestScopesAreSeparate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbx, err := lifecycle.Create(c, provider.Spec{RecordID: "rec-sandbox", Template: "base", Kind: "runtime"})
+	sbx, err := lifecycle.Create(c, compute.Spec{RecordID: "rec-sandbox", Template: "base", Kind: "runtime"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/provider"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // Client returns a client of the engine, closed at test cleanup.
@@ -37,5 +37,5 @@ func ContainersWithLabel(t testing.TB, label, value string) []container.Summary 
 // ContainersOfRecord lists the containers of a sandbox record.
 func ContainersOfRecord(t testing.TB, id string) []container.Summary {
 	t.Helper()
-	return ContainersWithLabel(t, provider.LabelRecord, id)
+	return ContainersWithLabel(t, compute.LabelRecord, id)
 }

@@ -297,3 +297,15 @@ func Database(t testing.TB) string {
 	}
 	return shared.NewDatabase(t)
 }
+
+// EachDatabase runs fn as a subtest per database the backend supports,
+// "sqlite" and "postgres" (the store's dialect names), each with the URL of
+// a new, empty database: a file in the test's temp dir, or a fresh database
+// of the package's shared cluster (Main). Opening the URL twice opens the
+// same database, as a restart does. A failure on PostgreSQL fails the test:
+// there is no skip.
+func EachDatabase(t *testing.T, fn func(t *testing.T, url string)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { fn(t, filepath.Join(t.TempDir(), "db")) })
+	t.Run("postgres", func(t *testing.T) { fn(t, Database(t)) })
+}

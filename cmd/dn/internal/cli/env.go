@@ -62,9 +62,7 @@ keeps going: 'dn env wait <id>' resumes waiting).`,
 			}
 			start := time.Now()
 			body := client.EnvironmentCreate{TaskRef: argv[0], Inputs: in}
-			if timeoutSec > 0 {
-				body.TimeoutSec = &timeoutSec
-			}
+			body.TimeoutSec = optionalInt(timeoutSec)
 			env, err := c.CreateEnvironment(cmd.Context(), org, ws, body, client.NewIdempotencyKey())
 			if err != nil {
 				return err

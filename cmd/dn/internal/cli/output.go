@@ -124,6 +124,15 @@ func positive(cmd *cobra.Command, name string, v int64) error {
 }
 
 // optional is &v for a positive v, else nil (a flag left unset).
+// optionalInt is optional for the API types' int fields.
+func optionalInt(v int64) *int {
+	if v > 0 {
+		n := int(v)
+		return &n
+	}
+	return nil
+}
+
 func optional(v int64) *int64 {
 	if v > 0 {
 		return &v

@@ -67,10 +67,11 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 				body.Command = []string{"sh", "-c", command}
 			}
 			if cmd.Flags().Changed("timeout") {
-				body.Timeout = &timeout
+				t := int(timeout)
+				body.Timeout = &t
 			}
 			if cpu > 0 || memoryMB > 0 {
-				body.Resources = &client.SandboxResources{CPUCount: optional(cpu), MemoryMB: optional(memoryMB)}
+				body.Resources = &client.SandboxResources{CPUCount: optionalInt(cpu), MemoryMB: optionalInt(memoryMB)}
 			}
 			if autoPause {
 				body.AutoPause = &autoPause
@@ -149,8 +150,8 @@ func (a *app) waitSandbox(ctx context.Context, c *client.Client, sb *client.Sand
 }
 
 func (a *app) printSandbox(sb *client.Sandbox) {
-	_ = a.fields("Sandbox", sb.SandboxID, "Template", sb.TemplateID, "State", sb.State, "Started", sb.StartedAt,
-		"Ends", sb.EndAt, "Metadata", kvList(sb.Metadata), "Diagnostic", sb.DiagnosticText())
+	_ = a.fields("Sandbox", sb.SandboxID, "Template", sb.TemplateID, "State", sb.State, "Started", client.TimeText(sb.StartedAt),
+		"Ends", client.TimeText(sb.EndAt), "Metadata", kvList(sb.Metadata), "Diagnostic", sb.DiagnosticText())
 	if len(sb.ServiceURLs) > 0 {
 		fmt.Fprintln(a.io.Out, "Service URLs:")
 		printEndpoints(a.io.Out, sb.ServiceURLs)
@@ -185,7 +186,7 @@ func (a *app) sandboxListCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(list))
 			for i, sb := range list {
-				rows[i] = []string{sb.SandboxID, sb.TemplateID, sb.State, orDash(sb.StartedAt), orDash(sb.EndAt), orDash(kvList(sb.Metadata))}
+				rows[i] = []string{sb.SandboxID, sb.TemplateID, sb.State, orDash(client.TimeText(sb.StartedAt)), orDash(client.TimeText(sb.EndAt)), orDash(kvList(sb.Metadata))}
 			}
 			return a.table([]string{"ID", "TEMPLATE", "STATE", "STARTED", "ENDS", "METADATA"}, rows)
 		},

@@ -1,0 +1,186 @@
+package billing
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Prefix of the org-scoped routes.
+const Prefix = "/api/v1/org/{org}"
+
+// Register adds the ledger (§2) and credits (§5) routes to r, whose
+// requests are already authenticated by an org API key.
+func (s *Service) Register(r *mux.Router) {
+	r.Handle(Prefix+"/sandboxes", httpx.OrgHandler(s.handleList)).Methods(http.MethodGet)
+	// usage before {sandbox_id}, so it is not read as an id.
+	r.Handle(Prefix+"/sandboxes/usage", httpx.OrgHandler(s.handleUsage)).Methods(http.MethodGet)
+	r.Handle(Prefix+"/sandboxes/{sandbox_id}", httpx.OrgHandler(s.handleGet)).Methods(http.MethodGet)
+	r.Handle(Prefix+"/sandboxes/{sandbox_id}/logs", httpx.OrgHandler(s.handleLogs)).Methods(http.MethodGet)
+	r.Handle(Prefix+"/credits", httpx.OrgHandler(s.handleCredits)).Methods(http.MethodGet)
+}
+
+// RegisterAdmin adds the operator routes (mounted under /admin and
+// authenticated by the admin key, never an org key).
+func (s *Service) RegisterAdmin(r *mux.Router) {
+	r.Handle("/orgs/{org}/credits", httpx.Handler(s.handleAdminGrant)).Methods(http.MethodPost)
+	r.Handle("/orgs/{org}/credits", httpx.Handler(s.handleAdminShow)).Methods(http.MethodGet)
+}
+
+var kinds = sandbox.Kinds
+
+func parseLedgerStates(vals []string) ([]sandbox.Phase, error) {
+	var phases []sandbox.Phase
+	for _, st := range httpx.SplitValues(vals) {
+		ps, ok := ledgerStates[sandbox.LedgerState(st)]
+		if !ok {
+			return nil, httpx.InvalidQuery("state", fmt.Sprintf("unknown state %q; use starting, running, paused or killed (repeat the parameter or separate values with commas)", st))
+		}
+		phases = append(phases, ps...)
+	}
+	return phases, nil
+}
+
+func parseKinds(vals []string) ([]string, error) {
+	out := httpx.SplitValues(vals)
+	for _, k := range out {
+		if !slices.Contains(kinds, k) {
+			return nil, httpx.InvalidQuery("kind", fmt.Sprintf("unknown sandbox kind %q; use runtime, task or world", k))
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string) error {
+	q, err := httpx.Query(r, "state", "kind", "sandbox_kind", "limit", "cursor")
+	if err != nil {
+		return err
+	}
+	phases, err := parseLedgerStates(q["state"])
+	if err != nil {
+		return err
+	}
+	ks, err := parseKinds(append(q["kind"], q["sandbox_kind"]...))
+	if err != nil {
+		return err
+	}
+	limit, err := httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit)
+	if err != nil {
+		return err
+	}
+	after, err := httpx.DecodeCursor("s", q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: phases, Kinds: ks, AfterSeq: after, Limit: limit})
+	if err != nil {
+		return err
+	}
+	page := &httpx.Page[*Record]{Items: items}
+	if more {
+		c := httpx.EncodeCursor("s", last)
+		page.NextCursor = &c
+	}
+	httpx.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, org string) error {
+	rec, err := s.Record(r.Context(), org, mux.Vars(r)["sandbox_id"])
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, s.View(rec))
+	return nil
+}
+
+// LogLine is one line of a sandbox's output.
+type LogLine struct {
+	Line string `json:"line"`
+}
+
+func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request, org string) error {
+	rec, err := s.Record(r.Context(), org, mux.Vars(r)["sandbox_id"])
+	if err != nil {
+		return err
+	}
+	ls, err := s.Logs(r.Context(), rec)
+	if err != nil {
+		return err
+	}
+	lines := make([]LogLine, 0, len(ls))
+	for _, l := range ls {
+		lines = append(lines, LogLine{Line: l})
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandbox_id": rec.ID, "state": rec.Phase.LedgerState(), "logs": lines})
+	return nil
+}
+
+func (s *Service) handleUsage(w http.ResponseWriter, r *http.Request, org string) error {
+	if _, err := httpx.Query(r); err != nil {
+		return err
+	}
+	u, err := s.Usage(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, u)
+	return nil
+}
+
+func (s *Service) handleCredits(w http.ResponseWriter, r *http.Request, org string) error {
+	if _, err := httpx.Query(r); err != nil {
+		return err
+	}
+	b, err := s.Balance(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, b)
+	return nil
+}
+
+type grantRequest struct {
+	Amount *float64 `json:"amount"`
+}
+
+func (s *Service) handleAdminGrant(w http.ResponseWriter, r *http.Request) error {
+	org := mux.Vars(r)["org"]
+	var req grantRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	if req.Amount == nil {
+		return httpx.Invalid("amount", "is required: the number of credits to add, e.g. {\"amount\": 100}")
+	}
+	micro, err := MicroFromCredits(*req.Amount)
+	if err != nil {
+		return httpx.Invalid("amount", err.Error())
+	}
+	if _, err := s.Grant(r.Context(), org, micro); err != nil {
+		return err
+	}
+	b, err := s.Balance(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	s.log.Info("credits granted by an operator", "org", org, "credits", Credits(micro).String(), "balance", b.Balance.String())
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"organization": org, "granted": Credits(micro), "balance": b.Balance,
+		"running_credits": b.RunningCredits, "estimated_balance": b.EstimatedBalance})
+	return nil
+}
+
+func (s *Service) handleAdminShow(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.Balance(r.Context(), mux.Vars(r)["org"])
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, b)
+	return nil
+}

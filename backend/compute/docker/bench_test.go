@@ -1,0 +1,90 @@
+package docker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// BenchmarkCreateRunning measures Provider.Create until the sandbox runs
+// (including reading its endpoints back); the delete is not timed.
+func BenchmarkCreateRunning(b *testing.B) {
+	p := newProvider(b, Config{})
+	benchCreate(b, p)
+}
+
+// BenchmarkCreateRunningWarmPool is the same with a warm pool that is refilled
+// (untimed) between iterations: the best case of a claim.
+func BenchmarkCreateRunningWarmPool(b *testing.B) {
+	p := newProvider(b, Config{Network: testNetwork + "-poolbench", WarmPoolSize: 1})
+	benchCreate(b, p)
+}
+
+func benchCreate(b *testing.B, p *Provider) {
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if p.pool != nil {
+			b.StopTimer()
+			deadline := time.Now().Add(time.Minute)
+			for p.pool.readyCount(BaseTemplate) == 0 {
+				if time.Now().After(deadline) {
+					b.Fatal("the warm pool was not refilled within a minute")
+				}
+				<-time.After(5 * time.Millisecond) // poll the refill, untimed
+			}
+			b.StartTimer()
+		}
+		inst, err := p.Create(ctx, testSpec())
+		if err != nil || inst.Status != compute.StatusRunning {
+			b.Fatalf("create: %+v %v", inst, err)
+		}
+		b.StopTimer()
+		if err := p.Delete(ctx, inst.Ref); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRawDockerCreateStart is the floor: the same image and options
+// through the SDK directly (create + start), to compare with CreateRunning.
+func BenchmarkRawDockerCreateStart(b *testing.B) {
+	p := newProvider(b, Config{})
+	ctx := context.Background()
+	netID, err := p.ensureNetwork(ctx, p.cfg.Network, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := testSpec().RecordID
+		cfg := &container.Config{
+			Image:        DefaultBaseImage,
+			Labels:       map[string]string{compute.LabelManaged: "true", compute.LabelRecord: rec, labelScope: p.cfg.Scope},
+			ExposedPorts: nat.PortSet{"8080/tcp": {}},
+		}
+		hc := &container.HostConfig{
+			NetworkMode:  container.NetworkMode(netID),
+			PortBindings: nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1"}}},
+			Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: ptr(int64(pidsLimit))},
+		}
+		resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(rec))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := p.cli.ContainerRemove(ctx, resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,255 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// pidsLimit caps processes per sandbox so a fork bomb cannot take the host.
+const pidsLimit = 4096
+
+// recordIDPattern keeps dn-<RecordID> a valid container name.
+var recordIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,200}$`)
+
+// Create implements compute.Provider. It is idempotent per RecordID: the
+// container name dn-<RecordID> is the lock, and a name conflict adopts the
+// existing container (starting it when a crash left it only created).
+func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Instance, error) {
+	const op = "create"
+	if !recordIDPattern.MatchString(spec.RecordID) {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "record id %q is not usable as a container name", spec.RecordID)
+	}
+	if spec.Template == "" {
+		spec.Template = BaseTemplate
+	}
+	tmpl, image, ok := p.template(spec.Template)
+	if !ok {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "unknown template %q", spec.Template)
+	}
+	if len(spec.Network.AllowOut) > 0 || len(spec.Network.DenyOut) > 0 {
+		// Refuse rather than ignore: a sandbox must never look safer than it is.
+		return compute.Instance{}, compute.Errorf(compute.KindNetwork, op, nil,
+			"the docker provider cannot enforce allowOut/denyOut egress rules; set allowInternetAccess=false to cut all egress, or use the e2b provider")
+	}
+	cpu, mem := resources(spec, tmpl)
+	if cpu <= 0 || mem <= 0 {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "cpuCount and memoryMB must be positive")
+	}
+	if p.pool != nil && poolCompatible(spec) {
+		if inst, ok := p.pool.claim(ctx, spec, tmpl, cpu, mem); ok {
+			return inst, nil
+		}
+	}
+
+	isolated := spec.Network.AllowInternetAccess != nil && !*spec.Network.AllowInternetAccess
+	labels := map[string]string{
+		compute.LabelManaged: "true",
+		compute.LabelRecord:  spec.RecordID,
+		compute.LabelOrg:     spec.OrgID,
+		compute.LabelKind:    spec.Kind,
+		labelTemplate:        spec.Template,
+		labelScope:           p.cfg.Scope,
+	}
+	for k, v := range spec.Metadata {
+		labels[metaPrefix+k] = v
+	}
+	if isolated {
+		labels[labelNetwork] = isolatedValue
+	}
+	name := containerName(spec.RecordID)
+	// Retry the races that resolve themselves within moments: a concurrent
+	// Create holds the name but its container is not visible yet, or a
+	// concurrent network creation briefly left two networks of one name.
+	for attempt, wait := 1, 10*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, time.Second) {
+		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
+			volumeMounts(spec, labels))
+		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use") {
+			inst, aerr := p.adopt(ctx, name)
+			if !compute.IsNotFound(aerr) || attempt == 10 {
+				return inst, aerr
+			}
+		} else if err != nil && (!isNetworkRace(err) || attempt == 10) {
+			return compute.Instance{}, p.createError(op, image, err)
+		} else if err == nil {
+			if err := p.start(ctx, op, id, isolated); err != nil {
+				return compute.Instance{}, err
+			}
+			return p.get(ctx, op, id)
+		}
+		select {
+		case <-ctx.Done():
+			return compute.Instance{}, classify(op, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isNetworkRace recognises a network that was removed, or briefly duplicated
+// by a concurrent creator (see ensureNetwork), after we looked it up.
+func isNetworkRace(err error) bool {
+	return containsAny(err.Error(), "is ambiguous") || (cerrdefs.IsNotFound(err) && containsAny(err.Error(), "network"))
+}
+
+// resources applies the template defaults to the spec's overrides.
+func resources(spec compute.Spec, tmpl compute.Template) (cpu, mem int) {
+	cpu, mem = tmpl.CPUCount, tmpl.MemoryMB
+	if spec.CPUCount != 0 {
+		cpu = spec.CPUCount
+	}
+	if spec.MemoryMB != 0 {
+		mem = spec.MemoryMB
+	}
+	return cpu, mem
+}
+
+// env renders a map as sorted KEY=value pairs (sorted for stable inspects).
+func env(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}
+
+// createContainer creates (but does not start) one container on the default
+// or the isolated network.
+func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
+	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount) (string, error) {
+	cfg := &container.Config{Image: image, Labels: labels, Env: envs, ExposedPorts: nat.PortSet{}}
+	if len(cmd) > 0 {
+		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
+	}
+	hc := &container.HostConfig{
+		Mounts:       mounts,
+		PortBindings: nat.PortMap{},
+		Resources: container.Resources{
+			NanoCPUs:   int64(cpu) * 1e9,
+			Memory:     int64(mem) << 20,
+			MemorySwap: int64(mem) << 20, // no swap: a sandbox over its limit is OOM-killed, not slowed down
+			PidsLimit:  ptr(int64(pidsLimit)),
+		},
+	}
+	if !isolated { // ports are not published on internal networks anyway
+		for _, port := range ports {
+			cp := nat.Port(itoa(port) + "/tcp")
+			cfg.ExposedPorts[cp] = struct{}{}
+			hc.PortBindings[cp] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: ""}}
+		}
+	}
+	netName := p.cfg.Network
+	if isolated {
+		netName += "-isolated"
+	}
+	netID, err := p.ensureNetwork(ctx, netName, isolated)
+	if err != nil {
+		return "", err
+	}
+	hc.NetworkMode = container.NetworkMode(netID)
+	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil && isNetworkRace(err) {
+		p.forgetNetwork(netName) // look it up (and settle duplicates) again
+	}
+	return resp.ID, err
+}
+
+// volumeMounts turns the spec's volumes into named volumes private to the
+// sandbox (dn-<record>-<name>), labelled like the container so Delete and
+// the operator can find them.
+func volumeMounts(spec compute.Spec, labels map[string]string) []mount.Mount {
+	var out []mount.Mount
+	for _, v := range spec.Volumes {
+		out = append(out, mount.Mount{Type: mount.TypeVolume, Source: volumePrefix + spec.RecordID + "-" + v.Name, Target: v.Path,
+			ReadOnly: v.ReadOnly, VolumeOptions: &mount.VolumeOptions{Labels: labels}})
+	}
+	return out
+}
+
+// volumePrefix starts the name of every volume this provider creates.
+const volumePrefix = "dn-"
+
+// createError maps a ContainerCreate failure to the user's terms.
+func (p *Provider) createError(op, image string, err error) error {
+	var pe *compute.Error
+	if errors.As(err, &pe) { // from ensureNetwork: already classified
+		return err
+	}
+	msg := daemonMessage(err)
+	switch {
+	case cerrdefs.IsNotFound(err) && containsAny(msg, "no such image"):
+		hint := "build or load it on the Docker host"
+		if image == p.cfg.BaseImage {
+			hint = "run `make image` to build it"
+		}
+		return compute.Errorf(compute.KindImageMissing, op, err, "image %s is not available locally; %s", image, hint)
+	case containsAny(msg, "memory", "cpu"):
+		return compute.Errorf(compute.KindResourceLimit, op, err, "the Docker host refused the resources: %s", msg)
+	}
+	return classify(op, err)
+}
+
+// start starts a created container and, for an isolated sandbox, drops its
+// default route. On failure the broken container is removed so that a retry
+// starts clean, and the error says why in the user's terms.
+func (p *Provider) start(ctx context.Context, op, id string, isolated bool) error {
+	err := p.cli.ContainerStart(ctx, id, container.StartOptions{})
+	if err == nil && isolated {
+		err = p.dropDefaultRoute(ctx, id)
+	}
+	if err == nil {
+		return nil
+	}
+	p.removeQuietly(id)
+	var pe *compute.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	msg := daemonMessage(err)
+	switch {
+	case containsAny(msg, "memory"):
+		return compute.Errorf(compute.KindResourceLimit, op, err, "the sandbox could not start within its memory limit: %s", msg)
+	case containsAny(msg, "executable file not found", "no such file or directory", "permission denied",
+		"exec format error", "not a directory", "is a directory", "starting container process"):
+		return compute.Errorf(compute.KindEntrypoint, op, err, "the main process could not start: %s", msg)
+	}
+	return classify(op, err)
+}
+
+// adopt returns the existing container named name, starting it when a crash
+// left it created but not started.
+func (p *Provider) adopt(ctx context.Context, name string) (compute.Instance, error) {
+	const op = "create"
+	c, err := p.cli.ContainerInspect(ctx, name)
+	if err != nil {
+		return compute.Instance{}, classify(op, err)
+	}
+	if c.State != nil && c.State.Status == "created" {
+		isolated := c.Config != nil && c.Config.Labels[labelNetwork] == isolatedValue
+		if err := p.start(ctx, op, c.ID, isolated); err != nil {
+			return compute.Instance{}, err
+		}
+	}
+	return p.get(ctx, op, c.ID)
+}
+
+// removeQuietly force-removes a container we are giving up on, with the
+// named volumes made for it (a failed create leaves nothing behind); the
+// error is irrelevant because the orphan sweep removes anything left behind.
+func (p *Provider) removeQuietly(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = p.Delete(ctx, compute.Ref{ID: id})
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,237 @@
+// Package docker implements compute.Provider on a local Docker Engine.
+//
+// Every sandbox is one container named dn-<RecordID>, labelled with the
+// compute.Label* keys so the reconciler can adopt or sweep it after a crash.
+// Template ports are published on 127.0.0.1 only, with an ephemeral host port.
+//
+// Networking: containers join the bridge network Config.Network (created on
+// first use, labelled managed). A sandbox created with
+// Network.AllowInternetAccess == false instead joins ONLY the internal network
+// "<network>-isolated" (Internal: true, inter-container traffic disabled), and
+// its default route is deleted right after start (Docker 20.10 still installs
+// one on internal networks; iptables drops the traffic, but a sandbox must not
+// even see a route out). Docker does not publish ports of a container that is
+// only on an internal network, so such a sandbox has no Endpoints: it is
+// reachable through Exec, ReadFile and WriteFile only.
+//
+// Scope: several deployments (a developer's backend, test backends) may share
+// one daemon, and each sweeps the orphans it finds. Every container therefore
+// also carries compute.LabelDeployment=<Config.Scope>, and List, Watch and
+// the warm pool only see containers of their own scope.
+package docker
+
+import (
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// Defaults of Config, matching DESIGN.md's backend process contract.
+const (
+	DefaultNetwork   = "dreadnode"
+	DefaultBaseImage = "dreadnode/base:latest"
+	BaseTemplate     = "base"
+)
+
+// Config configures the Docker provider. Zero values take the defaults.
+type Config struct {
+	// Host is the daemon address (DOCKER_HOST); "" uses the SDK default
+	// (environment, then the local socket).
+	Host string
+	// Network is the bridge network sandboxes join (DOCKER_NETWORK).
+	Network string
+	// BaseImage is the image of the "base" template (DOCKER_RUNTIME_IMAGE).
+	BaseImage string
+	// Templates maps a template id to its defaults. Default: "base" with
+	// 1 CPU, 512 MB and port 8080.
+	Templates map[string]compute.Template
+	// Images maps a template id to its image. The "base" template defaults
+	// to BaseImage; any other template without an entry uses its id as the
+	// image reference.
+	Images map[string]string
+	// WarmPoolSize > 0 keeps that many started containers per template ready
+	// to be claimed by Create (see pool.go).
+	WarmPoolSize int
+	// Scope names the deployment owning the containers (the backend passes
+	// its database's deployment id). List, Watch and the pool see only their
+	// own scope, so backends sharing one engine never sweep each other's
+	// containers. Default: Network.
+	Scope string
+}
+
+// ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
+func ConfigFromEnv() Config {
+	return Config{
+		Host:      os.Getenv("DOCKER_HOST"),
+		Network:   os.Getenv("DOCKER_NETWORK"),
+		BaseImage: os.Getenv("DOCKER_RUNTIME_IMAGE"),
+	}
+}
+
+// Provider is the Docker implementation of compute.Provider and
+// compute.Watcher. It is safe for concurrent use.
+type Provider struct {
+	cli *client.Client
+	cfg Config
+
+	tmplMu    sync.RWMutex
+	templates map[string]compute.Template
+	images    map[string]string
+
+	netMu  sync.Mutex
+	netIDs map[string]string // network name -> id, filled on first use
+
+	cpuMu      sync.Mutex
+	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
+	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
+	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
+
+	pool      *pool // nil unless Config.WarmPoolSize > 0
+	closeOnce sync.Once
+}
+
+var (
+	_ compute.Provider = (*Provider)(nil)
+	_ compute.Watcher  = (*Provider)(nil)
+)
+
+// New returns a provider for cfg. It only asks the daemon for its API version
+// (an unreachable daemon is not an error here; Ping reports it), and starts
+// filling the warm pool in the background.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Network == "" {
+		cfg.Network = DefaultNetwork
+	}
+	if cfg.Scope == "" {
+		cfg.Scope = cfg.Network
+	}
+	if cfg.BaseImage == "" {
+		cfg.BaseImage = DefaultBaseImage
+	}
+	if len(cfg.Templates) == 0 {
+		cfg.Templates = map[string]compute.Template{
+			BaseTemplate: {ID: BaseTemplate, CPUCount: 1, MemoryMB: 512, Ports: []int{8080}},
+		}
+	}
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, compute.Errorf(compute.KindInvalid, "new", err, "invalid Docker configuration: %v", err)
+	}
+	// Negotiate the API version now: the SDK's lazy negotiation on first use
+	// races with concurrent first calls (it writes the version some request
+	// paths read unlocked). If the daemon is down, negotiation stays lazy.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cli.NegotiateAPIVersion(ctx)
+	cancel()
+	p := &Provider{
+		cli:        cli,
+		cfg:        cfg,
+		templates:  map[string]compute.Template{},
+		images:     map[string]string{},
+		netIDs:     map[string]string{},
+		cpuSamples: map[string]cpuSample{},
+	}
+	for id, t := range cfg.Templates {
+		t.ID = id
+		p.templates[id] = t
+	}
+	maps.Copy(p.images, cfg.Images)
+	if _, ok := p.images[BaseTemplate]; !ok {
+		p.images[BaseTemplate] = cfg.BaseImage
+	}
+	if cfg.WarmPoolSize > 0 {
+		p.pool = startPool(p, cfg.WarmPoolSize)
+	}
+	return p, nil
+}
+
+// Close stops refilling the warm pool, removes its unclaimed containers and
+// releases the client. Claimed containers (sandboxes) are left alone.
+func (p *Provider) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		if p.pool != nil {
+			p.pool.close()
+		}
+		err = p.cli.Close()
+	})
+	return err
+}
+
+// Name implements compute.Provider.
+func (p *Provider) Name() string { return "docker" }
+
+// Ping implements compute.Provider.
+func (p *Provider) Ping(ctx context.Context) error {
+	_, err := p.cli.Ping(ctx)
+	return classify("ping", err)
+}
+
+// Templates implements compute.Provider, sorted by id.
+func (p *Provider) Templates(ctx context.Context) ([]compute.Template, error) {
+	p.tmplMu.RLock()
+	defer p.tmplMu.RUnlock()
+	out := make([]compute.Template, 0, len(p.templates))
+	for _, id := range slices.Sorted(maps.Keys(p.templates)) {
+		t := p.templates[id]
+		t.Ports = slices.Clone(t.Ports)
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// RegisterTemplate adds or replaces a template at run time (e.g. an image the
+// task service built). Templates registered after New get no warm pool.
+func (p *Provider) RegisterTemplate(t compute.Template, image string) {
+	p.tmplMu.Lock()
+	defer p.tmplMu.Unlock()
+	t.Ports = slices.Clone(t.Ports)
+	p.templates[t.ID] = t
+	p.images[t.ID] = image
+}
+
+// template resolves a template id ("" means base) to its defaults and image.
+func (p *Provider) template(id string) (compute.Template, string, bool) {
+	if id == "" {
+		id = BaseTemplate
+	}
+	p.tmplMu.RLock()
+	defer p.tmplMu.RUnlock()
+	t, ok := p.templates[id]
+	if !ok {
+		return compute.Template{}, "", false
+	}
+	image := p.images[id]
+	if image == "" {
+		image = id
+	}
+	return t, image, true
+}
+
+// Docker-side naming and labels private to this provider.
+const (
+	namePrefix    = "dn-"
+	poolPrefix    = "dn-pool-"
+	metaPrefix    = "dev.dreadnode.meta."
+	labelTemplate = "dev.dreadnode.template"
+	labelScope    = compute.LabelDeployment // Config.Scope of the deployment that owns the container
+	labelNetwork  = "dev.dreadnode.network" // "isolated" when internet access is cut
+	labelPool     = "dev.dreadnode.pool"    // template of a warm-pool container
+	isolatedValue = "isolated"
+)
+
+func containerName(recordID string) string { return namePrefix + recordID }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,156 @@
+package docker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// ensureNetwork returns the id of the bridge network name, creating it when
+// missing. Creation is race-safe: within the process a mutex serialises it;
+// across processes the daemon's duplicate check refuses the second create
+// (a conflict we ignore), and should two creates still slip through, every
+// caller settles on the oldest network of that name and removes the others.
+// Containers then join by id, so a duplicate name can never be ambiguous.
+func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool) (string, error) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if id, ok := p.netIDs[name]; ok {
+		return id, nil
+	}
+	// Docker 20.10's duplicate-name check is racy; a host-wide file lock
+	// serialises creators on this machine (every process sharing a local
+	// engine), and oldest-wins below settles creators on other machines.
+	unlock := lockHost("network-" + name)
+	defer unlock()
+	net, err := p.findNetwork(ctx, name)
+	if err == nil && net == nil {
+		opts := network.CreateOptions{
+			Driver:   "bridge",
+			Internal: internal,
+			Labels:   map[string]string{compute.LabelManaged: "true"},
+		}
+		if internal {
+			// Isolated sandboxes must not reach each other either.
+			opts.Options = map[string]string{"com.docker.network.bridge.enable_icc": "false"}
+		}
+		if _, cerr := p.cli.NetworkCreate(ctx, name, opts); cerr != nil && !cerrdefs.IsConflict(cerr) {
+			return "", compute.Errorf(compute.KindNetwork, "network", cerr, "could not create Docker network %s: %s", name, daemonMessage(cerr))
+		}
+		net, err = p.findNetwork(ctx, name)
+	}
+	switch {
+	case err != nil:
+		return "", classify("network", err)
+	case net == nil:
+		return "", compute.Errorf(compute.KindNetwork, "network", nil, "Docker network %s vanished while it was being created", name)
+	case internal && !net.Internal:
+		return "", compute.Errorf(compute.KindNetwork, "network", nil,
+			"Docker network %s exists but is not internal; remove it so that sandboxes without internet access stay cut off", name)
+	}
+	p.netIDs[name] = net.ID
+	return net.ID, nil
+}
+
+// findNetwork returns the oldest network named exactly name (nil when none)
+// and removes younger duplicates, best effort (one in use stays).
+func (p *Provider) findNetwork(ctx context.Context, name string) (*network.Summary, error) {
+	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, err
+	}
+	nets = slices.DeleteFunc(nets, func(n network.Summary) bool { return n.Name != name }) // the filter matches substrings
+	if len(nets) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(nets, func(a, b network.Summary) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
+	})
+	for _, dup := range nets[1:] {
+		_ = p.cli.NetworkRemove(ctx, dup.ID)
+	}
+	return &nets[0], nil
+}
+
+// lockHost takes an exclusive flock on a per-name file in the temp dir and
+// returns its release; on any error it does not lock (oldest-wins remains).
+func lockHost(name string) func() {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "dreadnode-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}
+}
+
+// forgetNetwork drops a cached network id after the daemon said it is gone.
+func (p *Provider) forgetNetwork(name string) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	delete(p.netIDs, name)
+}
+
+// dropRouteScript deletes every default route and checks none is left (via
+// /proc/net/route, so a missing ip binary cannot pass for success).
+const dropRouteScript = `command -v ip >/dev/null || exit 127
+while ip route del default 2>/dev/null; do :; done
+! grep -q '^[^[:space:]]*[[:space:]]00000000[[:space:]]' /proc/net/route`
+
+// dropDefaultRoute removes the default route of an isolated sandbox. The
+// sandbox itself has no NET_ADMIN, so this runs as a privileged exec; an image
+// without sh/ip gets a short-lived helper container from the base image that
+// shares the sandbox's network namespace instead.
+func (p *Provider) dropDefaultRoute(ctx context.Context, id string) error {
+	res, _, err := p.runExec(ctx, id, container.ExecOptions{
+		User: "0", Privileged: true, Cmd: []string{"sh", "-c", dropRouteScript},
+	}, 0)
+	if err == nil && res.ExitCode == 0 {
+		return nil
+	}
+	if err := p.dropDefaultRouteWithHelper(ctx, id); err != nil {
+		return compute.Errorf(compute.KindNetwork, "create", err,
+			"could not cut internet access of the sandbox (removing its default route failed: %v)", err)
+	}
+	return nil
+}
+
+func (p *Provider) dropDefaultRouteWithHelper(ctx context.Context, id string) error {
+	resp, err := p.cli.ContainerCreate(ctx,
+		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript}},
+		&container.HostConfig{NetworkMode: container.NetworkMode("container:" + id), CapAdd: []string{"NET_ADMIN"}},
+		nil, nil, "")
+	if err != nil {
+		return err
+	}
+	defer p.removeQuietly(resp.ID)
+	waitC, errC := p.cli.ContainerWait(ctx, resp.ID, container.WaitConditionNextExit)
+	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	select {
+	case w := <-waitC:
+		if w.StatusCode != 0 {
+			return fmt.Errorf("route helper exited with code %d", w.StatusCode)
+		}
+		return nil
+	case err := <-errC:
+		return err
+	}
+}

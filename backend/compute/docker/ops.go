@@ -1,0 +1,211 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// Pause implements compute.Provider with a real cgroup freeze; pausing a
+// paused or stopped instance is KindConflict.
+func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
+	if err := p.cli.ContainerPause(ctx, ref.ID); err != nil {
+		return classify("pause", err)
+	}
+	_, err := p.settle(ctx, "pause", ref.ID, compute.StatusPaused, p.cli.ContainerPause)
+	return err
+}
+
+// Resume implements compute.Provider; resuming a running one is KindConflict.
+func (p *Provider) Resume(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
+	if err := p.cli.ContainerUnpause(ctx, ref.ID); err != nil {
+		return compute.Instance{}, classify("resume", err)
+	}
+	return p.settle(ctx, "resume", ref.ID, compute.StatusRunning, p.cli.ContainerUnpause)
+}
+
+// settle waits until the engine reports want, repeating op while it does
+// not. Docker 20.10 updates a container's paused flag from containerd events
+// handled asynchronously, so right after a quick pause/unpause pair a late
+// "paused" event can flip the flag back; repeating the call puts it right.
+func (p *Provider) settle(ctx context.Context, opName, id string, want compute.Status, op func(context.Context, string) error) (compute.Instance, error) {
+	var inst compute.Instance
+	var err error
+	for attempt := range 10 {
+		if inst, err = p.get(ctx, opName, id); err != nil || inst.Status == want || inst.Status == compute.StatusExited {
+			return inst, err
+		}
+		if attempt%3 == 2 { // still wrong after a few looks: repeat the call
+			if err := op(ctx, id); err != nil && !cerrdefs.IsConflict(err) {
+				return inst, classify(opName, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return inst, classify(opName, ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
+	}
+	return inst, compute.Errorf(compute.KindInternal, opName, nil, "the Docker engine still reports the container %s, not %s", inst.Status, want)
+}
+
+// Delete implements compute.Provider: force-removes the container and its
+// anonymous volumes. A missing container, or one already being removed, is
+// not an error.
+func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
+	var named []string // the sandbox's volumeMounts: named volumes outlive a plain remove
+	if c, err := p.cli.ContainerInspect(ctx, ref.ID); err == nil {
+		for _, m := range c.Mounts {
+			if m.Type == mount.TypeVolume && strings.HasPrefix(m.Name, volumePrefix) {
+				named = append(named, m.Name)
+			}
+		}
+	}
+	err := p.cli.ContainerRemove(ctx, ref.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	for _, v := range named {
+		if verr := p.cli.VolumeRemove(ctx, v, true); verr != nil && !cerrdefs.IsNotFound(verr) {
+			return classify("delete", fmt.Errorf("removing volume %s: %w", v, verr))
+		}
+	}
+	p.cpuMu.Lock()
+	delete(p.cpuSamples, ref.ID)
+	p.cpuMu.Unlock()
+	p.disk.forget(ref.ID)
+	p.metrics.forget(ref.ID)
+	if err == nil || cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && containsAny(err.Error(), "already in progress")) {
+		return nil
+	}
+	return classify("delete", err)
+}
+
+// SetTimeout implements compute.Provider; Docker has no TTL of its own (the
+// reconciler enforces it).
+func (p *Provider) SetTimeout(context.Context, compute.Ref, time.Duration) error { return nil }
+
+// Log bounds: the tail of the main process output, at most logMaxBytes.
+const (
+	logTailLines = "2000"
+	logMaxBytes  = 1 << 20
+)
+
+// Logs implements compute.Provider: the tail of the main process's stdout
+// and stderr, interleaved in the order Docker recorded them.
+func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
+	rc, err := p.cli.ContainerLogs(ctx, ref.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: logTailLines})
+	if err != nil {
+		return "", classify("logs", err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+		return "", classify("logs", err)
+	}
+	b := buf.Bytes()
+	if len(b) > logMaxBytes {
+		b = b[len(b)-logMaxBytes:]
+	}
+	return string(b), nil
+}
+
+// Metrics implements compute.Provider. Reading the engine takes from a
+// tenth of a second to a second on a busy host, so readings are sampled off
+// the request path (see metricsCache): a request gets the latest one.
+func (p *Provider) Metrics(ctx context.Context, ref compute.Ref) (compute.Metrics, error) {
+	return p.metrics.get(ctx, ref.ID, metricsFresh, func(ctx context.Context) (compute.Metrics, error) { return p.readMetrics(ctx, ref) })
+}
+
+// readMetrics reads the engine: the container's (sampled) disk usage and one
+// one-shot stats reading. A one-shot reading has no previous sample, so CPU
+// percent (100 = one full core) is averaged since this provider's previous
+// reading of the instance, or since its start on the first reading.
+func (p *Provider) readMetrics(ctx context.Context, ref compute.Ref) (compute.Metrics, error) {
+	const op = "metrics"
+	type inspected struct {
+		c   container.InspectResponse
+		err error
+	}
+	ic := make(chan inspected, 1)
+	go func() { // in parallel with the stats; without the size, which is slow (see diskCache)
+		c, err := p.cli.ContainerInspect(ctx, ref.ID)
+		ic <- inspected{c, err}
+	}()
+	s, serr := p.stats(ctx, ref.ID)
+	in := <-ic
+	if in.err != nil {
+		return compute.Metrics{}, classify(op, in.err)
+	}
+	if serr != nil {
+		return compute.Metrics{}, classify(op, serr)
+	}
+	m := compute.Metrics{
+		MemoryLimitBytes: s.MemoryStats.Limit,
+		MemoryUsedBytes:  s.MemoryStats.Usage,
+		Pids:             s.PidsStats.Current,
+	}
+	// Like `docker stats`: page cache that can be dropped is not "used".
+	for _, k := range []string{"total_inactive_file", "inactive_file"} {
+		if v, ok := s.MemoryStats.Stats[k]; ok && v < m.MemoryUsedBytes {
+			m.MemoryUsedBytes -= v
+			break
+		}
+	}
+	for _, n := range s.Networks {
+		m.NetworkRxBytes += n.RxBytes
+		m.NetworkTxBytes += n.TxBytes
+	}
+	if in.c.HostConfig != nil {
+		m.CPUCount = int((in.c.HostConfig.NanoCPUs + 5e8) / 1e9)
+	}
+	m.DiskUsedBytes, _ = p.disk.get(ctx, ref.ID, diskFresh, func(ctx context.Context) (uint64, error) { return p.diskUsed(ctx, ref.ID) })
+	if in.c.State != nil && in.c.State.Running {
+		started, _ := time.Parse(time.RFC3339Nano, in.c.State.StartedAt)
+		m.CPUPercent = p.cpuPercent(ref.ID, s.CPUStats.CPUUsage.TotalUsage, s.Read, started)
+	}
+	return m, nil
+}
+
+// cpuSample is the last CPU reading of one instance.
+type cpuSample struct {
+	usage uint64 // container CPU time, ns
+	at    time.Time
+}
+
+// cpuPercent averages CPU use since the previous sample of id (or since
+// started) and records this one.
+func (p *Provider) cpuPercent(id string, usage uint64, at, started time.Time) float64 {
+	p.cpuMu.Lock()
+	prev, ok := p.cpuSamples[id]
+	if len(p.cpuSamples) > 10000 { // forget instances deleted behind our back
+		clear(p.cpuSamples)
+	}
+	p.cpuSamples[id] = cpuSample{usage, at}
+	p.cpuMu.Unlock()
+	if !ok || !prev.at.Before(at) || usage < prev.usage {
+		prev = cpuSample{0, started}
+	}
+	elapsed := at.Sub(prev.at)
+	if prev.at.IsZero() || elapsed <= 0 {
+		return 0
+	}
+	return float64(usage-prev.usage) / float64(elapsed.Nanoseconds()) * 100
+}
+
+func (p *Provider) stats(ctx context.Context, id string) (container.StatsResponse, error) {
+	var s container.StatsResponse
+	r, err := p.cli.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	defer r.Body.Close()
+	return s, json.NewDecoder(r.Body).Decode(&s)
+}

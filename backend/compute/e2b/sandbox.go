@@ -1,0 +1,731 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+)
+
+// Wire types of openapi.yml (components.schemas), only the fields we use.
+
+type networkConfig struct { // SandboxNetworkConfig
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
+	AllowOut           []string `json:"allowOut,omitempty"`
+	DenyOut            []string `json:"denyOut,omitempty"`
+}
+
+type newSandbox struct { // NewSandbox
+	TemplateID          string            `json:"templateID"`
+	Timeout             int64             `json:"timeout"`
+	AutoPause           bool              `json:"autoPause"`
+	AutoResume          *autoResume       `json:"autoResume,omitempty"`
+	Secure              bool              `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
+	Network             *networkConfig    `json:"network,omitempty"`
+	Metadata            map[string]string `json:"metadata,omitempty"`
+	EnvVars             map[string]string `json:"envVars,omitempty"`
+	VolumeMounts        []volumeMount     `json:"volumeMounts,omitempty"`
+}
+
+type autoResume struct { // SandboxAutoResumeConfig
+	Enabled bool `json:"enabled"`
+}
+
+type volumeMount struct { // SandboxVolumeMount
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+type sandbox struct { // Sandbox (create, connect)
+	TemplateID         string  `json:"templateID"`
+	SandboxID          string  `json:"sandboxID"`
+	Alias              string  `json:"alias,omitempty"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
+	Domain             *string `json:"domain,omitempty"`
+}
+
+type sandboxDetail struct { // SandboxDetail and ListedSandbox
+	TemplateID      string            `json:"templateID"`
+	Alias           string            `json:"alias,omitempty"`
+	SandboxID       string            `json:"sandboxID"`
+	StartedAt       time.Time         `json:"startedAt"`
+	EndAt           time.Time         `json:"endAt"`
+	EnvdVersion     string            `json:"envdVersion"`
+	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
+	CPUCount        int               `json:"cpuCount"`
+	MemoryMB        int               `json:"memoryMB"`
+	DiskSizeMB      int               `json:"diskSizeMB"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	State           string            `json:"state"`
+	VolumeMounts    []volumeMount     `json:"volumeMounts,omitempty"`
+}
+
+type timeoutRequest struct { // SandboxTimeoutRequest, ConnectSandbox
+	Timeout int64 `json:"timeout"`
+}
+
+type refreshRequest struct { // SandboxRefreshRequest
+	Duration int64 `json:"duration"`
+}
+
+type logEntry struct { // SandboxLogEntry
+	Timestamp time.Time         `json:"timestamp"`
+	Message   string            `json:"message"`
+	Level     string            `json:"level"`
+	Fields    map[string]string `json:"fields"`
+}
+
+type logsResponse struct { // SandboxLogsV2Response
+	Logs []logEntry `json:"logs"`
+}
+
+type sandboxMetric struct { // SandboxMetric
+	TimestampUnix int64   `json:"timestampUnix"`
+	CPUCount      int     `json:"cpuCount"`
+	CPUUsedPct    float64 `json:"cpuUsedPct"`
+	MemUsed       uint64  `json:"memUsed"`
+	MemTotal      uint64  `json:"memTotal"`
+	MemCache      uint64  `json:"memCache"`
+	DiskUsed      uint64  `json:"diskUsed"`
+	DiskTotal     uint64  `json:"diskTotal"`
+}
+
+// refData is what we keep in compute.Ref.Data: a small JSON object.
+type refData struct {
+	EnvdAccessToken    string `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
+	// Timeout is the TTL in seconds the sandbox was created with; Resume
+	// asks for it again.
+	Timeout int64 `json:"timeout,omitempty"`
+	// Volumes are the names of the E2B volumes made for this sandbox; Delete
+	// removes them with it.
+	Volumes []string `json:"volumes,omitempty"`
+}
+
+func parseRefData(s string) refData {
+	var d refData
+	if strings.TrimSpace(s) != "" {
+		_ = json.Unmarshal([]byte(s), &d) // unknown/old data: start from nothing
+	}
+	return d
+}
+
+func (d refData) String() string {
+	b, _ := json.Marshal(d)
+	return string(b)
+}
+
+func checkRef(op string, ref compute.Ref) error {
+	if ref.ID == "" {
+		return compute.Errorf(compute.KindInvalid, op, nil, "no E2B sandbox id given")
+	}
+	if strings.ContainsAny(ref.ID, "/?#% ") {
+		return compute.Errorf(compute.KindInvalid, op, nil, "%q is not an E2B sandbox id", ref.ID)
+	}
+	return nil
+}
+
+func sandboxPath(id string, suffix string) string {
+	return "/sandboxes/" + url.PathEscape(id) + suffix
+}
+
+// ourMetadata is the metadata a Spec's instance carries: the user's entries
+// plus our labels, which win.
+func (p *Provider) ourMetadata(spec compute.Spec) map[string]string {
+	md := maps.Clone(spec.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[compute.LabelManaged] = "true"
+	md[compute.LabelDeployment] = p.cfg.Scope
+	if spec.RecordID != "" {
+		md[compute.LabelRecord] = spec.RecordID
+	}
+	if spec.OrgID != "" {
+		md[compute.LabelOrg] = spec.OrgID
+	}
+	if spec.Kind != "" {
+		md[compute.LabelKind] = spec.Kind
+	}
+	return md
+}
+
+// ours reports whether metadata marks a sandbox of this deployment.
+func (p *Provider) ours(md map[string]string) bool {
+	return md[compute.LabelManaged] == "true" && md[compute.LabelDeployment] == p.cfg.Scope
+}
+
+// metadataQuery encodes the metadata filter of GET /v2/sandboxes: "k=v&k2=v2"
+// with each key and value URL-encoded (the query encoding then escapes the
+// whole string once more).
+func metadataQuery(md map[string]string) string {
+	parts := make([]string, 0, len(md))
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		parts = append(parts, url.QueryEscape(k)+"="+url.QueryEscape(md[k]))
+	}
+	return strings.Join(parts, "&")
+}
+
+func (p *Provider) instanceFromDetail(d sandboxDetail, data refData) compute.Instance {
+	if d.EnvdAccessToken != "" {
+		data.EnvdAccessToken = d.EnvdAccessToken
+	}
+	if vols := p.ourVolumes(d.VolumeMounts); len(vols) > 0 {
+		data.Volumes = vols
+	}
+	inst := compute.Instance{
+		Ref:       compute.Ref{ID: d.SandboxID, Data: data.String()},
+		RecordID:  d.Metadata[compute.LabelRecord],
+		OrgID:     d.Metadata[compute.LabelOrg],
+		StartedAt: d.StartedAt.UTC(),
+		CPUCount:  d.CPUCount,
+		MemoryMB:  d.MemoryMB,
+	}
+	switch d.State {
+	case "paused":
+		inst.Status = compute.StatusPaused
+	default: // "running"; E2B has no other state
+		inst.Status = compute.StatusRunning
+	}
+	if t, ok := p.templateByE2BID(d.TemplateID, d.Alias); ok {
+		inst.Endpoints = p.endpoints(d.SandboxID, t.Ports)
+	}
+	return inst
+}
+
+// Create implements compute.Provider. It is idempotent per Spec.RecordID: a
+// sandbox already carrying the record id is adopted instead of creating
+// another, both before the first attempt and before retrying an attempt
+// whose answer was lost.
+func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Instance, error) {
+	const op = "create"
+	if spec.Template == "" {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "no template given")
+	}
+	e2bTemplate, tmpl, known := p.resolveTemplate(spec.Template)
+	if err := checkResources(spec, tmpl, known); err != nil {
+		return compute.Instance{}, err
+	}
+	timeout := p.cfg.DefaultTimeout
+	if spec.Timeout > 0 {
+		timeout = spec.Timeout
+	}
+	body := newSandbox{
+		TemplateID:          e2bTemplate,
+		Timeout:             seconds(timeout + p.cfg.TTLGrace),
+		AutoPause:           spec.AutoPause,
+		Secure:              true,
+		AllowInternetAccess: spec.Network.AllowInternetAccess,
+		Metadata:            p.ourMetadata(spec),
+		EnvVars:             spec.EnvVars,
+	}
+	if spec.AutoResume {
+		body.AutoResume = &autoResume{Enabled: true}
+	}
+	if n := spec.Network; n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
+		body.Network = &networkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+	}
+	data := refData{Timeout: body.Timeout}
+
+	if spec.RecordID != "" {
+		inst, found, err := p.findByRecord(ctx, op, spec.RecordID, data)
+		if err != nil {
+			return compute.Instance{}, err
+		}
+		if found {
+			return inst, nil
+		}
+	}
+
+	mounts, madeVolumes, err := p.ensureVolumes(ctx, spec)
+	if err != nil {
+		return compute.Instance{}, err
+	}
+	body.VolumeMounts = mounts
+	for _, m := range mounts {
+		data.Volumes = append(data.Volumes, m.Name)
+	}
+
+	var created sandbox
+	var adopted *compute.Instance
+	c := &call{
+		op:     op,
+		method: http.MethodPost,
+		path:   "/sandboxes",
+		body:   body,
+		ok:     []int{http.StatusCreated},
+		out:    &created,
+		mapStatus: func(status int, e apiError) *compute.Error {
+			return createStatus(e2bTemplate, status, e)
+		},
+	}
+	if spec.RecordID != "" {
+		c.beforeRetry = func(ctx context.Context, cause error) (bool, error) {
+			var te *transientError
+			if !errors.As(cause, &te) || !te.ambiguous() {
+				return false, nil // 429/503: E2B made nothing
+			}
+			inst, found, err := p.findByRecordOnce(ctx, op, spec.RecordID, data)
+			if err != nil || !found {
+				return false, nil // cannot tell: retry the create
+			}
+			adopted = &inst
+			return true, nil
+		}
+	}
+	if _, err := p.do(ctx, c); err != nil {
+		if !transient(err) {
+			// E2B made no sandbox: do not keep the volumes made for it. (After
+			// a transient failure a sandbox may exist; the retried create
+			// finds the volumes by name.)
+			_ = p.deleteVolumes(context.WithoutCancel(ctx), op, madeVolumes)
+		}
+		return compute.Instance{}, err
+	}
+	if adopted != nil {
+		return *adopted, nil
+	}
+	data.EnvdAccessToken = created.EnvdAccessToken
+	if created.TrafficAccessToken != nil {
+		data.TrafficAccessToken = *created.TrafficAccessToken
+	}
+	inst := compute.Instance{
+		Ref:       compute.Ref{ID: created.SandboxID, Data: data.String()},
+		RecordID:  spec.RecordID,
+		OrgID:     spec.OrgID,
+		Status:    compute.StatusRunning,
+		StartedAt: time.Now().UTC(),
+		CPUCount:  tmpl.CPUCount,
+		MemoryMB:  tmpl.MemoryMB,
+		Endpoints: p.endpoints(created.SandboxID, tmpl.Ports),
+	}
+	if len(spec.Command) > 0 {
+		if err := p.startMain(ctx, inst.Ref, spec.Command, spec.EnvVars); err != nil {
+			// The main process is the point of the instance: do not leave a
+			// sandbox behind that nobody asked for in this shape.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = p.Delete(dctx, inst.Ref)
+			return compute.Instance{}, err
+		}
+	}
+	return inst, nil
+}
+
+// checkResources refuses CPU/memory requests E2B cannot honour: its
+// NewSandbox has no such fields, the template fixes them.
+func checkResources(spec compute.Spec, t compute.Template, known bool) error {
+	if spec.CPUCount == 0 && spec.MemoryMB == 0 {
+		return nil
+	}
+	if known && (spec.CPUCount == 0 || spec.CPUCount == t.CPUCount) && (spec.MemoryMB == 0 || spec.MemoryMB == t.MemoryMB) {
+		return nil
+	}
+	return compute.Errorf(compute.KindInvalid, "create", nil,
+		"E2B sets CPU and memory per template: template %q has %s, and %d CPUs / %d MB were asked for; build an E2B template with those resources instead",
+		spec.Template, describeResources(t, known), spec.CPUCount, spec.MemoryMB)
+}
+
+func describeResources(t compute.Template, known bool) string {
+	if !known || (t.CPUCount == 0 && t.MemoryMB == 0) {
+		return "resources unknown to this backend"
+	}
+	return fmt.Sprintf("%d CPUs / %d MB", t.CPUCount, t.MemoryMB)
+}
+
+// createStatus refines the meaning of a failed POST /sandboxes.
+func createStatus(template string, status int, e apiError) *compute.Error {
+	msg := strings.ToLower(e.Message)
+	switch {
+	case status == http.StatusNotFound:
+		// Not in openapi.yml, but what E2B answers for an unknown template.
+		return compute.Errorf(compute.KindImageMissing, "create", nil,
+			"E2B has no template %q (404: %s)", template, e.detail())
+	case status == http.StatusForbidden && strings.Contains(msg, "template"):
+		return compute.Errorf(compute.KindImageMissing, "create", nil,
+			"the team of E2B_API_KEY may not use template %q (403: %s)", template, e.detail())
+	case status == http.StatusBadRequest && strings.Contains(msg, "template") && strings.Contains(msg, "not found"):
+		return compute.Errorf(compute.KindImageMissing, "create", nil,
+			"E2B has no template %q (400: %s)", template, e.detail())
+	case status == http.StatusBadRequest && (strings.Contains(msg, "network") || strings.Contains(msg, "allowout") ||
+		strings.Contains(msg, "denyout") || strings.Contains(msg, "egress") || strings.Contains(msg, "internet")):
+		return compute.Errorf(compute.KindNetwork, "create", nil, "E2B refused the network policy: %s", e.detail())
+	case status == http.StatusBadRequest && (strings.Contains(msg, "timeout") || strings.Contains(msg, "limit")):
+		return compute.Errorf(compute.KindResourceLimit, "create", nil, "E2B refused the sandbox: %s", e.detail())
+	}
+	return nil
+}
+
+// findByRecord looks for a sandbox carrying our record id (with retries).
+func (p *Provider) findByRecord(ctx context.Context, op, recordID string, data refData) (compute.Instance, bool, error) {
+	return p.findByRecordWith(ctx, op, recordID, data, false)
+}
+
+// findByRecordOnce is findByRecord without retries (used inside a retry loop).
+func (p *Provider) findByRecordOnce(ctx context.Context, op, recordID string, data refData) (compute.Instance, bool, error) {
+	return p.findByRecordWith(ctx, op, recordID, data, true)
+}
+
+func (p *Provider) findByRecordWith(ctx context.Context, op, recordID string, data refData, once bool) (compute.Instance, bool, error) {
+	var page []sandboxDetail
+	_, err := p.do(ctx, &call{
+		op:     op,
+		method: http.MethodGet,
+		path:   "/v2/sandboxes",
+		query: url.Values{
+			"metadata": {metadataQuery(map[string]string{compute.LabelManaged: "true", compute.LabelDeployment: p.cfg.Scope, compute.LabelRecord: recordID})},
+			"state":    {"running,paused"},
+			"limit":    {"100"},
+		},
+		ok:   []int{http.StatusOK},
+		out:  &page,
+		once: once,
+	})
+	if err != nil {
+		return compute.Instance{}, false, err
+	}
+	for _, d := range page {
+		if d.Metadata[compute.LabelRecord] != recordID || !p.ours(d.Metadata) {
+			continue
+		}
+		// The listing has no access token; the detail does.
+		inst, err := p.get(ctx, op, compute.Ref{ID: d.SandboxID, Data: data.String()}, once)
+		if compute.IsNotFound(err) {
+			continue // killed meanwhile
+		}
+		if err != nil {
+			return compute.Instance{}, false, err
+		}
+		return inst, true, nil
+	}
+	return compute.Instance{}, false, nil
+}
+
+// Get implements compute.Provider: GET /sandboxes/{sandboxID}. A sandbox E2B
+// no longer knows (killed, expired) is compute.KindNotFound. The returned
+// Ref.Data carries the current envd access token.
+func (p *Provider) Get(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
+	return p.get(ctx, "get", ref, false)
+}
+
+func (p *Provider) get(ctx context.Context, op string, ref compute.Ref, once bool) (compute.Instance, error) {
+	if err := checkRef(op, ref); err != nil {
+		return compute.Instance{}, err
+	}
+	var d sandboxDetail
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodGet,
+		path:      sandboxPath(ref.ID, ""),
+		sandboxID: ref.ID,
+		ok:        []int{http.StatusOK},
+		out:       &d,
+		once:      once,
+	})
+	if err != nil {
+		return compute.Instance{}, err
+	}
+	if d.SandboxID == "" {
+		d.SandboxID = ref.ID
+	}
+	return p.instanceFromDetail(d, parseRefData(ref.Data)), nil
+}
+
+// List implements compute.Provider: every running or paused sandbox carrying
+// our managed label, paging GET /v2/sandboxes through X-Next-Token. Ref.Data
+// of listed instances has no access token (the listing does not carry one);
+// Get or Resume fetch it.
+func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
+	var out []compute.Instance
+	seen := map[string]bool{}
+	token := ""
+	for page := 0; ; page++ {
+		if page >= 10000 {
+			return out, compute.Errorf(compute.KindInternal, "list", nil, "E2B kept answering with more pages after %d; stopped", page)
+		}
+		q := url.Values{
+			"metadata": {metadataQuery(map[string]string{compute.LabelManaged: "true", compute.LabelDeployment: p.cfg.Scope})},
+			"state":    {"running,paused"},
+			"limit":    {strconv.Itoa(p.cfg.ListPageSize)},
+		}
+		if token != "" {
+			q.Set("nextToken", token)
+		}
+		var items []sandboxDetail
+		res, err := p.do(ctx, &call{op: "list", method: http.MethodGet, path: "/v2/sandboxes", query: q, ok: []int{http.StatusOK}, out: &items})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range items {
+			if !p.ours(d.Metadata) || seen[d.SandboxID] {
+				continue // the server filters already; stay safe if it does not
+			}
+			seen[d.SandboxID] = true
+			out = append(out, p.instanceFromDetail(d, refData{}))
+		}
+		next := res.header.Get("X-Next-Token")
+		if next == "" || next == token {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// Pause implements compute.Provider: POST /sandboxes/{sandboxID}/pause.
+// Pausing a paused sandbox is compute.KindConflict (E2B's 409).
+func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
+	const op = "pause"
+	if err := checkRef(op, ref); err != nil {
+		return err
+	}
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodPost,
+		path:      sandboxPath(ref.ID, "/pause"),
+		sandboxID: ref.ID,
+		ok:        []int{http.StatusNoContent},
+		mapStatus: func(status int, e apiError) *compute.Error {
+			if status == http.StatusConflict {
+				return compute.Errorf(compute.KindConflict, op, nil,
+					"E2B sandbox %s cannot be paused: it is not running (already paused or being paused; E2B: %s)", ref.ID, e.detail())
+			}
+			return nil
+		},
+	})
+	return err
+}
+
+// Resume implements compute.Provider through POST /sandboxes/{sandboxID}/connect:
+// E2B resumes a paused sandbox (201) or just answers for a running one (200),
+// extending its TTL to at least the timeout it was created with. The returned
+// Ref.Data carries the fresh envd access token.
+func (p *Provider) Resume(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
+	inst, _, err := p.Connect(ctx, ref)
+	return inst, err
+}
+
+// Connect is Resume that also reports whether E2B had to resume the sandbox
+// (true: it was paused, 201) or found it running (false, 200).
+func (p *Provider) Connect(ctx context.Context, ref compute.Ref) (compute.Instance, bool, error) {
+	const op = "resume"
+	if err := checkRef(op, ref); err != nil {
+		return compute.Instance{}, false, err
+	}
+	data := parseRefData(ref.Data)
+	ttl := data.Timeout
+	if ttl <= 0 {
+		ttl = seconds(p.cfg.DefaultTimeout)
+	}
+	var s sandbox
+	res, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodPost,
+		path:      sandboxPath(ref.ID, "/connect"),
+		sandboxID: ref.ID,
+		body:      timeoutRequest{Timeout: ttl},
+		ok:        []int{http.StatusOK, http.StatusCreated},
+		out:       &s,
+		mapStatus: func(status int, e apiError) *compute.Error {
+			if status == http.StatusConflict {
+				return compute.Errorf(compute.KindConflict, op, nil,
+					"E2B sandbox %s cannot be resumed now (E2B: %s)", ref.ID, e.detail())
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return compute.Instance{}, false, err
+	}
+	if s.EnvdAccessToken != "" {
+		data.EnvdAccessToken = s.EnvdAccessToken
+	}
+	if s.TrafficAccessToken != nil {
+		data.TrafficAccessToken = *s.TrafficAccessToken
+	}
+	ref = compute.Ref{ID: ref.ID, Data: data.String()}
+	resumed := res.status == http.StatusCreated
+	// connect answers with the short Sandbox object; the detail has the
+	// metadata, start time and resources.
+	inst, err := p.get(ctx, op, ref, false)
+	if err != nil {
+		if compute.IsNotFound(err) {
+			return compute.Instance{}, resumed, err
+		}
+		inst = compute.Instance{Ref: ref, Status: compute.StatusRunning}
+		if t, ok := p.templateByE2BID(s.TemplateID, s.Alias); ok {
+			inst.CPUCount, inst.MemoryMB = t.CPUCount, t.MemoryMB
+			inst.Endpoints = p.endpoints(ref.ID, t.Ports)
+		}
+	}
+	inst.Ref = ref
+	inst.Status = compute.StatusRunning // connect leaves it running
+	return inst, resumed, nil
+}
+
+// Delete implements compute.Provider: DELETE /sandboxes/{sandboxID}, then
+// the volumes made for it. A sandbox E2B does not know is not an error.
+func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
+	const op = "delete"
+	if err := checkRef(op, ref); err != nil {
+		return err
+	}
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodDelete,
+		path:      sandboxPath(ref.ID, ""),
+		sandboxID: ref.ID,
+		ok:        []int{http.StatusNoContent},
+	})
+	if err != nil && !compute.IsNotFound(err) {
+		return err
+	}
+	return p.deleteVolumes(ctx, op, parseRefData(ref.Data).Volumes)
+}
+
+// transient reports whether err is a retryable failure that exhausted its
+// retries (the request may or may not have been carried out).
+func transient(err error) bool {
+	var te *transientError
+	return errors.As(err, &te) || compute.KindOf(err) == compute.KindTimeout
+}
+
+// SetTimeout implements compute.Provider: POST /sandboxes/{sandboxID}/timeout,
+// E2B kills (or, with autoPause, pauses) the sandbox d (plus Config.TTLGrace)
+// from now.
+func (p *Provider) SetTimeout(ctx context.Context, ref compute.Ref, d time.Duration) error {
+	const op = "set timeout"
+	if err := checkRef(op, ref); err != nil {
+		return err
+	}
+	if d < 0 {
+		return compute.Errorf(compute.KindInvalid, op, nil, "a timeout cannot be negative (%s)", d)
+	}
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodPost,
+		path:      sandboxPath(ref.ID, "/timeout"),
+		sandboxID: ref.ID,
+		body:      timeoutRequest{Timeout: seconds(d + p.cfg.TTLGrace)},
+		ok:        []int{http.StatusNoContent},
+	})
+	return err
+}
+
+// Refresh extends the sandbox's TTL by d (POST /sandboxes/{sandboxID}/refreshes);
+// E2B accepts at most one hour.
+func (p *Provider) Refresh(ctx context.Context, ref compute.Ref, d time.Duration) error {
+	const op = "refresh"
+	if err := checkRef(op, ref); err != nil {
+		return err
+	}
+	if d < 0 || d > time.Hour {
+		return compute.Errorf(compute.KindInvalid, op, nil, "E2B extends a sandbox's life by 0 to 3600 seconds at a time, not %s", d)
+	}
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodPost,
+		path:      sandboxPath(ref.ID, "/refreshes"),
+		sandboxID: ref.ID,
+		body:      refreshRequest{Duration: seconds(d)},
+		ok:        []int{http.StatusNoContent},
+	})
+	return err
+}
+
+// maxLogPages bounds Logs at 10 pages of 1000 entries.
+const maxLogPages = 10
+
+// Logs implements compute.Provider through GET /v2/sandboxes/{sandboxID}/logs,
+// oldest first, one "<RFC 3339 time> <LEVEL> <message>" line per entry.
+func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
+	const op = "logs"
+	if err := checkRef(op, ref); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	cursor := int64(-1)
+	for page := 0; page < maxLogPages; page++ {
+		q := url.Values{"direction": {"forward"}, "limit": {"1000"}}
+		if cursor >= 0 {
+			q.Set("cursor", strconv.FormatInt(cursor, 10))
+		}
+		var lr logsResponse
+		_, err := p.do(ctx, &call{
+			op:        op,
+			method:    http.MethodGet,
+			path:      "/v2" + sandboxPath(ref.ID, "/logs"),
+			sandboxID: ref.ID,
+			query:     q,
+			ok:        []int{http.StatusOK},
+			out:       &lr,
+		})
+		if err != nil {
+			return "", err
+		}
+		for _, e := range lr.Logs {
+			fmt.Fprintf(&b, "%s %s %s\n", e.Timestamp.UTC().Format(time.RFC3339Nano), strings.ToUpper(e.Level), e.Message)
+		}
+		if len(lr.Logs) < 1000 {
+			break
+		}
+		// The cursor is a start time in milliseconds: continue after the
+		// last entry's millisecond.
+		next := lr.Logs[len(lr.Logs)-1].Timestamp.UnixMilli() + 1
+		if next <= cursor {
+			break
+		}
+		cursor = next
+	}
+	return b.String(), nil
+}
+
+// Metrics implements compute.Provider with the newest entry of
+// GET /sandboxes/{sandboxID}/metrics. E2B reports CPU, memory and disk; it
+// has no network or process counters, which stay zero. A sandbox that has not
+// reported yet gives zero readings.
+func (p *Provider) Metrics(ctx context.Context, ref compute.Ref) (compute.Metrics, error) {
+	const op = "metrics"
+	if err := checkRef(op, ref); err != nil {
+		return compute.Metrics{}, err
+	}
+	var ms []sandboxMetric
+	_, err := p.do(ctx, &call{
+		op:        op,
+		method:    http.MethodGet,
+		path:      sandboxPath(ref.ID, "/metrics"),
+		sandboxID: ref.ID,
+		ok:        []int{http.StatusOK},
+		out:       &ms,
+	})
+	if err != nil {
+		return compute.Metrics{}, err
+	}
+	if len(ms) == 0 {
+		return compute.Metrics{}, nil
+	}
+	last := ms[0]
+	for _, m := range ms[1:] {
+		if m.TimestampUnix >= last.TimestampUnix {
+			last = m
+		}
+	}
+	return compute.Metrics{
+		CPUPercent:       last.CPUUsedPct,
+		CPUCount:         last.CPUCount,
+		MemoryUsedBytes:  last.MemUsed,
+		MemoryLimitBytes: last.MemTotal,
+		DiskUsedBytes:    last.DiskUsed,
+	}, nil
+}

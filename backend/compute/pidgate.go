@@ -1,0 +1,100 @@
+package compute
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+)
+
+// PIDScript reports the command's pid (in the sandbox's namespace, as ps
+// shows it) on stderr before it becomes the command (run it as sh -c PIDScript sh
+// CMD...); PIDGate strips the line.
+const PIDScript = `printf 'DNPID %d\n' "$$" >&2 && exec "$@"`
+
+// PIDGate turns a streamed command's output into events: the start event
+// (with the pid from PIDScript's line) first, then stdout and stderr, then
+// the exit. Its writers must be called from one goroutine (as stdcopy does).
+type PIDGate struct {
+	emit    Emit
+	started bool
+	head    []byte         // stderr until pidScript's line is complete
+	pending []ProcessEvent // stdout that raced ahead of the start
+}
+
+func (g *PIDGate) start(pid int) error {
+	g.started = true
+	if err := g.emit(ProcessEvent{Type: EventStart, PID: pid}); err != nil {
+		return err
+	}
+	for _, ev := range g.pending {
+		if err := g.emit(ev); err != nil {
+			return err
+		}
+	}
+	g.pending = nil
+	return nil
+}
+
+func (g *PIDGate) stderr(b []byte) error {
+	if g.started {
+		return g.emit(ProcessEvent{Type: EventStderr, Data: bytes.Clone(b)})
+	}
+	g.head = append(g.head, b...)
+	i := bytes.IndexByte(g.head, '\n')
+	if i < 0 && len(g.head) < 64 {
+		return nil
+	}
+	rest, pid := g.head, 0
+	if line, ok := bytes.CutPrefix(g.head[:max(i, 0)], []byte("DNPID ")); ok && i >= 0 {
+		pid, _ = strconv.Atoi(string(line))
+		rest = g.head[i+1:]
+	}
+	g.head = nil
+	if err := g.start(pid); err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return g.emit(ProcessEvent{Type: EventStderr, Data: rest})
+	}
+	return nil
+}
+
+func (g *PIDGate) stdout(b []byte) error {
+	ev := ProcessEvent{Type: EventStdout, Data: bytes.Clone(b)}
+	if !g.started {
+		g.pending = append(g.pending, ev)
+		return nil
+	}
+	return g.emit(ev)
+}
+
+// NewPIDGate returns a gate emitting to emit.
+func NewPIDGate(emit Emit) *PIDGate { return &PIDGate{emit: emit} }
+
+// Stdout and Stderr are the command's output streams.
+func (g *PIDGate) Stdout() io.Writer { return writerFunc(g.stdout) }
+func (g *PIDGate) Stderr() io.Writer { return writerFunc(g.stderr) }
+
+// Exit emits the exit event (after a start event, whatever the command printed).
+func (g *PIDGate) Exit(code int) error {
+	if !g.started {
+		if err := g.start(0); err != nil {
+			return err
+		}
+		if len(g.head) > 0 {
+			if err := g.emit(ProcessEvent{Type: EventStderr, Data: g.head}); err != nil {
+				return err
+			}
+		}
+	}
+	return g.emit(ProcessEvent{Type: EventExit, ExitCode: code})
+}
+
+type writerFunc func([]byte) error
+
+func (f writerFunc) Write(b []byte) (int, error) {
+	if err := f(b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

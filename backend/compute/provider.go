@@ -1,0 +1,182 @@
+// Package provider defines the contract between the backend and a compute
+// provider (Docker locally, E2B in production). Higher-level code (the
+// reconciler, runtimes, the API) only ever talks to this interface, so a
+// deployment can switch providers without touching them.
+package compute
+
+import (
+	"context"
+	"time"
+)
+
+// Label keys carried by every instance a provider creates. They let the
+// reconciler adopt instances after a crash and remove orphans whose record is
+// gone (Docker labels; E2B metadata).
+const (
+	LabelManaged = "dev.dreadnode.managed" // always "true"
+	LabelRecord  = "dev.dreadnode.record"  // the ledger record id
+	LabelOrg     = "dev.dreadnode.org"     // the owning org id
+	LabelKind    = "dev.dreadnode.kind"    // runtime, task, world
+	// LabelDeployment names the database a backend runs on. Providers list
+	// and sweep only their own deployment's instances, so several backends
+	// (tests, dev and CI) can share one Docker engine or E2B team.
+	LabelDeployment = "dev.dreadnode.deployment"
+)
+
+// Network is the egress and ingress policy of an instance.
+type Network struct {
+	// AllowInternetAccess false cuts all egress (nil means allowed).
+	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
+	AllowPublicTraffic  *bool    `json:"allowPublicTraffic,omitempty"`
+	AllowOut            []string `json:"allowOut,omitempty"`
+	DenyOut             []string `json:"denyOut,omitempty"`
+}
+
+// Spec is everything a provider needs to create one instance.
+type Spec struct {
+	RecordID  string // our ledger record id; becomes a label / metadata entry
+	OrgID     string
+	Kind      string // runtime, task, world
+	Template  string // template id, e.g. "base"
+	EnvVars   map[string]string
+	Metadata  map[string]string
+	CPUCount  int // 0 means the template default
+	MemoryMB  int // 0 means the template default
+	Command   []string
+	Timeout   time.Duration // providers with their own TTL (E2B) get it; Docker ignores it
+	AutoPause bool
+	// AutoResume lets traffic resume a paused instance (E2B resumes it on
+	// its side; with Docker the backend's traffic router does).
+	AutoResume bool
+	Network    Network
+	// Volumes are named volumes private to the instance, removed with it.
+	Volumes []Volume
+}
+
+// Volume mounts a named volume at Path.
+type Volume struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// Status is what the provider observes of an instance.
+type Status string
+
+const (
+	StatusRunning Status = "running"
+	StatusPaused  Status = "paused"
+	StatusExited  Status = "exited"  // main process ended; ExitCode is set
+	StatusCreated Status = "created" // exists but was never started
+)
+
+// Endpoint is one reachable port of an instance.
+type Endpoint struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	URL  string `json:"url"`
+}
+
+// Ref addresses an instance: the provider's id plus opaque provider data that
+// the backend persists on the record (e.g. E2B's envd access token).
+type Ref struct {
+	ID   string
+	Data string
+	// Provider names the provider owning the instance when several serve one
+	// deployment (see package multi); single providers ignore it.
+	Provider string
+}
+
+// Instance is a provider's view of one instance.
+type Instance struct {
+	Ref      Ref
+	RecordID string // from the labels / metadata; "" when not ours
+	OrgID    string
+	Status   Status
+	ExitCode int
+	// ExitReason explains an exit in the user's terms (e.g. "out of memory").
+	ExitReason string
+	StartedAt  time.Time
+	// Endpoints maps an instance port to where it is reachable from the backend.
+	Endpoints map[int]Endpoint
+	CPUCount  int
+	MemoryMB  int
+}
+
+// ExecRequest runs one command inside an instance.
+type ExecRequest struct {
+	Cmd     []string
+	Env     map[string]string
+	Cwd     string
+	Timeout time.Duration
+}
+
+// ExecResult is the outcome of an ExecRequest.
+type ExecResult struct {
+	ExitCode int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// Metrics is a point-in-time resource reading.
+type Metrics struct {
+	CPUPercent       float64 `json:"cpuPercent"`
+	CPUCount         int     `json:"cpuCount"`
+	MemoryUsedBytes  uint64  `json:"memoryUsedBytes"`
+	MemoryLimitBytes uint64  `json:"memoryLimitBytes"`
+	DiskUsedBytes    uint64  `json:"diskUsedBytes"`
+	NetworkRxBytes   uint64  `json:"networkRxBytes"`
+	NetworkTxBytes   uint64  `json:"networkTxBytes"`
+	Pids             uint64  `json:"pids"`
+}
+
+// Template describes an image the provider can start.
+type Template struct {
+	ID       string
+	CPUCount int
+	MemoryMB int
+	Ports    []int
+}
+
+// Provider is implemented by the Docker and E2B providers. Every method must be
+// safe for concurrent use, and Create must be idempotent per Spec.RecordID: a
+// second Create for the same record (after a crash) adopts the existing
+// instance instead of making another.
+type Provider interface {
+	Name() string // "docker" or "e2b"
+	// Ping reports whether the provider answers (for /readyz).
+	Ping(ctx context.Context) error
+	// Templates lists the templates this provider can start.
+	Templates(ctx context.Context) ([]Template, error)
+	Create(ctx context.Context, spec Spec) (Instance, error)
+	// Get returns ErrNotFound (wrapped in *Error) when the instance is gone.
+	Get(ctx context.Context, ref Ref) (Instance, error)
+	// List returns every instance carrying LabelManaged, ours or orphaned.
+	List(ctx context.Context) ([]Instance, error)
+	Pause(ctx context.Context, ref Ref) error
+	// Resume returns the instance as running, with possibly new Ref.Data.
+	Resume(ctx context.Context, ref Ref) (Instance, error)
+	// Delete removes the instance and its volumes; a missing instance is not an error.
+	Delete(ctx context.Context, ref Ref) error
+	// SetTimeout moves a provider-side TTL (E2B); providers without one return nil.
+	SetTimeout(ctx context.Context, ref Ref, d time.Duration) error
+	Exec(ctx context.Context, ref Ref, req ExecRequest) (ExecResult, error)
+	ReadFile(ctx context.Context, ref Ref, path string) ([]byte, error)
+	WriteFile(ctx context.Context, ref Ref, path string, data []byte) error
+	Logs(ctx context.Context, ref Ref) (string, error)
+	Metrics(ctx context.Context, ref Ref) (Metrics, error)
+}
+
+// Event reports a change the provider observed without being asked (e.g. a
+// container's main process exited). The reconciler re-reads the record.
+type Event struct {
+	RecordID string
+	Ref      Ref
+	Status   Status
+}
+
+// Watcher is implemented by providers that can push events; the reconciler
+// still sweeps, so a missed event only delays a transition.
+type Watcher interface {
+	Watch(ctx context.Context) <-chan Event
+}

@@ -1,0 +1,103 @@
+package domain_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/dreadnode/terraform-provider-dreadnode/"
+
+// The backend's layering (DESIGN.md, Layout): HTTP edge → services → domain ←
+// adapters. These rules keep it from eroding one convenient import at a time.
+// Each rule names a package (relative to the repository root) and the
+// repository packages its non-test files must not import (prefix match).
+var forbidden = map[string][]string{
+	// The domain knows no SQL, no HTTP and no adapter.
+	"backend/domain":         {"backend/", "apitypes", "client"},
+	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
+	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	// The compute port is plain Go; adapters import it, never the reverse.
+	"backend/compute": {"backend/", "apitypes", "client"},
+	// Adapters never reach up into services or the HTTP edge.
+	"backend/store": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
+		"backend/admission", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
+	// Services never import the wiring or the server.
+	"backend/reconciler": {"backend/app", "backend/api", "backend/lifecycle", "backend/tasks", "backend/billing",
+		"backend/runtimes", "backend/admission", "backend/httpx", "apitypes"},
+	"backend/billing":   {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
+	"backend/admission": {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks", "backend/billing"},
+	"backend/runtimes":  {"backend/app", "backend/api", "backend/reconciler", "backend/tasks"},
+	"backend/lifecycle": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks"},
+	"backend/tasks":     {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
+}
+
+// services hold the packages whose non-handler files must not speak HTTP:
+// only files named handlers*.go (the HTTP edge of the package) import
+// net/http, so a service method can be called from anywhere with Go values.
+var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
+	"backend/admission", "backend/reconciler", "backend/store", "backend/domain", "backend/domain/sandbox",
+	"backend/domain/taskenv"}
+
+func imports(t *testing.T, dir string) map[string][]string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join("..", "..", dir))
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join("..", "..", dir, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = nil // a file without imports still counts as one
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			out[name] = append(out[name], p)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no Go files: update the layering rules with the layout", dir)
+	}
+	return out
+}
+
+func TestImportsRunOneWay(t *testing.T) {
+	for pkg, bad := range forbidden {
+		for file, ims := range imports(t, pkg) {
+			for _, im := range ims {
+				rel, ok := strings.CutPrefix(im, module)
+				if !ok {
+					continue
+				}
+				for _, b := range bad {
+					if rel == b || strings.HasPrefix(rel, strings.TrimSuffix(b, "/")+"/") || (strings.HasSuffix(b, "/") && strings.HasPrefix(rel, b)) {
+						t.Errorf("%s/%s imports %s: %s may not depend on %s (DESIGN.md, Layout)", pkg, file, rel, pkg, b)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestOnlyHandlerFilesSpeakHTTP(t *testing.T) {
+	for _, pkg := range services {
+		for file, ims := range imports(t, pkg) {
+			for _, im := range ims {
+				if im == "net/http" && !strings.HasPrefix(file, "handlers") {
+					t.Errorf("%s/%s imports net/http: only the package's handlers*.go files are its HTTP edge; take Go values in the service and read the request in a handler", pkg, file)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package sandbox
+
+import "testing"
+
+// Every (from, to) pair of phases: the table allows exactly these moves and
+// refuses every other, staying in a phase included.
+func TestTransitionsEveryPair(t *testing.T) {
+	allowed := map[[2]Phase]bool{}
+	for _, m := range [][2]Phase{
+		{PhaseQueued, PhasePending}, {PhaseQueued, PhaseStopping},
+		{PhasePending, PhaseCreating}, {PhasePending, PhaseStopping},
+		{PhasePending, PhaseRunning}, {PhasePending, PhaseFailed}, {PhasePending, PhaseDeleted},
+		{PhaseCreating, PhaseRunning}, {PhaseCreating, PhaseQueued}, {PhaseCreating, PhaseStopping},
+		{PhaseRunning, PhasePausing}, {PhaseRunning, PhaseStopping},
+		{PhaseRunning, PhaseFailed}, {PhaseRunning, PhaseDeleted},
+		{PhasePausing, PhasePaused}, {PhasePausing, PhaseRunning}, {PhasePausing, PhaseStopping},
+		{PhasePaused, PhaseResuming}, {PhasePaused, PhaseStopping},
+		{PhasePaused, PhaseFailed}, {PhasePaused, PhaseDeleted},
+		{PhaseResuming, PhaseRunning}, {PhaseResuming, PhasePaused}, {PhaseResuming, PhaseStopping},
+		{PhaseStopping, PhaseDeleted}, {PhaseStopping, PhaseCompleted}, {PhaseStopping, PhaseFailed},
+	} {
+		allowed[m] = true
+	}
+	n := 0
+	for _, from := range Phases {
+		for _, to := range Phases {
+			want := allowed[[2]Phase{from, to}]
+			if got := CanTransition(from, to); got != want {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			}
+			n++
+		}
+	}
+	if n != len(Phases)*len(Phases) || len(Phases) != 11 {
+		t.Fatalf("covered %d pairs of %d phases", n, len(Phases))
+	}
+	if CanTransition("", PhaseRunning) || CanTransition(PhaseRunning, "") || CanTransition("bogus", PhaseStopping) {
+		t.Error("unknown phases must not move")
+	}
+}
+
+// The table and the sets agree: every phase has a row, terminal phases have
+// no way out, every other phase can be deleted (stopping, or for stopping
+// itself an end), and every non-terminal phase is reachable.
+func TestTableAndSetsAgree(t *testing.T) {
+	if len(AllowedTransitions) != len(Phases) {
+		t.Fatalf("table has %d rows for %d phases", len(AllowedTransitions), len(Phases))
+	}
+	reached := map[Phase]bool{PhaseQueued: true, PhasePending: true} // where creates begin
+	for _, from := range Phases {
+		tos, ok := AllowedTransitions[from]
+		if !ok {
+			t.Errorf("%s has no row", from)
+		}
+		if from.Terminal() != (len(tos) == 0) {
+			t.Errorf("%s: terminal %v but %d moves out", from, from.Terminal(), len(tos))
+		}
+		if !from.Terminal() && from != PhaseStopping && !CanTransition(from, PhaseStopping) {
+			t.Errorf("a %s record cannot be deleted", from)
+		}
+		for _, to := range tos {
+			if !to.Valid() || to == from {
+				t.Errorf("%s → %s: not a move between two phases", from, to)
+			}
+			reached[to] = true
+		}
+	}
+	for _, p := range Phases {
+		if !reached[p] {
+			t.Errorf("%s is unreachable", p)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		set  []Phase
+		is   func(Phase) bool
+	}{{"terminal", Terminal, Phase.Terminal}, {"live", Live, Phase.Live}, {"starting", Starting, Phase.Starting},
+		{"transitional", Transitional, Phase.Transitional}} {
+		for _, p := range Phases {
+			if c.is(p) != in(p, c.set) {
+				t.Errorf("%s: %s disagrees with its set", c.name, p)
+			}
+		}
+	}
+	for _, p := range Phases {
+		if p.Terminal() == in(p, NonTerminal) {
+			t.Errorf("%s is both or neither terminal and non-terminal", p)
+		}
+		if p.Live() != (in(p, NonTerminal) && p != PhaseStopping) {
+			t.Errorf("live %s: every non-terminal phase but stopping", p)
+		}
+		if in(p, Holding) != (in(p, NonTerminal) && p != PhaseQueued) {
+			t.Errorf("holding %s: every non-terminal phase but queued", p)
+		}
+	}
+	for _, r := range []string{KillDeleted, KillTimeout, KillCompleted, KillFailed, KillInsufficientCredits, KillReset, KillTornDown, ""} {
+		if f := FinalPhase(r); !CanTransition(PhaseStopping, f) {
+			t.Errorf("kill reason %q ends in %s, which stopping cannot reach", r, f)
+		}
+	}
+}
+
+func TestCauses(t *testing.T) {
+	for _, c := range []Cause{"user", "ttl", "credits", "reconciler", "recovery", "provider", "admission"} {
+		if !c.Valid() {
+			t.Errorf("%s should be a cause", c)
+		}
+	}
+	if Cause("").Valid() || Cause("cron").Valid() {
+		t.Error("unknown causes must be refused")
+	}
+}

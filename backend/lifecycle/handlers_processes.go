@@ -1,0 +1,237 @@
+package lifecycle
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// registerStreams adds the §6 routes: background processes and the
+// filesystem (exec and /files GET/PUT stay in Register).
+func (s *Service) registerStreams(r *mux.Router) {
+	r.Handle("/sandboxes/{id}/processes", httpx.Handler(s.handleStartProcess)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/processes", httpx.Handler(s.handleListProcesses)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/processes/{pid}/output", httpx.Handler(s.handleProcessOutput)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/processes/{pid}/stdin", httpx.Handler(s.handleStdin)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/processes/{pid}/signal", httpx.Handler(s.handleSignal)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleRemove)).Methods(http.MethodDelete)
+	r.Handle("/sandboxes/{id}/fs", httpx.Handler(s.handleListFS)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/fs/mkdir", httpx.Handler(s.handleMkdir)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/fs/move", httpx.Handler(s.handleMove)).Methods(http.MethodPost)
+	r.Handle("/sandboxes/{id}/fs/watch", httpx.Handler(s.handleWatch)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/archive", httpx.Handler(s.handleGetArchive)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/archive", httpx.Handler(s.handlePutArchive)).Methods(http.MethodPut)
+}
+
+// processes is the provider's streaming side; providers without it answer
+// through the buffered calls where a route allows.
+func (s *Service) processes() (compute.Processes, bool) {
+	ps, ok := s.prov.(compute.Processes)
+	return ps, ok
+}
+
+func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) }
+
+// streamExec answers /exec with Accept: application/x-ndjson.
+func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.Record, req compute.ExecRequest) error {
+	out := ndjson.New(w)
+	ps, ok := s.processes()
+	err := errors.ErrUnsupported
+	if ok {
+		err = ps.ExecStream(r.Context(), rec.Ref(), req, nil, out.Event)
+	}
+	if unsupported(err) && !out.Started { // a provider without streams: one buffered run
+		var res compute.ExecResult
+		if res, err = s.prov.Exec(r.Context(), rec.Ref(), req); err == nil {
+			for _, ev := range []compute.ProcessEvent{{Type: compute.EventStart}, {Type: compute.EventStdout, Data: res.Stdout},
+				{Type: compute.EventStderr, Data: res.Stderr}, {Type: compute.EventExit, ExitCode: res.ExitCode}} {
+				if err = out.Event(ev); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err != nil && r.Context().Err() != nil {
+		return nil // the client left; the command was killed
+	}
+	if err != nil {
+		return out.Finish(providerErr("run the command in", err))
+	}
+	return nil
+}
+
+// checkCommand validates the cmd, env and cwd of exec and processes.
+func checkCommand(cmd []string, env map[string]string, cwd, example string) error {
+	if len(cmd) == 0 || cmd[0] == "" {
+		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. "+example)
+	}
+	if err := checkEnv("env", env); err != nil {
+		return err
+	}
+	if cwd != "" && !strings.HasPrefix(cwd, "/") {
+		return httpx.Invalid("cwd", "must be an absolute path")
+	}
+	return nil
+}
+
+// commandEnv is the sandbox's envVars overridden by a command's env.
+func commandEnv(rec *store.Record, env map[string]string) map[string]string {
+	out := maps.Clone(rec.Spec.EnvVars)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, env)
+	return out
+}
+
+type processRequest struct {
+	Cmd   []string          `json:"cmd"`
+	Env   map[string]string `json:"env"`
+	Cwd   string            `json:"cwd"`
+	Tag   string            `json:"tag"`
+	Stdin bool              `json:"stdin"`
+}
+
+func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) error {
+	var req processRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	if err := checkCommand(req.Cmd, req.Env, req.Cwd, `["python3", "-m", "http.server", "8080"]`); err != nil {
+		return err
+	}
+	if len(req.Tag) > 256 {
+		return httpx.Invalid("tag", "must be at most 256 characters")
+	}
+	rec, ps, err := s.streamable(r)
+	if err != nil {
+		return err
+	}
+	env := commandEnv(rec, req.Env)
+	p, err := ps.StartProcess(r.Context(), rec.Ref(), compute.ProcessRequest{Cmd: req.Cmd, Env: env, Cwd: req.Cwd, Tag: req.Tag, Stdin: req.Stdin})
+	if err != nil {
+		return providerErr("start the process in", err)
+	}
+	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"pid": p.PID, "tag": p.Tag})
+	return nil
+}
+
+// streamable is usable plus the provider's streaming side (400 without it).
+func (s *Service) streamable(r *http.Request) (*store.Record, compute.Processes, error) {
+	ps, ok := s.processes()
+	if !ok {
+		return nil, nil, httpx.NewError(http.StatusBadRequest, "unsupported", "this deployment's provider does not run background processes")
+	}
+	rec, err := s.usable(r)
+	return rec, ps, err
+}
+
+func (s *Service) handleListProcesses(w http.ResponseWriter, r *http.Request) error {
+	rec, ps, err := s.streamable(r)
+	if err != nil {
+		return err
+	}
+	list, err := ps.ListProcesses(r.Context(), rec.Ref())
+	if err != nil {
+		return providerErr("list the processes of", err)
+	}
+	if list == nil {
+		list = []compute.Process{}
+	}
+	httpx.WriteJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func pidOf(r *http.Request) (int, error) {
+	pid, err := strconv.Atoi(mux.Vars(r)["pid"])
+	if err != nil || pid <= 0 {
+		return 0, httpx.Invalid("pid", "must be a process id returned by POST /processes")
+	}
+	return pid, nil
+}
+
+func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) error {
+	pid, err := pidOf(r)
+	if err != nil {
+		return err
+	}
+	follow := true
+	if v := r.URL.Query().Get("follow"); v != "" {
+		if follow, err = strconv.ParseBool(v); err != nil {
+			return httpx.Invalid("follow", "must be true or false")
+		}
+	}
+	rec, ps, err := s.streamable(r)
+	if err != nil {
+		return err
+	}
+	out := ndjson.New(w)
+	err = ps.ProcessOutput(r.Context(), rec.Ref(), pid, follow, out.Event)
+	if err != nil && r.Context().Err() != nil {
+		return nil
+	}
+	if err == nil {
+		return out.Flush()
+	}
+	return out.Finish(providerErr("read the output of process "+strconv.Itoa(pid)+" in", err))
+}
+
+func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {
+	pid, err := pidOf(r)
+	if err != nil {
+		return err
+	}
+	eof := false
+	if v := r.URL.Query().Get("eof"); v != "" {
+		if eof, err = strconv.ParseBool(v); err != nil {
+			return httpx.Invalid("eof", "must be true or false")
+		}
+	}
+	rec, ps, err := s.streamable(r)
+	if err != nil {
+		return err
+	}
+	if err := ps.WriteStdin(r.Context(), rec.Ref(), pid, r.Body, eof); err != nil {
+		return providerErr("write to the stdin of process "+strconv.Itoa(pid)+" in", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type signalRequest struct {
+	Signal string `json:"signal"`
+}
+
+func (s *Service) handleSignal(w http.ResponseWriter, r *http.Request) error {
+	pid, err := pidOf(r)
+	if err != nil {
+		return err
+	}
+	var req signalRequest
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	switch req.Signal {
+	case "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP":
+	default:
+		return httpx.Invalid("signal", "must be one of SIGTERM, SIGKILL, SIGINT, SIGHUP")
+	}
+	rec, ps, err := s.streamable(r)
+	if err != nil {
+		return err
+	}
+	if err := ps.SignalProcess(r.Context(), rec.Ref(), pid, req.Signal); err != nil {
+		return providerErr("signal process "+strconv.Itoa(pid)+" in", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,9 @@
+-- A partial index of live records per org: the kill of a broke org's records
+-- and the broke-org sweep read only live rows. Adopts the legacy migration
+-- "ledger_0002".
+
+-- +goose Up
+CREATE INDEX ledger_sandboxes_live ON sandboxes (org_id, seq) WHERE phase IN ('pending', 'creating', 'running', 'pausing', 'paused', 'resuming');
+
+-- +goose Down
+DROP INDEX ledger_sandboxes_live;
