@@ -60,13 +60,13 @@ func TestRestartDuringProvisioning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "slow-start"})
-	h.waitContainers(id, 1, time.Minute)
+	h.waitContainers(id, 1, readyTimeout)
 	h.stopService()
 	if st := h.dbState(id); st != "provisioning" {
 		t.Fatalf("state after the stop: %s, want provisioning (a stop must not change it)", st)
 	}
 	h.start()
-	h.waitState("acme", "ws", id, time.Minute, "ready")
+	h.waitState("acme", "ws", id, readyTimeout, "ready")
 	cs := h.containers(id)
 	if len(cs) != 2 || len(h.networks(id)) != 1 {
 		t.Fatalf("after recovery: %d containers, %d networks", len(cs), len(h.networks(id)))
@@ -100,7 +100,7 @@ func TestRestartPastDeadline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "slow-start"})
-	h.waitContainers(id, 1, time.Minute)
+	h.waitContainers(id, 1, readyTimeout)
 	h.stopService()
 	h.clock.Advance(h.cfg.ReadyDeadline + time.Second)
 	h.start()
@@ -163,7 +163,7 @@ func TestCrashKill9(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling the database with a deadline
 	}
-	h.waitContainers(id, 1, time.Minute)
+	h.waitContainers(id, 1, readyTimeout)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestCrashKill9(t *testing.T) {
 		t.Fatalf("state after the crash: %s", st)
 	}
 	h.start()
-	h.waitState("acme", "ws", id, time.Minute, "ready")
+	h.waitState("acme", "ws", id, readyTimeout, "ready")
 	if cs := h.containers(id); len(cs) != 2 {
 		t.Fatalf("after recovery: %d containers", len(cs))
 	}
@@ -223,11 +223,14 @@ func TestDeleteDuringProvisioningLeavesNothing(t *testing.T) {
 	for i, id := range envIDs {
 		// Cut at different points: right away, once provisioning, or once a
 		// container runs.
+		// Reaching a cut point only waits for the build (BuildDeadline is 5
+		// minutes): under a loaded engine the first build of the task's
+		// images, shared by parallel tests, was seen taking over a minute.
 		switch i % 3 {
 		case 1:
-			h.waitState("acme", "del", id, time.Minute, "provisioning", "ready")
+			h.waitState("acme", "del", id, readyTimeout, "provisioning", "ready")
 		case 2:
-			h.waitContainers(id, 1, time.Minute)
+			h.waitContainers(id, 1, readyTimeout)
 		}
 		if d := h.do("acme", "DELETE", envPath("acme", "del", "/", id), nil); d.Code != 200 || d.JSON(t)["state"] != "torn_down" {
 			t.Fatalf("delete: %d %s", d.Code, d.Body)
