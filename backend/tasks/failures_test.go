@@ -14,6 +14,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 // waitFailed polls until the environment failed and returns its error.
@@ -141,23 +142,26 @@ func TestDeadServiceFails(t *testing.T) {
 // torn down with reason timeout, its containers removed.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login", "timeout_sec": 60})
-	h.waitState("acme", "ws", id, readyTimeout, "ready")
-	if len(h.containers(id)) != 2 {
-		t.Fatal("expected 2 containers")
-	}
-	h.clock.Advance(61 * time.Second)
-	h.svc.Kick()
-	st := h.waitState("acme", "ws", id, 30*time.Second, "torn_down")
-	if st["service_urls"] != nil {
-		t.Fatalf("torn down status shows service_urls: %v", st)
-	}
-	h.waitGone(id, 10*time.Second)
-	rec := h.record(h.get("acme", "ws", id)["sandbox_id"].(string))
-	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTimeout {
-		t.Fatalf("record: %+v", rec)
-	}
+	pgtest.EachDatabase(t, func(t *testing.T, db string) {
+		t.Parallel()
+		h := newHarnessOn(t, db)
+		id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login", "timeout_sec": 60})
+		h.waitState("acme", "ws", id, readyTimeout, "ready")
+		if len(h.containers(id)) != 2 {
+			t.Fatal("expected 2 containers")
+		}
+		h.clock.Advance(61 * time.Second)
+		h.svc.Kick()
+		st := h.waitState("acme", "ws", id, 30*time.Second, "torn_down")
+		if st["service_urls"] != nil {
+			t.Fatalf("torn down status shows service_urls: %v", st)
+		}
+		h.waitGone(id, 10*time.Second)
+		rec := h.record(h.get("acme", "ws", id)["sandbox_id"].(string))
+		if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTimeout {
+			t.Fatalf("record: %+v", rec)
+		}
+	})
 }
 
 // Expiry with a real short timeout (min override), no clock games.
@@ -174,26 +178,29 @@ func TestExpiryMinOverride(t *testing.T) {
 // environment is torn down with an error saying so, the record finished.
 func TestInsufficientCreditsTearsDown(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login"})
-	h.waitState("acme", "ws", id, readyTimeout, "ready")
-	recID := h.get("acme", "ws", id)["sandbox_id"].(string)
-	_, err := h.db.Transition(context.Background(), recID, sandbox.PhaseStopping, sandbox.CauseUser, func(r *store.Record) error {
-		r.KillReason = sandbox.KillInsufficientCredits
-		return nil
+	pgtest.EachDatabase(t, func(t *testing.T, db string) {
+		t.Parallel()
+		h := newHarnessOn(t, db)
+		id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login"})
+		h.waitState("acme", "ws", id, readyTimeout, "ready")
+		recID := h.get("acme", "ws", id)["sandbox_id"].(string)
+		_, err := h.db.Transition(context.Background(), recID, sandbox.PhaseStopping, sandbox.CauseUser, func(r *store.Record) error {
+			r.KillReason = sandbox.KillInsufficientCredits
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := h.waitState("acme", "ws", id, 30*time.Second, "torn_down")
+		if e, _ := st["error"].(string); !strings.Contains(e, "insufficient") || !strings.Contains(e, "credits") {
+			t.Fatalf("error: %v", st["error"])
+		}
+		h.waitGone(id, 10*time.Second)
+		rec := h.record(recID)
+		if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillInsufficientCredits || rec.KilledAt.IsZero() {
+			t.Fatalf("record: %+v", rec)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := h.waitState("acme", "ws", id, 30*time.Second, "torn_down")
-	if e, _ := st["error"].(string); !strings.Contains(e, "insufficient") || !strings.Contains(e, "credits") {
-		t.Fatalf("error: %v", st["error"])
-	}
-	h.waitGone(id, 10*time.Second)
-	rec := h.record(recID)
-	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillInsufficientCredits || rec.KilledAt.IsZero() {
-		t.Fatalf("record: %+v", rec)
-	}
 }
 
 // A command exceeding timeout_sec answers 200 with exit_code 124 and a note.

@@ -55,7 +55,7 @@ func (c *clock) Advance(d time.Duration) {
 type harness struct {
 	t      testing.TB
 	db     *store.DB
-	dbPath string
+	dbPath string // SQLite file or postgres:// URL
 	svc    *tasks.Service
 	srv    *httptest.Server
 	clock  *clock
@@ -68,8 +68,14 @@ type harnessOpt func(*tasks.Config)
 
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessOn(t, filepath.Join(t.TempDir(), "t.db"), opts...)
+}
+
+// newHarnessOn is newHarness on the database at dbPath: a SQLite file or a
+// postgres:// URL (pgtest.EachDatabase gives both).
+func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
+	t.Helper()
 	images.EnsureBase(t)
-	dbPath := filepath.Join(t.TempDir(), "t.db")
 	db, err := store.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)

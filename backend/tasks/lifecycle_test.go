@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 const readyTimeout = 4 * time.Minute
@@ -19,146 +20,149 @@ const readyTimeout = 4 * time.Minute
 // right/wrong/missing token, pause/resume, the ledger record, delete.
 func TestWebLoginLifecycle(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	r := h.do("acme", http.MethodPost, envPath("acme", "red-team"), map[string]any{
-		"task_ref": "web-login", "inputs": map[string]string{"flag": "FLAG{lifecycle}"}, "timeout_sec": 600,
-		"project_id": "proj-1", "secret_ids": []string{"s1"}})
-	if r.Code != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.Code, r.Body)
-	}
-	created := r.JSON(t)
-	id, token := created["id"].(string), created["execute_token"].(string)
-	if created["state"] != "building" || token == "" || created["service_urls"] != nil || created["expires_at"] != nil {
-		t.Fatalf("create answer: %s", r.Body)
-	}
-	st := h.waitState("acme", "red-team", id, readyTimeout, "ready")
-	if _, ok := st["execute_token"]; ok {
-		t.Fatalf("status carries the execute token: %v", st)
-	}
-	env := h.get("acme", "red-team", id)
-	if _, ok := env["execute_token"]; ok {
-		t.Fatal("GET carries the execute token")
-	}
-	urls := env["service_urls"].(map[string]any)
-	web := urls["web"].(map[string]any)
-	webURL := web["url"].(string)
-	if web["host"] != "127.0.0.1" || !strings.HasPrefix(webURL, "http://127.0.0.1:") || len(urls) != 1 {
-		t.Fatalf("service_urls: %v", urls)
-	}
-	instr := env["instruction"].(string)
-	if !strings.Contains(instr, webURL) || strings.Contains(instr, "{{") {
-		t.Fatalf("instruction not rendered: %q", instr)
-	}
-	if env["task_name"] != "web-login" || env["task_version"] != "1.0.0" || env["workspace"] != "red-team" ||
-		env["project_id"] != "proj-1" || env["timeout_sec"].(float64) != 600 || env["expires_at"] == nil || env["sandbox_id"] == "" {
-		t.Fatalf("resource: %v", env)
-	}
-	exp, _ := time.Parse(time.RFC3339, env["expires_at"].(string))
-	if d := time.Until(exp); d < 9*time.Minute || d > 11*time.Minute {
-		t.Fatalf("expires_at %v is not ~timeout_sec from now", exp)
-	}
-
-	// The bypass from the host, through the published port.
-	if code, body := httpGet(t, webURL+"/"); code != 200 || !strings.Contains(body, "login") {
-		t.Fatalf("GET /: %d %s", code, body)
-	}
-	resp, err := http.PostForm(webURL+"/login", url.Values{"username": {"admin' --"}, "password": {"x"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "FLAG{lifecycle}") {
-		t.Fatalf("login bypass from the host: %d %s", resp.StatusCode, body)
-	}
-
-	// Execute in the attacker service, over the private network.
-	ex := h.execute("acme", "red-team", id, token, map[string]any{
-		"command": []string{"wget", "-qO-", "--post-data", "username=admin%27+--+&password=x", "http://web:8080/login"}})
-	if ex.Code != 200 {
-		t.Fatalf("execute: %d %s", ex.Code, ex.Body)
-	}
-	out := ex.JSON(t)
-	if out["exit_code"].(float64) != 0 || !strings.Contains(out["output"].(string), "FLAG{lifecycle}") || out["service"] != "attacker" {
-		t.Fatalf("execute result: %v", out)
-	}
-	ex = h.execute("acme", "red-team", id, token, map[string]any{"command": "echo to-stderr >&2; echo to-stdout; exit 7"})
-	out = ex.JSON(t)
-	if ex.Code != 200 || out["exit_code"].(float64) != 7 || !strings.Contains(out["output"].(string), "to-stderr") ||
-		!strings.Contains(out["output"].(string), "to-stdout") {
-		t.Fatalf("sh -c execute: %d %v", ex.Code, out)
-	}
-	if ex := h.execute("acme", "red-team", id, "", map[string]any{"command": "true"}); ex.Code != http.StatusUnauthorized {
-		t.Fatalf("missing token: %d %s", ex.Code, ex.Body)
-	}
-	if ex := h.execute("acme", "red-team", id, "det_wrong", map[string]any{"command": "true"}); ex.Code != http.StatusForbidden {
-		t.Fatalf("wrong token: %d %s", ex.Code, ex.Body)
-	}
-
-	// The ledger record: kind task, running, linked.
-	rec := h.record(env["sandbox_id"].(string))
-	if rec.Kind != sandbox.KindTask || rec.Phase != sandbox.PhaseRunning || rec.EnvironmentID != id || rec.Provider != "docker" || rec.RunningSince.IsZero() {
-		t.Fatalf("ledger record: %+v", rec)
-	}
-
-	// Pause: containers paused, execute refused, record paused.
-	if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != 200 || r.JSON(t)["state"] != "paused" {
-		t.Fatalf("pause: %d %s", r.Code, r.Body)
-	}
-	for _, c := range h.containers(id) {
-		if c.State != "paused" {
-			t.Fatalf("container %s is %s after pause", c.Names, c.State)
+	pgtest.EachDatabase(t, func(t *testing.T, db string) {
+		t.Parallel()
+		h := newHarnessOn(t, db)
+		r := h.do("acme", http.MethodPost, envPath("acme", "red-team"), map[string]any{
+			"task_ref": "web-login", "inputs": map[string]string{"flag": "FLAG{lifecycle}"}, "timeout_sec": 600,
+			"project_id": "proj-1", "secret_ids": []string{"s1"}})
+		if r.Code != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.Code, r.Body)
 		}
-	}
-	if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != http.StatusConflict {
-		t.Fatalf("pause twice: %d %s", r.Code, r.Body)
-	}
-	if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "true"}); ex.Code != http.StatusConflict {
-		t.Fatalf("execute while paused: %d %s", ex.Code, ex.Body)
-	}
-	if rec := h.record(rec.ID); rec.Phase != sandbox.PhasePaused || !rec.RunningSince.IsZero() {
-		t.Fatalf("record after pause: %+v", rec)
-	}
-	if st := h.do("acme", http.MethodGet, envPath("acme", "red-team", "/", id, "/status"), nil).JSON(t); st["service_urls"] == nil {
-		t.Fatalf("paused status lost service_urls: %v", st)
-	}
-	if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/resume"), nil); r.Code != 200 || r.JSON(t)["state"] != "ready" {
-		t.Fatalf("resume: %d %s", r.Code, r.Body)
-	}
-	if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/resume"), nil); r.Code != http.StatusConflict {
-		t.Fatalf("resume twice: %d %s", r.Code, r.Body)
-	}
-	if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "wget -qO- http://web:8080/health"}); ex.Code != 200 || ex.JSON(t)["exit_code"].(float64) != 0 {
-		t.Fatalf("execute after resume: %d %s", ex.Code, ex.Body)
-	}
+		created := r.JSON(t)
+		id, token := created["id"].(string), created["execute_token"].(string)
+		if created["state"] != "building" || token == "" || created["service_urls"] != nil || created["expires_at"] != nil {
+			t.Fatalf("create answer: %s", r.Body)
+		}
+		st := h.waitState("acme", "red-team", id, readyTimeout, "ready")
+		if _, ok := st["execute_token"]; ok {
+			t.Fatalf("status carries the execute token: %v", st)
+		}
+		env := h.get("acme", "red-team", id)
+		if _, ok := env["execute_token"]; ok {
+			t.Fatal("GET carries the execute token")
+		}
+		urls := env["service_urls"].(map[string]any)
+		web := urls["web"].(map[string]any)
+		webURL := web["url"].(string)
+		if web["host"] != "127.0.0.1" || !strings.HasPrefix(webURL, "http://127.0.0.1:") || len(urls) != 1 {
+			t.Fatalf("service_urls: %v", urls)
+		}
+		instr := env["instruction"].(string)
+		if !strings.Contains(instr, webURL) || strings.Contains(instr, "{{") {
+			t.Fatalf("instruction not rendered: %q", instr)
+		}
+		if env["task_name"] != "web-login" || env["task_version"] != "1.0.0" || env["workspace"] != "red-team" ||
+			env["project_id"] != "proj-1" || env["timeout_sec"].(float64) != 600 || env["expires_at"] == nil || env["sandbox_id"] == "" {
+			t.Fatalf("resource: %v", env)
+		}
+		exp, _ := time.Parse(time.RFC3339, env["expires_at"].(string))
+		if d := time.Until(exp); d < 9*time.Minute || d > 11*time.Minute {
+			t.Fatalf("expires_at %v is not ~timeout_sec from now", exp)
+		}
 
-	// The list shows it, with state filters.
-	l := h.do("acme", http.MethodGet, envPath("acme", "red-team", "?state=ready&limit=10"), nil).JSON(t)
-	if envs := l["environments"].([]any); len(envs) != 1 || envs[0].(map[string]any)["id"] != id || l["has_next"] != false {
-		t.Fatalf("list: %v", l)
-	}
+		// The bypass from the host, through the published port.
+		if code, body := httpGet(t, webURL+"/"); code != 200 || !strings.Contains(body, "login") {
+			t.Fatalf("GET /: %d %s", code, body)
+		}
+		resp, err := http.PostForm(webURL+"/login", url.Values{"username": {"admin' --"}, "password": {"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "FLAG{lifecycle}") {
+			t.Fatalf("login bypass from the host: %d %s", resp.StatusCode, body)
+		}
 
-	// Delete: torn_down, nothing left, record killed; idempotent.
-	d := h.do("acme", http.MethodDelete, envPath("acme", "red-team", "/", id), nil)
-	if d.Code != 200 || d.JSON(t)["state"] != "torn_down" || d.JSON(t)["service_urls"] != nil {
-		t.Fatalf("delete: %d %s", d.Code, d.Body)
-	}
-	if cs, ns := h.containers(id), h.networks(id); len(cs) != 0 || len(ns) != 0 {
-		t.Fatalf("after delete: %d containers, %d networks", len(cs), len(ns))
-	}
-	rec = h.record(rec.ID)
-	if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTornDown || rec.KilledAt.IsZero() || rec.Phase.LedgerState() != "killed" {
-		t.Fatalf("record after delete: %+v", rec)
-	}
-	if d := h.do("acme", http.MethodDelete, envPath("acme", "red-team", "/", id), nil); d.Code != 200 || d.JSON(t)["state"] != "torn_down" {
-		t.Fatalf("second delete: %d %s", d.Code, d.Body)
-	}
-	if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "true"}); ex.Code != http.StatusConflict {
-		t.Fatalf("execute after delete: %d %s", ex.Code, ex.Body)
-	}
-	if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != http.StatusConflict {
-		t.Fatalf("pause after delete: %d %s", r.Code, r.Body)
-	}
+		// Execute in the attacker service, over the private network.
+		ex := h.execute("acme", "red-team", id, token, map[string]any{
+			"command": []string{"wget", "-qO-", "--post-data", "username=admin%27+--+&password=x", "http://web:8080/login"}})
+		if ex.Code != 200 {
+			t.Fatalf("execute: %d %s", ex.Code, ex.Body)
+		}
+		out := ex.JSON(t)
+		if out["exit_code"].(float64) != 0 || !strings.Contains(out["output"].(string), "FLAG{lifecycle}") || out["service"] != "attacker" {
+			t.Fatalf("execute result: %v", out)
+		}
+		ex = h.execute("acme", "red-team", id, token, map[string]any{"command": "echo to-stderr >&2; echo to-stdout; exit 7"})
+		out = ex.JSON(t)
+		if ex.Code != 200 || out["exit_code"].(float64) != 7 || !strings.Contains(out["output"].(string), "to-stderr") ||
+			!strings.Contains(out["output"].(string), "to-stdout") {
+			t.Fatalf("sh -c execute: %d %v", ex.Code, out)
+		}
+		if ex := h.execute("acme", "red-team", id, "", map[string]any{"command": "true"}); ex.Code != http.StatusUnauthorized {
+			t.Fatalf("missing token: %d %s", ex.Code, ex.Body)
+		}
+		if ex := h.execute("acme", "red-team", id, "det_wrong", map[string]any{"command": "true"}); ex.Code != http.StatusForbidden {
+			t.Fatalf("wrong token: %d %s", ex.Code, ex.Body)
+		}
+
+		// The ledger record: kind task, running, linked.
+		rec := h.record(env["sandbox_id"].(string))
+		if rec.Kind != sandbox.KindTask || rec.Phase != sandbox.PhaseRunning || rec.EnvironmentID != id || rec.Provider != "docker" || rec.RunningSince.IsZero() {
+			t.Fatalf("ledger record: %+v", rec)
+		}
+
+		// Pause: containers paused, execute refused, record paused.
+		if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != 200 || r.JSON(t)["state"] != "paused" {
+			t.Fatalf("pause: %d %s", r.Code, r.Body)
+		}
+		for _, c := range h.containers(id) {
+			if c.State != "paused" {
+				t.Fatalf("container %s is %s after pause", c.Names, c.State)
+			}
+		}
+		if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != http.StatusConflict {
+			t.Fatalf("pause twice: %d %s", r.Code, r.Body)
+		}
+		if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "true"}); ex.Code != http.StatusConflict {
+			t.Fatalf("execute while paused: %d %s", ex.Code, ex.Body)
+		}
+		if rec := h.record(rec.ID); rec.Phase != sandbox.PhasePaused || !rec.RunningSince.IsZero() {
+			t.Fatalf("record after pause: %+v", rec)
+		}
+		if st := h.do("acme", http.MethodGet, envPath("acme", "red-team", "/", id, "/status"), nil).JSON(t); st["service_urls"] == nil {
+			t.Fatalf("paused status lost service_urls: %v", st)
+		}
+		if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/resume"), nil); r.Code != 200 || r.JSON(t)["state"] != "ready" {
+			t.Fatalf("resume: %d %s", r.Code, r.Body)
+		}
+		if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/resume"), nil); r.Code != http.StatusConflict {
+			t.Fatalf("resume twice: %d %s", r.Code, r.Body)
+		}
+		if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "wget -qO- http://web:8080/health"}); ex.Code != 200 || ex.JSON(t)["exit_code"].(float64) != 0 {
+			t.Fatalf("execute after resume: %d %s", ex.Code, ex.Body)
+		}
+
+		// The list shows it, with state filters.
+		l := h.do("acme", http.MethodGet, envPath("acme", "red-team", "?state=ready&limit=10"), nil).JSON(t)
+		if envs := l["environments"].([]any); len(envs) != 1 || envs[0].(map[string]any)["id"] != id || l["has_next"] != false {
+			t.Fatalf("list: %v", l)
+		}
+
+		// Delete: torn_down, nothing left, record killed; idempotent.
+		d := h.do("acme", http.MethodDelete, envPath("acme", "red-team", "/", id), nil)
+		if d.Code != 200 || d.JSON(t)["state"] != "torn_down" || d.JSON(t)["service_urls"] != nil {
+			t.Fatalf("delete: %d %s", d.Code, d.Body)
+		}
+		if cs, ns := h.containers(id), h.networks(id); len(cs) != 0 || len(ns) != 0 {
+			t.Fatalf("after delete: %d containers, %d networks", len(cs), len(ns))
+		}
+		rec = h.record(rec.ID)
+		if rec.Phase != sandbox.PhaseDeleted || rec.KillReason != sandbox.KillTornDown || rec.KilledAt.IsZero() || rec.Phase.LedgerState() != "killed" {
+			t.Fatalf("record after delete: %+v", rec)
+		}
+		if d := h.do("acme", http.MethodDelete, envPath("acme", "red-team", "/", id), nil); d.Code != 200 || d.JSON(t)["state"] != "torn_down" {
+			t.Fatalf("second delete: %d %s", d.Code, d.Body)
+		}
+		if ex := h.execute("acme", "red-team", id, token, map[string]any{"command": "true"}); ex.Code != http.StatusConflict {
+			t.Fatalf("execute after delete: %d %s", ex.Code, ex.Body)
+		}
+		if r := h.do("acme", http.MethodPost, envPath("acme", "red-team", "/", id, "/pause"), nil); r.Code != http.StatusConflict {
+			t.Fatalf("pause after delete: %d %s", r.Code, r.Body)
+		}
+	})
 }
 
 // ssrf-vault: two services talking over the environment's private network;

@@ -20,6 +20,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 // dbState reads an environment's state straight from the database.
@@ -120,62 +121,65 @@ func TestRestartPastDeadline(t *testing.T) {
 // database file ends the environment ready, with no leaked container.
 func TestCrashKill9(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.stopService() // the helper process runs the service; this harness only checks
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "TASKS_HELPER_DB="+h.dbPath, "TASKS_HELPER_CATALOG="+catalogDirs)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(out)
-	var base string
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "helper listening on "); ok {
-			base = u
-			break
+	pgtest.EachDatabase(t, func(t *testing.T, db string) {
+		t.Parallel()
+		h := newHarnessOn(t, db)
+		h.stopService() // the helper process runs the service; this harness only checks
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+		cmd.Env = append(os.Environ(), "TASKS_HELPER_DB="+h.dbPath, "TASKS_HELPER_CATALOG="+catalogDirs)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if base == "" {
-		t.Fatal("the helper did not start")
-	}
-	req, _ := http.NewRequest(http.MethodPost, base+envPath("acme", "ws"), strings.NewReader(`{"task_ref":"slow-start"}`))
-	req.Header.Set("X-Test-Org", "acme")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 201 {
-		t.Fatalf("create on the helper: %d", resp.StatusCode)
-	}
-	var id string
-	deadline := time.Now().Add(time.Minute)
-	for id == "" {
-		_ = h.db.Reader().QueryRow(`SELECT id FROM task_environments LIMIT 1`).Scan(&id)
-		if time.Now().After(deadline) {
-			t.Fatal("no environment row")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the database with a deadline
-	}
-	h.waitContainers(id, 1, readyTimeout)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if st := h.dbState(id); st != "provisioning" {
-		t.Fatalf("state after the crash: %s", st)
-	}
-	h.start()
-	h.waitState("acme", "ws", id, readyTimeout, "ready")
-	if cs := h.containers(id); len(cs) != 2 {
-		t.Fatalf("after recovery: %d containers", len(cs))
-	}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		sc := bufio.NewScanner(out)
+		var base string
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "helper listening on "); ok {
+				base = u
+				break
+			}
+		}
+		if base == "" {
+			t.Fatal("the helper did not start")
+		}
+		req, _ := http.NewRequest(http.MethodPost, base+envPath("acme", "ws"), strings.NewReader(`{"task_ref":"slow-start"}`))
+		req.Header.Set("X-Test-Org", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("create on the helper: %d", resp.StatusCode)
+		}
+		var id string
+		deadline := time.Now().Add(time.Minute)
+		for id == "" {
+			_ = h.db.Reader().QueryRow(`SELECT id FROM task_environments LIMIT 1`).Scan(&id)
+			if time.Now().After(deadline) {
+				t.Fatal("no environment row")
+			}
+			time.Sleep(10 * time.Millisecond) // polling the database with a deadline
+		}
+		h.waitContainers(id, 1, readyTimeout)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if st := h.dbState(id); st != "provisioning" {
+			t.Fatalf("state after the crash: %s", st)
+		}
+		h.start()
+		h.waitState("acme", "ws", id, readyTimeout, "ready")
+		if cs := h.containers(id); len(cs) != 2 {
+			t.Fatalf("after recovery: %d containers", len(cs))
+		}
+	})
 }
 
 // TestHelperProcess is not a test: TestCrashKill9 runs it as a separate
