@@ -120,3 +120,5 @@ func balance(t *testing.T, b *backendproc.Backend) float64 {
 func settled(state string) bool {
 	return state == "running" || state == "failed" || state == "deleted" || state == "completed"
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
