@@ -307,7 +307,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 		return nil, err
 	}
 	args = append(args[1:], r.ID, r.Version) // drop id from the SET list
-	fence, fargs := fenceFor(ctx, id)         // a replica's write carries its lease (lease.go)
+	fence, fargs := fenceFor(ctx, id)        // a replica's write carries its lease (lease.go)
 	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, kind = ?, provider = ?, provider_id = ?, provider_data = ?,
 		phase = ?, template_id = ?, spec = ?, metadata = ?, cpu_count = ?, memory_mb = ?, auto_pause = ?, auto_resume = ?,
 		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
