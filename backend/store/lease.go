@@ -157,3 +157,31 @@ func fenceLost(ctx context.Context, tx *sql.Tx, id string) error {
 	}
 	return ErrConflict
 }
+
+// CheckFenceTx fences a write of a table other than sandboxes (a task
+// environment's) by its record's lease: ErrLeaseLost when ctx carries a
+// fence for record id that is no longer the record's lease. On PostgreSQL
+// it locks the record's row until tx ends, so a take-over waits for this
+// write instead of slipping between the check and the commit.
+func CheckFenceTx(ctx context.Context, tx *sql.Tx, id string) error {
+	if cond, _ := fenceFor(ctx, id); cond == "" {
+		return nil
+	}
+	q := `SELECT lease_owner, lease_epoch FROM sandboxes WHERE id = ?`
+	if isPostgresTx(tx) {
+		q += ` FOR UPDATE`
+	}
+	f, _ := FenceFrom(ctx)
+	var owner sql.NullString
+	var epoch int64
+	if err := tx.QueryRowContext(ctx, q, id).Scan(&owner, &epoch); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // no record: nothing holds a lease on it
+		}
+		return fmt.Errorf("reading the lease of record %s: %w", id, err)
+	}
+	if owner.String != f.Owner || epoch != f.Epoch {
+		return ErrLeaseLost
+	}
+	return nil
+}
