@@ -7,6 +7,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,7 +41,17 @@ type Config struct {
 	// provider's default) and the per-org queue bound (DREADNODE_MAX_QUEUE).
 	Capacity admission.Capacity
 	MaxQueue int
+	// LeaseTTL (DREADNODE_LEASE_TTL) is how long a replica holds a record
+	// without renewing: the most a dead replica's records wait for another.
+	LeaseTTL time.Duration
+	// ReplicaID names this process in the records' leases; empty generates
+	// host-pid-random (tests set it to tell replicas apart in logs).
+	ReplicaID string
 }
+
+// minLeaseTTL keeps renewals (every third of the TTL) from hammering the
+// database and leaves room for their round trips.
+const minLeaseTTL = 500 * time.Millisecond
 
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
 // DREADNODE_BOOTSTRAP_CREDITS is unset.
@@ -76,6 +87,12 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
 		return c, err
+	}
+	if c.LeaseTTL, err = envDuration("DREADNODE_LEASE_TTL", reconciler.DefaultLeaseTTL); err != nil {
+		return c, err
+	}
+	if c.LeaseTTL < minLeaseTTL {
+		return c, fmt.Errorf("DREADNODE_LEASE_TTL: must be at least %s (leases are renewed every third of it), got %s", minLeaseTTL, c.LeaseTTL)
 	}
 	if c.Capacity, err = capacityConfig(); err != nil {
 		return c, err

@@ -128,7 +128,7 @@ func (rc *Reconciler) work(ctx context.Context, r *run, l Lane) {
 			return
 		case id := <-ln.kicks:
 			ln.queued.Delete(id)
-			if err := r.d.Step(ctx, id, l); err != nil && ctx.Err() == nil {
+			if err := rc.stepLeased(ctx, r, id, l); err != nil && ctx.Err() == nil {
 				rc.log.Error("driving a record failed; the next sweep retries", "driver", r.d.Name(), "record", id, "lane", ln.name, "err", err)
 			}
 		}

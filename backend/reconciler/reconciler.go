@@ -53,6 +53,12 @@ type Config struct {
 	RequeueDelay time.Duration
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
+	// ReplicaID names this replica in the records' leases (lease.go); empty
+	// is one id per process. Replicas of one database need distinct ids.
+	ReplicaID string
+	// LeaseTTL is how long a record's lease lasts unrenewed (DefaultLeaseTTL
+	// when zero): the most a dead replica's records wait for another.
+	LeaseTTL time.Duration
 }
 
 // Reconciler is the one loop that drives records of every kind, through a
@@ -70,6 +76,7 @@ type Reconciler struct {
 	sweepNow chan struct{}
 	creating sync.Map     // id -> context.CancelFunc of its create in flight
 	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
+	leases   *leaseTable
 }
 
 // New returns a Reconciler; call Run to start its loop.
@@ -95,7 +102,14 @@ func New(cfg Config) *Reconciler {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
-	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1)}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = processReplicaID()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1),
+		leases: newLeaseTable(cfg.DB, cfg.ReplicaID, cfg.LeaseTTL, cfg.Logger)}
 	if cfg.Provider != nil {
 		deadline := max(2, cfg.Workers/4)
 		create := cfg.CreateWorkers
@@ -144,6 +158,10 @@ func (rc *Reconciler) Changed(r *store.Record) {
 // sweeps due ones every Interval, and has each driver compare its runtime
 // with its records every ObserveEvery (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
+	// The leases taken from recovery on are renewed for as long as the loop runs.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	go rc.leases.renewLoop(renewCtx)
 	// Recovery only compares and repairs: the records a killed process left
 	// in flight then go through the lanes, so a backlog of creates does not
 	// hold up the deadlines that passed while no backend was up.
@@ -313,7 +331,8 @@ func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
 
 // Recover runs at start-up: it compares what the provider runs with the
 // records (adopting, completing or removing), then drives every record that
-// a killed process left in a transitional phase.
+// a killed process left in a transitional phase, among those it can claim:
+// the others are in the hands of live replicas.
 func (rc *Reconciler) Recover(ctx context.Context) error {
 	ctx = context.WithValue(ctx, recoveryKey{}, true)
 	if err := rc.Observe(ctx); err != nil {
@@ -331,7 +350,7 @@ func (rc *Reconciler) Recover(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := rc.Drive(ctx, id); err != nil {
+			if _, err := rc.withLease(ctx, id, func(ctx context.Context) error { _, err := rc.drive(ctx, id); return err }); err != nil {
 				rc.log.Error("recovering sandbox record failed; the sweep retries", "record", id, "err", err)
 			}
 		}()

@@ -278,7 +278,10 @@ func Expect(p sandbox.Phase, mutate func(r *Record) error) func(r *Record) error
 }
 
 // TransitionTx is Transition inside a caller's transaction. On ErrConflict
-// (and ErrIllegalTransition) it returns the current record.
+// (and ErrIllegalTransition) it returns the current record. Under a ctx
+// carrying the record's lease (WithFence) the write also requires the lease
+// to be still that one, and fails with ErrLeaseLost when another replica
+// took the record over.
 func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *Record) error) (*Record, error) {
 	if to != "" && !cause.Valid() {
 		return nil, fmt.Errorf("moving sandbox %s to %s: unknown cause %q (see sandbox.Causes)", id, to, cause)
@@ -304,16 +307,20 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 		return nil, err
 	}
 	args = append(args[1:], r.ID, r.Version) // drop id from the SET list
+	fence, fargs := fenceFor(ctx, id)        // a replica's write carries its lease (lease.go)
 	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, kind = ?, provider = ?, provider_id = ?, provider_data = ?,
 		phase = ?, template_id = ?, spec = ?, metadata = ?, cpu_count = ?, memory_mb = ?, auto_pause = ?, auto_resume = ?,
 		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
 		killed_at = ?, end_at = ?, phase_deadline = ?, kill_reason = ?, diagnostic = ?, exit_code = ?, timeline = ?,
 		endpoints = ?, billed_micro = ?, billed_ns = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
-		version = version + 1 WHERE id = ? AND version = ?`, args...)
+		version = version + 1 WHERE id = ? AND version = ?`+fence, append(args, fargs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("updating record %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
+		if fence != "" {
+			return r, fenceLost(ctx, tx, id)
+		}
 		return r, ErrConflict
 	}
 	r.Version++
