@@ -69,6 +69,7 @@ type Reconciler struct {
 	sb       *run // the sandbox driver's
 	sweepNow chan struct{}
 	creating sync.Map     // id -> context.CancelFunc of its create in flight
+	remote   chan string  // kicks for other replicas' changes (remote.go)
 	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
 }
 
@@ -95,7 +96,8 @@ func New(cfg Config) *Reconciler {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
-	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1)}
+	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1),
+		remote: make(chan string, remoteKicks)}
 	if cfg.Provider != nil {
 		deadline := max(2, cfg.Workers/4)
 		create := cfg.CreateWorkers
@@ -144,6 +146,9 @@ func (rc *Reconciler) Changed(r *store.Record) {
 // sweeps due ones every Interval, and has each driver compare its runtime
 // with its records every ObserveEvery (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
+	// The loop acts through version-checked transitions: its reads need not
+	// wait for another replica's notifications to arrive (store.Relaxed).
+	ctx = store.Relaxed(ctx)
 	// Recovery only compares and repairs: the records a killed process left
 	// in flight then go through the lanes, so a backlog of creates does not
 	// hold up the deadlines that passed while no backend was up.
@@ -173,6 +178,7 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 			goes(func() { w.Watch(ctx) })
 		}
 	}
+	goes(func() { rc.remoteKicker(ctx) })
 	rc.sweepDue(ctx)
 	sweep := time.NewTicker(rc.cfg.Interval)
 	defer sweep.Stop()

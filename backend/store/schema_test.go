@@ -236,7 +236,7 @@ func TestOpenAdoptsLegacyDatabase(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if want := []int64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(versions, want) {
+		if want := []int64{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(versions, want) {
 			t.Fatalf("open %d: goose versions %v, want %v", i+1, versions, want)
 		}
 		var legacyRows int
