@@ -62,9 +62,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
 	if db.Dialect() == store.Postgres {
-		// Stores, billing and admission are safe with several writers; the
-		// reconciler is not yet (no leases: each replica would drive every
-		// record), and the record cache is per process.
+		// Stores, billing and admission are safe with several writers, and
+		// reads and wake-ups are coherent across replicas (wireReplicas);
+		// the reconciler is not yet (no leases: each replica would drive
+		// every record).
 		log.Warn("PostgreSQL: run exactly one backend replica per database with this build; several replicas would each drive every record")
 	}
 	if err := a.bootstrap(ctx); err != nil {
@@ -131,6 +132,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.closer = append(a.closer, a.Tasks.Close)
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
+	a.wireReplicas()
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
