@@ -141,6 +141,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.closer = append(a.closer, a.Tasks.Close)
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
+	a.wireReplicas()
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,

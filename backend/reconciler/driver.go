@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // A Driver drives the records of one kind (compute-backed sandboxes, task
@@ -89,7 +91,8 @@ func newRun(d Driver, l Lanes) *run {
 // kick queues id in the lane the driver sorts it into. It never blocks; a
 // full queue is caught up by the next sweep.
 func (r *run) kick(id string) {
-	l := r.lanes[r.d.Lane(context.Background(), id)]
+	// A lane is a sort, not a decision: a cached copy will do.
+	l := r.lanes[r.d.Lane(store.Relaxed(context.Background()), id)]
 	if _, dup := l.queued.LoadOrStore(id, struct{}{}); dup {
 		return
 	}

@@ -75,6 +75,7 @@ type Reconciler struct {
 	sb       *run // the sandbox driver's
 	sweepNow chan struct{}
 	creating sync.Map     // id -> context.CancelFunc of its create in flight
+	remote   chan string  // kicks for other replicas' changes (remote.go)
 	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
 	leases   *leaseTable
 }
@@ -109,7 +110,7 @@ func New(cfg Config) *Reconciler {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1),
-		leases: newLeaseTable(cfg.DB, cfg.ReplicaID, cfg.LeaseTTL, cfg.Logger)}
+		leases: newLeaseTable(cfg.DB, cfg.ReplicaID, cfg.LeaseTTL, cfg.Logger), remote: make(chan string, remoteKicks)}
 	if cfg.Provider != nil {
 		deadline := max(2, cfg.Workers/4)
 		create := cfg.CreateWorkers
@@ -158,6 +159,9 @@ func (rc *Reconciler) Changed(r *store.Record) {
 // sweeps due ones every Interval, and has each driver compare its runtime
 // with its records every ObserveEvery (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
+	// The loop acts through version-checked transitions: its reads need not
+	// wait for another replica's notifications to arrive (store.Relaxed).
+	ctx = store.Relaxed(ctx)
 	// The leases taken from recovery on are renewed for as long as the loop runs.
 	renewCtx, stopRenewing := context.WithCancel(ctx)
 	defer stopRenewing()
@@ -191,6 +195,7 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 			goes(func() { w.Watch(ctx) })
 		}
 	}
+	goes(func() { rc.remoteKicker(ctx) })
 	rc.sweepDue(ctx)
 	sweep := time.NewTicker(rc.cfg.Interval)
 	defer sweep.Stop()

@@ -167,22 +167,35 @@ func placeholders(n int) string {
 }
 
 // GetRecord reads one record by id, ErrNotFound when absent.
+// On PostgreSQL a cached copy is served only after a read barrier
+// (listen.go), so the read sees every write another replica acknowledged
+// before it began (unless ctx is Relaxed).
 func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
-	if r, ok := db.cache.get(id); ok {
-		return r, nil
+	if r, ok := db.cachedRecord(ctx, id); ok {
+		return r.Clone(), nil
 	}
+	ep := db.cache.at()
 	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
 	if err == nil {
-		db.cache.put(r)
+		db.cache.putAt(r, ep)
 	}
 	return r, err
+}
+
+// cachedRecord is the cached copy of id that may be served now (shared: do
+// not modify it).
+func (db *DB) cachedRecord(ctx context.Context, id string) (*Record, bool) {
+	if _, ok := db.cache.peek(id); !ok || !db.fresh(ctx) {
+		return nil, false
+	}
+	return db.cache.peek(id) // after the barrier: no older than any acknowledged write
 }
 
 // PeekOrgRecord is GetOrgRecord without the copy: the record is shared with
 // the cache and must not be modified (cached records are replaced, never
 // changed in place). It serves the hot read-only path.
 func (db *DB) PeekOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
-	r, ok := db.cache.peek(id)
+	r, ok := db.cachedRecord(ctx, id)
 	if !ok {
 		var err error
 		if r, err = db.GetRecord(ctx, id); err != nil {
@@ -345,6 +358,7 @@ type RecordFilter struct {
 // others are read and decoded. The returned records are shared with the
 // cache: callers must not modify them.
 func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error) {
+	ep := db.cache.at()
 	refs, err := db.listRefs(ctx, f)
 	if err != nil {
 		return nil, err
@@ -366,7 +380,7 @@ func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error
 		return nil, err
 	}
 	for _, r := range loaded {
-		db.cache.put(r)
+		db.cache.putAt(r, ep)
 	}
 	kept := out[:0]
 	for i, r := range refs {
