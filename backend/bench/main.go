@@ -11,6 +11,8 @@
 //     metrics latency (fanout.go)
 //   - admission: a burst of creates through the queue vs as many concurrent
 //     raw docker runs, and the admission decision's cost per create
+//   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
+//     database, and the take-over time after one is killed (replicas.go)
 package main
 
 import (
@@ -50,7 +52,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics,admission", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -104,6 +106,7 @@ func main() {
 		admissionBurst(ctx, cli)
 		admissionOverhead(ctx, cold, ours)
 	}
+	replicaParts()
 	removeRaw(ctx, cli)
 }
 
