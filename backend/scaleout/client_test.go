@@ -122,3 +122,13 @@ func settled(state string) bool {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// raw is a sandbox's whole answer (timeline, diagnostic), for failure messages.
+func raw(b *backendproc.Backend, id string) string {
+	var m map[string]any
+	if _, err := call(b, 10*time.Second, http.MethodGet, "/sandboxes/"+id, "", &m); err != nil {
+		return err.Error()
+	}
+	out, _ := json.MarshalIndent(m, "", "  ")
+	return string(out)
+}

@@ -94,7 +94,7 @@ func TestReplicaKilledMidCreates(t *testing.T) {
 		}
 	}
 
-	final := waitAgreed(t, survivors, ids, 2*time.Minute)
+	final := waitAgreed(t, s, survivors, ids, 2*time.Minute)
 	for id, v := range final {
 		switch v.State {
 		case "running":
@@ -120,16 +120,17 @@ func containsID(vs []view, id string) bool {
 
 // waitAgreed polls every replica for every record until each record is
 // settled and all replicas answer the same state, and returns that state.
-func waitAgreed(t *testing.T, reps []*backendproc.Backend, ids map[string]bool, within time.Duration) map[string]view {
+func waitAgreed(t *testing.T, s *replicas.Set, reps []*backendproc.Backend, ids map[string]bool, within time.Duration) map[string]view {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		final, problems := map[string]view{}, []string(nil)
+		final, problems, stuck := map[string]view{}, []string(nil), []string(nil)
 		for id := range ids {
 			first := get(t, reps[0], id)
 			final[id] = first
 			if !settled(first.State) {
 				problems = append(problems, id+" is "+first.State+" on "+reps[0].URL)
+				stuck = append(stuck, id)
 				continue
 			}
 			for _, b := range reps[1:] {
@@ -143,7 +144,8 @@ func waitAgreed(t *testing.T, reps []*backendproc.Backend, ids map[string]bool, 
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(problems)
-			t.Fatalf("after %s, %d records are unsettled or read differently across replicas:\n%s", within, len(problems), strings.Join(problems, "\n"))
+			t.Fatalf("after %s, %d records are unsettled or read differently across replicas:\n%s\nin the database:\n%s",
+				within, len(problems), strings.Join(problems, "\n"), s.Leases(t, stuck))
 		}
 		time.Sleep(200 * time.Millisecond) // poll interval, bounded by the deadline
 	}
