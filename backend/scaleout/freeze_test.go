@@ -127,16 +127,26 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 		}
 	}
 	var charged, billed int64
-	pollUntil(t, time.Minute, "the org's charges to equal its records' billed credits", func() bool {
-		billed = 0
-		open := false
+	var open []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		billed, open = 0, nil
 		for _, r := range ledger(t, b) {
 			billed += micro(r.BilledCredits)
-			open = open || r.State != "killed"
+			if r.State != "killed" {
+				open = append(open, r.ID+" "+r.State)
+			}
 		}
 		charged = credits0 - micro(balance(t, b))
-		return !open && charged == billed
-	})
+		if len(open) == 0 && charged == billed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after deleting everything: the org was charged %d µcredits, its records say %d; records not killed: %v",
+				charged, billed, open)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval, bounded by the deadline
+	}
 	t.Logf("charged %d µcredits for %d records", charged, len(final))
 }
 

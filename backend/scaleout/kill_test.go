@@ -144,8 +144,10 @@ func waitAgreed(t *testing.T, s *replicas.Set, reps []*backendproc.Backend, ids 
 		}
 		if time.Now().After(deadline) {
 			sort.Strings(problems)
+			leases := s.Leases(t, stuck)
+			reps[0].DumpStacks() // its goroutines, in its output below, show where the work is stuck
 			t.Fatalf("after %s, %d records are unsettled or read differently across replicas:\n%s\nin the database:\n%s",
-				within, len(problems), strings.Join(problems, "\n"), s.Leases(t, stuck))
+				within, len(problems), strings.Join(problems, "\n"), leases)
 		}
 		time.Sleep(200 * time.Millisecond) // poll interval, bounded by the deadline
 	}

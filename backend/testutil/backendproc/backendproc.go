@@ -285,3 +285,19 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// DumpStacks ends the process with SIGQUIT, which makes the Go runtime
+// print every goroutine's stack into Logs: for a test that finds a backend
+// stuck, before it fails.
+func (b *Backend) DumpStacks() {
+	if b.Exited() {
+		return
+	}
+	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGQUIT)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		b.Kill()
+	}
+}
