@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types"
+	"github.com/compose-spec/compose-go/v2/types"
+	dockertypes "github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -68,6 +69,24 @@ func TestComposeDeploymentStarts(t *testing.T) {
 	for _, name := range names {
 		s := p.Services[name]
 		cfg := &container.Config{Image: s.Image, Labels: label, ExposedPorts: nat.PortSet{}}
+		if hc := s.HealthCheck; hc != nil {
+			cfg.Healthcheck = &container.HealthConfig{Test: hc.Test}
+			if hc.Interval != nil {
+				cfg.Healthcheck.Interval = time.Duration(*hc.Interval)
+			}
+			if hc.Timeout != nil {
+				cfg.Healthcheck.Timeout = time.Duration(*hc.Timeout)
+			}
+			if hc.Retries != nil {
+				cfg.Healthcheck.Retries = int(*hc.Retries)
+			}
+		}
+		// As compose does: a service starts once those it depends on are healthy.
+		for dep, d := range s.DependsOn {
+			if d.Condition == types.ServiceConditionHealthy {
+				waitHealthy(t, cli, run+"-"+dep)
+			}
+		}
 		for k, v := range s.Environment {
 			if v != nil {
 				cfg.Env = append(cfg.Env, k+"="+*v)
@@ -115,6 +134,25 @@ func TestComposeDeploymentStarts(t *testing.T) {
 	}
 	for name, url := range urls {
 		waitReady(t, cli, run+"-"+name, url, key)
+	}
+}
+
+// waitHealthy polls a container's health check until it passes.
+func waitHealthy(t *testing.T, cli *client.Client, ctr string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		info, err := cli.ContainerInspect(context.Background(), ctr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Health != nil && info.State.Health.Status == "healthy" {
+			return
+		}
+		if !info.State.Running || time.Now().After(deadline) {
+			t.Fatalf("%s did not become healthy (running %v):\n%s", ctr, info.State.Running, containerLogs(cli, ctr))
+		}
+		time.Sleep(200 * time.Millisecond) // poll interval, bounded by the deadline
 	}
 }
 
@@ -214,7 +252,7 @@ func buildContext(t *testing.T, cli *client.Client, dir, tag string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := cli.ImageBuild(ctx, &buf, types.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	res, err := cli.ImageBuild(ctx, &buf, dockertypes.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
 	if err != nil {
 		t.Fatalf("building %s: %v", tag, err)
 	}

@@ -84,7 +84,7 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	for _, v := range listed {
 		ids[v.SandboxID] = true
 	}
-	final := waitAgreed(t, s, []*backendproc.Backend{b}, ids, 2*time.Minute)
+	final := waitAgreed(t, s, []*backendproc.Backend{b}, ids, 4*time.Minute)
 	for _, id := range doomed {
 		if final[id].State != "deleted" {
 			t.Errorf("sandbox %s was deleted through A but B shows it %s:\n%s\n%s", id, final[id].State, raw(b, id), s.Leases(t, []string{id}))

@@ -94,7 +94,8 @@ func TestReplicaKilledMidCreates(t *testing.T) {
 		}
 	}
 
-	final := waitAgreed(t, s, survivors, ids, 2*time.Minute)
+	// Docker is the bottleneck: a loaded engine starts a container in seconds.
+	final := waitAgreed(t, s, survivors, ids, 5*time.Minute)
 	for id, v := range final {
 		switch v.State {
 		case "running":

@@ -34,7 +34,8 @@ type Options struct {
 	// records before another takes them over; default 2s so take-overs
 	// happen within a test.
 	LeaseTTL time.Duration
-	// Interval is DREADNODE_RECONCILE_INTERVAL (the sweep); default 200ms.
+	// Interval is DREADNODE_RECONCILE_INTERVAL (the sweep); default 500ms:
+	// shorter, three replicas listing containers keep a loaded engine busy.
 	Interval time.Duration
 	// Env adds variables to every replica (e.g. DREADNODE_PROVIDER=e2b).
 	Env map[string]string
@@ -68,7 +69,7 @@ func Start(t testing.TB, opts Options) *Set {
 		opts.LeaseTTL = 2 * time.Second
 	}
 	if opts.Interval == 0 {
-		opts.Interval = 200 * time.Millisecond
+		opts.Interval = 500 * time.Millisecond
 	}
 	if opts.DatabaseURL == "" {
 		opts.DatabaseURL = pgtest.Database(t)
