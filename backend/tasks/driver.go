@@ -382,6 +382,9 @@ func (s *Service) work(ctx context.Context, id string) {
 		}
 		cause := context.Cause(wctx)
 		cancel()
+		if s.mayAct(ctx) != nil {
+			return // another replica may have taken it over: the outcome is its to act on
+		}
 		switch {
 		case err == nil:
 			continue // next state
