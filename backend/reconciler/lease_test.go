@@ -331,3 +331,42 @@ func TestLeaseTwoReplicasShareTheWork(t *testing.T) {
 		}
 	})
 }
+
+// An API request's Drive of a record another replica holds waits for it
+// instead of driving it too, and drives it once the lease is given back.
+func TestLeaseDriveWaitsForTheHolder(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		g := newReplicas(t, url)
+		g.insert(t, "sb1")
+		ctx := context.Background()
+		f, ok, err := g.db.ClaimLease(ctx, "sb1", "replica-a", time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		r, err := g.b.Drive(short, "sb1")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || r == nil || r.Phase != sandbox.PhasePending || g.fake.Calls("create") != 0 {
+			t.Fatalf("Drive of a held record: %v, %v, %d creates; want it waiting, the record untouched", r, err, g.fake.Calls("create"))
+		}
+		done := make(chan *store.Record, 1)
+		go func() {
+			r, err := g.b.Drive(ctx, "sb1")
+			if err != nil {
+				t.Errorf("Drive: %v", err)
+			}
+			done <- r
+		}()
+		if err := g.db.ReleaseLease(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			if r == nil || r.Phase != sandbox.PhaseRunning {
+				t.Fatalf("after the holder let go, Drive returned %+v", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Drive never took the released record")
+		}
+	})
+}
