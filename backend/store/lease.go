@@ -198,3 +198,16 @@ func CheckFenceTx(ctx context.Context, tx *sql.Tx, id string) error {
 	}
 	return nil
 }
+
+// FreshRecord reads record id from the database, not the cache, and
+// refreshes the cache with it. A replica that just claimed a record decides
+// from it: another replica may have written the record a moment ago, and
+// this process's cache may not have heard yet; a decision from a stale copy
+// would call the provider for a phase the record has left.
+func (db *DB) FreshRecord(ctx context.Context, id string) (*Record, error) {
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err == nil {
+		db.cache.put(r)
+	}
+	return r, err
+}
