@@ -231,7 +231,7 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.db.GetRecord(ctx, e.RecordID)
+	r, err := s.db.FreshRecord(ctx, e.RecordID) // not the cache: another replica may have moved it
 	if err != nil {
 		return e, err
 	}
