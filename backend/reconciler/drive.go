@@ -70,7 +70,7 @@ func (rc *Reconciler) drive(ctx context.Context, id string) (*store.Record, erro
 	defer unlock()
 	var opErr error
 	for range 16 {
-		r, err := rc.db.GetRecord(ctx, id)
+		r, err := rc.db.FreshRecord(ctx, id) // another replica may have written it: not the cache
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +224,7 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 		if err := rc.MayAct(ctx); err != nil {
 			return err // taken over meanwhile: what the create left is the new holder's
 		}
-		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != sandbox.PhaseCreating {
+		if cur, gerr := rc.db.FreshRecord(ctx, r.ID); gerr == nil && cur.Phase != sandbox.PhaseCreating {
 			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
 		if rc.cfg.RequeueDelay > 0 && compute.AtCapacity(err) {

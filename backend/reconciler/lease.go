@@ -143,13 +143,16 @@ func (t *leaseTable) valid(f store.Fence) bool {
 // lapsed in the database before it ran.
 func (t *leaseTable) renew(ctx context.Context) error {
 	t.mu.Lock()
-	n := len(t.held)
+	ids := make([]string, 0, len(t.held))
+	for id := range t.held {
+		ids = append(ids, id)
+	}
 	t.mu.Unlock()
-	if n == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
 	sent := time.Now()
-	if _, err := t.db.RenewLeases(ctx, t.owner, t.ttl); err != nil {
+	if _, err := t.db.RenewLeases(ctx, t.owner, ids, t.ttl); err != nil {
 		return err
 	}
 	if took := time.Since(sent); took >= t.margin {

@@ -41,7 +41,8 @@ func (g *gated) Create(ctx context.Context, spec compute.Spec) (compute.Instance
 }
 
 type replicas struct {
-	db   *store.DB
+	db   *store.DB // replica B's (each replica has its own store, and so its own cache)
+	dbA  *store.DB
 	fake *computetest.Fake
 	gate *gated
 	a, b *Reconciler
@@ -54,11 +55,15 @@ const aTTL = 400 * time.Millisecond
 func newReplicas(t *testing.T, url string) *replicas {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
+	open := func() *store.DB {
+		db, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
 	}
-	t.Cleanup(func() { db.Close() })
+	db, dbA := open(), open()
 	org, _, err := db.EnsureOrg(ctx, "o1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +71,11 @@ func newReplicas(t *testing.T, url string) *replicas {
 	fake := computetest.New()
 	gate := &gated{Fake: fake, entered: make(chan string, 16), open: make(chan struct{})}
 	clock := NewFakeClock(time.Now())
-	cfg := func(p compute.Provider, id string, ttl time.Duration) Config {
+	cfg := func(db *store.DB, p compute.Provider, id string, ttl time.Duration) Config {
 		return Config{DB: db, Provider: p, Clock: clock, ReplicaID: id, LeaseTTL: ttl, Interval: 20 * time.Millisecond}
 	}
-	return &replicas{db: db, fake: fake, gate: gate, org: org.ID,
-		a: New(cfg(gate, "replica-a", aTTL)), b: New(cfg(fake, "replica-b", 10*time.Second))}
+	return &replicas{db: db, dbA: dbA, fake: fake, gate: gate, org: org.ID,
+		a: New(cfg(dbA, gate, "replica-a", aTTL)), b: New(cfg(db, fake, "replica-b", 10*time.Second))}
 }
 
 func (g *replicas) insert(t *testing.T, id string) {
@@ -85,7 +90,7 @@ func (g *replicas) insert(t *testing.T, id string) {
 
 func (g *replicas) get(t *testing.T, id string) *store.Record {
 	t.Helper()
-	r, err := g.db.GetRecord(context.Background(), id)
+	r, err := g.db.FreshRecord(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +333,78 @@ func TestLeaseTwoReplicasShareTheWork(t *testing.T) {
 		}
 		if c, insts := g.fake.Calls("create"), len(g.fake.Instances()); c != n || insts != n {
 			t.Fatalf("%d creates and %d instances for %d records: a record was driven twice", c, insts, n)
+		}
+	})
+}
+
+// An API request's Drive of a record another replica holds waits for it
+// instead of driving it too, and drives it once the lease is given back.
+func TestLeaseDriveWaitsForTheHolder(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		g := newReplicas(t, url)
+		g.insert(t, "sb1")
+		ctx := context.Background()
+		f, ok, err := g.db.ClaimLease(ctx, "sb1", "replica-a", time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		r, err := g.b.Drive(short, "sb1")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || r == nil || r.Phase != sandbox.PhasePending || g.fake.Calls("create") != 0 {
+			t.Fatalf("Drive of a held record: %v, %v, %d creates; want it waiting, the record untouched", r, err, g.fake.Calls("create"))
+		}
+		done := make(chan *store.Record, 1)
+		go func() {
+			r, err := g.b.Drive(ctx, "sb1")
+			if err != nil {
+				t.Errorf("Drive: %v", err)
+			}
+			done <- r
+		}()
+		if err := g.db.ReleaseLease(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			if r == nil || r.Phase != sandbox.PhaseRunning {
+				t.Fatalf("after the holder let go, Drive returned %+v", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Drive never took the released record")
+		}
+	})
+}
+
+// A replica decides from the record as stored, not from its cache: B's
+// cache still says creating when A has made the record running, and B's
+// step then creates nothing.
+func TestLeaseHolderReadsPastItsCache(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		g := newReplicas(t, url)
+		close(g.gate.open)
+		g.insert(t, "sb1")
+		ctx := context.Background()
+		if _, err := g.db.Transition(ctx, "sb1", sandbox.PhaseCreating, sandbox.CauseReconciler, func(r *store.Record) error {
+			r.PhaseDeadline = time.Now().Add(time.Minute)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.a.stepLeased(ctx, g.a.sb, "sb1", LaneCreate); err != nil {
+			t.Fatal(err)
+		}
+		if cached, _ := g.db.GetRecord(ctx, "sb1"); cached.Phase != sandbox.PhaseCreating {
+			t.Fatalf("B's cache already says %s; the test needs it stale", cached.Phase)
+		}
+		if err := g.b.stepLeased(ctx, g.b.sb, "sb1", LaneCreate); err != nil {
+			t.Fatal(err)
+		}
+		if n := g.fake.Calls("create"); n != 1 {
+			t.Fatalf("%d creates: replica B acted on its stale cached copy", n)
+		}
+		if r := g.get(t, "sb1"); r.Phase != sandbox.PhaseRunning {
+			t.Fatalf("record %s, want running", r.Phase)
 		}
 	})
 }

@@ -165,7 +165,7 @@ func (rc *Reconciler) repair(ctx context.Context, id string) error {
 func (rc *Reconciler) repairLeased(ctx context.Context, id string) error {
 	unlock := rc.locks.Lock(id)
 	defer unlock()
-	r, err := rc.db.GetRecord(ctx, id)
+	r, err := rc.db.FreshRecord(ctx, id)
 	if err != nil || r.ProviderID == "" {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -71,20 +72,32 @@ func (db *DB) ClaimLease(ctx context.Context, id, owner string, ttl time.Duratio
 	return Fence{ID: id, Owner: owner, Epoch: f.Epoch}, true, nil
 }
 
-// RenewLeases extends by ttl every unexpired lease owner holds, in one
-// write, and returns how many it extended. An expired lease is not renewed
-// even if nobody took it yet: its holder must claim it again (a new epoch),
-// since another replica may have acted on the record meanwhile.
-func (db *DB) RenewLeases(ctx context.Context, owner string, ttl time.Duration) (int, error) {
-	now, args := db.leaseNow()
-	a := append(append([]any{}, args...), ttl.Nanoseconds(), owner)
-	res, err := db.w.ExecContext(ctx, `UPDATE sandboxes SET lease_expires = `+now+` + ?
-		WHERE lease_owner = ? AND lease_expires > `+now, append(a, args...)...)
-	if err != nil {
-		return 0, fmt.Errorf("renewing the leases of %s: %w", owner, err)
+// RenewLeases extends by ttl the unexpired leases owner holds among records
+// ids, in one write per 500 ids, and returns how many it extended. An
+// expired lease is not renewed even if nobody took it yet: its holder must
+// claim it again (a new epoch), since another replica may have acted on the
+// record meanwhile. Naming the records (rather than every lease of owner)
+// keeps a lease whose release failed from living as long as its owner.
+func (db *DB) RenewLeases(ctx context.Context, owner string, ids []string, ttl time.Duration) (int, error) {
+	total := 0
+	for chunk := range slices.Chunk(ids, 500) {
+		now, args := db.leaseNow()
+		a := append(append([]any{}, args...), ttl.Nanoseconds(), owner)
+		for _, id := range chunk {
+			a = append(a, id)
+		}
+		res, err := db.w.ExecContext(ctx, `UPDATE sandboxes SET lease_expires = `+now+` + ?
+			WHERE lease_owner = ? AND id IN (`+placeholders(len(chunk))+`) AND lease_expires > `+now, append(a, args...)...)
+		if err != nil {
+			return total, fmt.Errorf("renewing the leases of %s: %w", owner, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	return total, nil
 }
 
 // ReleaseLease gives f's record back (another replica may claim it at
@@ -184,4 +197,17 @@ func CheckFenceTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return ErrLeaseLost
 	}
 	return nil
+}
+
+// FreshRecord reads record id from the database, not the cache, and
+// refreshes the cache with it. A replica that just claimed a record decides
+// from it: another replica may have written the record a moment ago, and
+// this process's cache may not have heard yet; a decision from a stale copy
+// would call the provider for a phase the record has left.
+func (db *DB) FreshRecord(ctx context.Context, id string) (*Record, error) {
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err == nil {
+		db.cache.put(r)
+	}
+	return r, err
 }

@@ -68,13 +68,13 @@ func TestLeaseClaimRenewRelease(t *testing.T) {
 		}
 
 		before := leaseExpiry(t, db, "r1")
-		if n, err := db.RenewLeases(ctx, "A", 2*time.Minute); err != nil || n != 1 {
+		if n, err := db.RenewLeases(ctx, "A", []string{"r1", "missing"}, 2*time.Minute); err != nil || n != 1 {
 			t.Fatalf("renew = %d, %v; want 1", n, err)
 		}
 		if after := leaseExpiry(t, db, "r1"); !after.After(before) {
 			t.Fatalf("renewal did not move the expiry: %v then %v", before, after)
 		}
-		if n, _ := db.RenewLeases(ctx, "B", time.Minute); n != 0 {
+		if n, _ := db.RenewLeases(ctx, "B", []string{"r1"}, time.Minute); n != 0 {
 			t.Fatalf("B renewed %d leases it does not hold", n)
 		}
 
@@ -109,7 +109,7 @@ func TestLeaseExpiresAndIsTakenOver(t *testing.T) {
 			t.Fatalf("take-over epoch %d, want %d", b.Epoch, a.Epoch+1)
 		}
 		// The old holder renews nothing and cannot claim it back.
-		if n, _ := db.RenewLeases(ctx, "A", time.Minute); n != 0 {
+		if n, _ := db.RenewLeases(ctx, "A", []string{"r1"}, time.Minute); n != 0 {
 			t.Fatalf("A renewed %d leases after losing them", n)
 		}
 		if _, ok := claim(t, db, "r1", "A", time.Minute); ok {
@@ -124,7 +124,7 @@ func TestLeaseExpiresAndIsTakenOver(t *testing.T) {
 				t.Fatal("A's lease on r2 never expired")
 			}
 		}
-		if n, err := db.RenewLeases(ctx, "A", time.Minute); err != nil || n != 0 {
+		if n, err := db.RenewLeases(ctx, "A", []string{"r2"}, time.Minute); err != nil || n != 0 {
 			t.Fatalf("A renewed %d expired leases (%v), want 0", n, err)
 		}
 		if again, ok := claim(t, db, "r2", "A", time.Minute); !ok || again.Epoch != c.Epoch+1 {

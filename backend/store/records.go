@@ -564,31 +564,15 @@ func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
 }
 
 // RecordPhases maps record ids to phases for the given ids (missing ids are
-// absent), for the orphan sweep.
+// absent).
 func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]sandbox.Phase, error) {
-	out := make(map[string]sandbox.Phase, len(ids))
-	for chunk := range slices.Chunk(ids, 500) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		rows, err := db.r.QueryContext(ctx, `SELECT id, phase FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			var p sandbox.Phase
-			if err := rows.Scan(&id, &p); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[id] = p
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	recs, err := db.RecordInstances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]sandbox.Phase, len(recs))
+	for id, ri := range recs {
+		out[id] = ri.Phase
 	}
 	return out, nil
 }

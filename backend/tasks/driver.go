@@ -231,7 +231,7 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.db.GetRecord(ctx, e.RecordID)
+	r, err := s.db.FreshRecord(ctx, e.RecordID) // not the cache: another replica may have moved it
 	if err != nil {
 		return e, err
 	}
@@ -382,6 +382,9 @@ func (s *Service) work(ctx context.Context, id string) {
 		}
 		cause := context.Cause(wctx)
 		cancel()
+		if s.mayAct(ctx) != nil {
+			return // another replica may have taken it over: the outcome is its to act on
+		}
 		switch {
 		case err == nil:
 			continue // next state

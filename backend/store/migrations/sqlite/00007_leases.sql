@@ -7,17 +7,16 @@
 -- epoch its holder claimed, so a replica that lost the record changes no row.
 -- They are not part of a record's version: a claim must not make an API
 -- transition racing it fail with a spurious conflict.
--- The index serves the renewal, which extends every lease of one replica.
+-- No index on them: the renewal names the records it extends (by id), and
+-- an index on a lease column would make every claim and release on
+-- PostgreSQL a non-HOT update, rewriting every index of the table.
 
 -- +goose Up
 ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
 ALTER TABLE sandboxes ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE sandboxes ADD COLUMN lease_expires BIGINT;
 
-CREATE INDEX sandboxes_lease_owner ON sandboxes (lease_owner) WHERE lease_owner IS NOT NULL;
-
 -- +goose Down
-DROP INDEX sandboxes_lease_owner;
 ALTER TABLE sandboxes DROP COLUMN lease_expires;
 ALTER TABLE sandboxes DROP COLUMN lease_epoch;
 ALTER TABLE sandboxes DROP COLUMN lease_owner;
