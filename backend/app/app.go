@@ -61,6 +61,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
+	db.SetReadBarrier(!cfg.NoReadBarrier)
 	if db.Dialect() == store.Postgres {
 		// Stores, billing and admission are safe with several writers, and
 		// reads and wake-ups are coherent across replicas (wireReplicas);

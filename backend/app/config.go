@@ -40,6 +40,11 @@ type Config struct {
 	// provider's default) and the per-org queue bound (DREADNODE_MAX_QUEUE).
 	Capacity admission.Capacity
 	MaxQueue int
+	// NoReadBarrier (DREADNODE_READ_BARRIER=off; PostgreSQL only) serves
+	// cached reads without waiting for the read barrier: faster, but a read
+	// may miss another replica's write acknowledged less than a
+	// notification's delivery ago (see DESIGN.md, coherence across replicas).
+	NoReadBarrier bool
 }
 
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
@@ -85,6 +90,13 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.MaxQueue < 1 {
 		return c, fmt.Errorf("DREADNODE_MAX_QUEUE: must be 1 or more, got %d", c.MaxQueue)
+	}
+	switch v := os.Getenv("DREADNODE_READ_BARRIER"); v {
+	case "", "on":
+	case "off":
+		c.NoReadBarrier = true
+	default:
+		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err

@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,8 @@ type listener struct {
 	log    *slog.Logger
 	syncCh string // this replica's barrier channel
 	pids   *pidSet
+	// noBarrier serves cached reads without a barrier (SetReadBarrier).
+	noBarrier atomic.Bool
 
 	cbMu      sync.RWMutex
 	onRecord  []func(RemoteChange)
@@ -480,10 +483,18 @@ func (db *DB) Listening() bool {
 // fresh reports whether a cached record may be served: on PostgreSQL it
 // waits for a read barrier (see above); false means read the database.
 func (db *DB) fresh(ctx context.Context) bool {
-	if db.remote == nil || relaxed(ctx) {
+	if db.remote == nil || relaxed(ctx) || db.remote.noBarrier.Load() {
 		return true
 	}
 	return db.remote.barrier(ctx) == nil
+}
+
+// SetReadBarrier turns the read barrier on (the default) or off; off, every
+// read is as if Relaxed. No effect on SQLite.
+func (db *DB) SetReadBarrier(on bool) {
+	if db.remote != nil {
+		db.remote.noBarrier.Store(!on)
+	}
 }
 
 type relaxedKey struct{}
