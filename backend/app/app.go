@@ -61,6 +61,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
+	db.SetReadBarrier(!cfg.NoReadBarrier)
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = reconciler.NewReplicaID()
 	}

@@ -47,6 +47,11 @@ type Config struct {
 	// ReplicaID names this process in the records' leases; empty generates
 	// host-pid-random (tests set it to tell replicas apart in logs).
 	ReplicaID string
+	// NoReadBarrier (DREADNODE_READ_BARRIER=off; PostgreSQL only) serves
+	// cached reads without waiting for the read barrier: faster, but a read
+	// may miss another replica's write acknowledged less than a
+	// notification's delivery ago (see DESIGN.md, coherence across replicas).
+	NoReadBarrier bool
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -102,6 +107,13 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.MaxQueue < 1 {
 		return c, fmt.Errorf("DREADNODE_MAX_QUEUE: must be 1 or more, got %d", c.MaxQueue)
+	}
+	switch v := os.Getenv("DREADNODE_READ_BARRIER"); v {
+	case "", "on":
+	case "off":
+		c.NoReadBarrier = true
+	default:
+		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err

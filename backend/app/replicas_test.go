@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,17 @@ func TestDeleteOnOneReplicaCancelsCreateOnAnother(t *testing.T) {
 	st := a.waitState(id, 10*time.Second, "killed", "deleted", "stopped")
 	if len(fake.Sandboxes()) != 0 {
 		t.Fatalf("E2B runs a sandbox of a deleted record: %+v (record %v)", fake.Sandboxes(), st)
+	}
+}
+
+// DREADNODE_READ_BARRIER takes on or off; anything else is refused by name.
+func TestReadBarrierSetting(t *testing.T) {
+	t.Setenv("DREADNODE_READ_BARRIER", "off")
+	if c, err := ConfigFromEnv(); err != nil || !c.NoReadBarrier {
+		t.Fatalf("off: %+v, %v", c.NoReadBarrier, err)
+	}
+	t.Setenv("DREADNODE_READ_BARRIER", "sometimes")
+	if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "DREADNODE_READ_BARRIER") {
+		t.Fatalf("a bad value must be refused naming the variable, got %v", err)
 	}
 }

@@ -6,6 +6,7 @@
 //   - 50 concurrent creates vs 50 concurrent raw create+start (wall time)
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
+//     (get-pg: on a PostgreSQL replica, against SQLite in the same run)
 //   - exec, streaming and file transfer (streams.go)
 //   - deadlines during a burst of creates, lists over 100k records, sandbox
 //     metrics latency (fanout.go)
@@ -52,7 +53,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -91,6 +92,9 @@ func main() {
 	}
 	if want("get") {
 		cold.getThroughput()
+	}
+	if want("get-pg") {
+		getOnPostgres(ctx, cold)
 	}
 	streamParts(ctx, cli, cold)
 	if want("metrics") {

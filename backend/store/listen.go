@@ -15,12 +15,13 @@ package store
 // delivers notifications to a listener in commit order, so once B has
 // received a token it sent itself (NOTIFY on a channel of its own) after a
 // read began, it has received every notification committed before that
-// read began, and the cache holds nothing older than them. Concurrent
-// readers share one barrier (group-commit style: readers arriving while one
-// is in flight wait for the next), so the cost is one NOTIFY round trip per
-// batch of reads, not per read. Cache misses need no barrier: they read the
-// database itself.
-//
+// read began, and the cache holds nothing older than them. The token is
+// sent on the listening connection itself, so it comes back in the reply to
+// that NOTIFY (one round trip, no other server process involved), behind
+// every notification committed before it. Concurrent readers share one
+// barrier (group-commit style: readers join the round not yet sent), so the
+// cost is one NOTIFY per batch of reads, not per read.
+
 // When the listening connection fails, notifications may have been missed:
 // the cache is emptied and switched off (reads go to the database), the
 // resync callbacks run (every waiter re-reads), and the listener reconnects
@@ -37,9 +38,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
@@ -52,8 +55,7 @@ const (
 
 const (
 	// barrierTimeout bounds a read's wait for its barrier; past it the read
-	// goes to the database and the listener is reconnected (its token was
-	// lost: the connection is as good as dead).
+	// goes to the database and the listener is reconnected (it is stuck).
 	barrierTimeout = 2 * time.Second
 	// heartbeatEvery is how often an idle listener proves it still receives
 	// (a silently cut connection otherwise looks like a quiet database).
@@ -78,19 +80,21 @@ type listener struct {
 	log    *slog.Logger
 	syncCh string // this replica's barrier channel
 	pids   *pidSet
+	// noBarrier serves cached reads without a barrier (SetReadBarrier).
+	noBarrier atomic.Bool
 
 	cbMu      sync.RWMutex
 	onRecord  []func(RemoteChange)
 	onTaskEnv []func(id string)
 	onResync  []func()
 
-	mu       sync.Mutex
-	up       bool
-	seq      uint64
-	inflight *round
-	next     *round
-	sends    chan *round        // to the session's sender
-	restart  context.CancelFunc // ends the current session
+	mu        sync.Mutex
+	up        bool
+	seq       uint64
+	open      *round             // the round readers join; not sent yet
+	sent      []*round           // sent, waiting for their tokens, in order
+	interrupt context.CancelFunc // ends the receiver's current wait (a round opened)
+	restart   context.CancelFunc // ends the current session
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -114,13 +118,13 @@ func newListener(db *DB, cfg *pgx.ConnConfig, pids *pidSet) *listener {
 // start connects once (so a replica that cannot listen fails to open) and
 // then keeps listening in the background until stop.
 func (l *listener) start(ctx context.Context) error {
-	s, err := l.connect(ctx)
+	c, err := l.connect(ctx)
 	if err != nil {
 		return fmt.Errorf("listening for other replicas' changes: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
-	go l.run(runCtx, s)
+	go l.run(runCtx, c)
 	return nil
 }
 
@@ -131,48 +135,32 @@ func (l *listener) stop() {
 	}
 }
 
-// session is one pair of connections: one listens, the other sends the
-// barrier tokens (one at a time, so a single connection serves them).
-type session struct {
-	listen, send *pgx.Conn
-}
-
-func (s *session) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = s.listen.Close(ctx)
-	_ = s.send.Close(ctx)
-}
-
-func (l *listener) connect(ctx context.Context) (*session, error) {
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lc, err := pgx.ConnectConfig(cctx, l.cfg)
+	c, err := pgx.ConnectConfig(cctx, l.cfg)
 	if err != nil {
 		return nil, err
 	}
 	for _, ch := range []string{recordsChannel, taskEnvsChannel, l.syncCh} {
-		if _, err := lc.Exec(cctx, "LISTEN "+ch); err != nil {
-			_ = lc.Close(ctx)
+		if _, err := c.Exec(cctx, "LISTEN "+ch); err != nil {
+			_ = c.Close(ctx)
 			return nil, err
 		}
 	}
-	sc, err := pgx.ConnectConfig(cctx, l.cfg)
-	if err != nil {
-		_ = lc.Close(ctx)
-		return nil, err
-	}
-	return &session{listen: lc, send: sc}, nil
+	return c, nil
 }
 
-func (l *listener) run(ctx context.Context, s *session) {
+func (l *listener) run(ctx context.Context, c *pgx.Conn) {
 	defer close(l.done)
 	backoff := 100 * time.Millisecond
 	for {
-		if s != nil {
-			err := l.serve(ctx, s)
-			s.close()
-			s = nil
+		if c != nil {
+			err := l.serve(ctx, c)
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = c.Close(cctx)
+			cancel()
+			c = nil
 			if ctx.Err() != nil {
 				return
 			}
@@ -184,7 +172,7 @@ func (l *listener) run(ctx context.Context, s *session) {
 		case <-time.After(backoff):
 		}
 		var err error
-		if s, err = l.connect(ctx); err != nil {
+		if c, err = l.connect(ctx); err != nil {
 			l.log.Warn("reconnecting to PostgreSQL for other replicas' changes failed; retrying", "err", err, "in", backoff)
 			backoff = min(2*backoff, maxBackoff)
 			continue
@@ -194,28 +182,26 @@ func (l *listener) run(ctx context.Context, s *session) {
 	}
 }
 
-// serve runs one session until its connection fails or ctx ends.
-func (l *listener) serve(ctx context.Context, s *session) error {
+// serve runs one connection until it fails or ctx ends.
+func (l *listener) serve(ctx context.Context, c *pgx.Conn) error {
 	sctx, cancel := context.WithCancel(ctx)
-	sends := make(chan *round, 1)
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); l.sender(sctx, s.send, sends) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); l.heartbeat(sctx) }()
 
 	// Listening from here on: what was cached before may have missed
 	// changes, so start afresh, and have every waiter re-read.
 	l.db.cache.reset(false)
 	l.mu.Lock()
-	l.up, l.sends, l.restart = true, sends, cancel
+	l.up, l.restart = true, cancel
 	l.mu.Unlock()
 	l.resync()
 
-	err := l.receive(sctx, s.listen)
+	err := l.receive(sctx, c)
 
 	l.db.cache.reset(true)
 	l.mu.Lock()
-	l.up, l.sends, l.restart = false, nil, nil
+	l.up, l.restart, l.interrupt = false, nil, nil
 	l.failRoundsLocked(errListenerDown)
 	l.mu.Unlock()
 	cancel()
@@ -224,38 +210,95 @@ func (l *listener) serve(ctx context.Context, s *session) error {
 	return err
 }
 
-// receive applies notifications, in commit order, until the connection fails.
+// receive applies notifications, in commit order, and sends the barrier
+// tokens, until the connection fails or ctx ends.
 func (l *listener) receive(ctx context.Context, c *pgx.Conn) error {
 	for {
-		n, err := c.WaitForNotification(ctx)
+		// What pgx received during the last command (the token among it).
+		for {
+			n, _ := c.WaitForNotification(doneCtx) // returns only what is buffered
+			if n == nil {
+				break
+			}
+			l.apply(n)
+		}
+		l.mu.Lock()
+		r := l.open
+		l.open = nil
+		if r != nil {
+			l.sent = append(l.sent, r)
+		}
+		l.mu.Unlock()
+		if r != nil {
+			ectx, cancel := context.WithTimeout(ctx, barrierTimeout)
+			_, err := c.Exec(ectx, "SELECT pg_notify($1, $2)", l.syncCh, strconv.FormatUint(r.n, 10))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("sending a read barrier: %w", err)
+			}
+			continue
+		}
+		// Wait for a notification, or until a reader opens a round.
+		wctx, stop := context.WithCancel(ctx)
+		l.mu.Lock()
+		if l.open != nil {
+			l.mu.Unlock()
+			stop()
+			continue
+		}
+		l.interrupt = stop
+		l.mu.Unlock()
+		n, err := c.WaitForNotification(wctx)
+		l.mu.Lock()
+		l.interrupt = nil
+		l.mu.Unlock()
+		stop()
 		if err != nil {
+			if ctx.Err() == nil && !c.IsClosed() && errors.Is(wctx.Err(), context.Canceled) {
+				continue // interrupted: a round opened
+			}
 			return err
 		}
-		switch n.Channel {
-		case l.syncCh:
-			seq, _ := strconv.ParseUint(n.Payload, 10, 64)
-			l.finish(seq, nil)
-		case recordsChannel:
-			c, ok := parseRecordChange(n.Payload)
-			if !ok {
-				continue
+		if n != nil {
+			l.apply(n)
+		}
+	}
+}
+
+// doneCtx is an ended context: WaitForNotification given it returns a
+// notification pgx already holds, or nothing, without reading.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// apply handles one notification.
+func (l *listener) apply(n *pgconn.Notification) {
+	switch n.Channel {
+	case l.syncCh:
+		seq, _ := strconv.ParseUint(n.Payload, 10, 64)
+		l.finish(seq, nil)
+	case recordsChannel:
+		c, ok := parseRecordChange(n.Payload)
+		if !ok {
+			return
+		}
+		l.db.cache.committed(c.ID, c.Version)
+		if !l.pids.has(n.PID) { // this replica's own writes woke their waiters already
+			l.cbMu.RLock()
+			for _, f := range l.onRecord {
+				f(c)
 			}
-			l.db.cache.committed(c.ID, c.Version)
-			if !l.pids.has(n.PID) { // this replica's own writes woke their waiters already
-				l.cbMu.RLock()
-				for _, f := range l.onRecord {
-					f(c)
-				}
-				l.cbMu.RUnlock()
+			l.cbMu.RUnlock()
+		}
+	case taskEnvsChannel:
+		if !l.pids.has(n.PID) {
+			l.cbMu.RLock()
+			for _, f := range l.onTaskEnv {
+				f(n.Payload)
 			}
-		case taskEnvsChannel:
-			if !l.pids.has(n.PID) {
-				l.cbMu.RLock()
-				for _, f := range l.onTaskEnv {
-					f(n.Payload)
-				}
-				l.cbMu.RUnlock()
-			}
+			l.cbMu.RUnlock()
 		}
 	}
 }
@@ -271,25 +314,6 @@ func parseRecordChange(p string) (RemoteChange, bool) {
 		return RemoteChange{}, false
 	}
 	return RemoteChange{ID: f[0], Version: v, Phase: sandbox.Phase(f[2])}, true
-}
-
-// sender sends the barrier tokens of this session, one round at a time.
-func (l *listener) sender(ctx context.Context, c *pgx.Conn, sends <-chan *round) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-sends:
-			ectx, cancel := context.WithTimeout(ctx, barrierTimeout)
-			_, err := c.Exec(ectx, "SELECT pg_notify($1, $2)", l.syncCh, strconv.FormatUint(r.n, 10))
-			cancel()
-			if err != nil {
-				l.finish(r.n, err)
-				l.reconnect()
-				return
-			}
-		}
-	}
 }
 
 // heartbeat runs a barrier whenever the listener has been idle for a while,
@@ -324,14 +348,14 @@ func (l *listener) barrier(ctx context.Context) error {
 		l.mu.Unlock()
 		return errListenerDown
 	}
-	if l.next == nil {
+	if l.open == nil {
 		l.seq++
-		l.next = &round{n: l.seq, done: make(chan struct{})}
+		l.open = &round{n: l.seq, done: make(chan struct{})}
+		if l.interrupt != nil {
+			l.interrupt() // the receiver is waiting: have it send the token
+		}
 	}
-	r := l.next
-	if l.inflight == nil {
-		l.launchLocked()
-	}
+	r := l.open
 	l.mu.Unlock()
 	t := time.NewTimer(barrierTimeout)
 	defer t.Stop()
@@ -347,44 +371,29 @@ func (l *listener) barrier(ctx context.Context) error {
 	}
 }
 
-// launchLocked sends the next round's token; l.mu is held.
-func (l *listener) launchLocked() {
-	r := l.next
-	l.next, l.inflight = nil, r
-	select {
-	case l.sends <- r:
-	default: // cannot happen: one round in flight at a time
-		l.inflight = nil
-		r.err = errListenerDown
+// finish completes the rounds up to n: their tokens came back in order (or
+// round n's could not be sent: err).
+func (l *listener) finish(n uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.sent) > 0 && l.sent[0].n <= n {
+		r := l.sent[0]
+		l.sent = l.sent[1:]
+		r.err = err
 		close(r.done)
 	}
 }
 
-// finish completes round n (its token came back, or err) and launches the
-// next one if readers are waiting.
-func (l *listener) finish(n uint64, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.inflight
-	if r == nil || r.n != n {
-		return
-	}
-	r.err = err
-	close(r.done)
-	l.inflight = nil
-	if l.next != nil && l.up {
-		l.launchLocked()
-	}
-}
-
 func (l *listener) failRoundsLocked(err error) {
-	for _, r := range []*round{l.inflight, l.next} {
-		if r != nil {
-			r.err = err
-			close(r.done)
-		}
+	for _, r := range l.sent {
+		r.err = err
+		close(r.done)
 	}
-	l.inflight, l.next = nil, nil
+	if l.open != nil {
+		l.open.err = err
+		close(l.open.done)
+	}
+	l.sent, l.open = nil, nil
 }
 
 func (l *listener) resync() {
@@ -474,10 +483,18 @@ func (db *DB) Listening() bool {
 // fresh reports whether a cached record may be served: on PostgreSQL it
 // waits for a read barrier (see above); false means read the database.
 func (db *DB) fresh(ctx context.Context) bool {
-	if db.remote == nil || relaxed(ctx) {
+	if db.remote == nil || relaxed(ctx) || db.remote.noBarrier.Load() {
 		return true
 	}
 	return db.remote.barrier(ctx) == nil
+}
+
+// SetReadBarrier turns the read barrier on (the default) or off; off, every
+// read is as if Relaxed. No effect on SQLite.
+func (db *DB) SetReadBarrier(on bool) {
+	if db.remote != nil {
+		db.remote.noBarrier.Store(!on)
+	}
 }
 
 type relaxedKey struct{}

@@ -114,7 +114,9 @@ func TestReadBarrierAcrossReplicas(t *testing.T) {
 func TestReadBarrierIsShared(t *testing.T) {
 	_, b := twoReplicas(t)
 	newRecord(t, b, "r1")
+	b.remote.mu.Lock()
 	start := b.remote.seq
+	b.remote.mu.Unlock()
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Add(1)
