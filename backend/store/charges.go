@@ -10,11 +10,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+	"strconv"
 )
 
-// ChargeBatch bounds the records one charge statement writes (SQLite binds
-// four variables a record and allows 32766 in a statement).
+// ChargeBatch bounds the records one charge statement writes.
 const ChargeBatch = 2000
 
 // ChargeOrder is one record's charge as settlement computed it from Row.
@@ -76,22 +75,30 @@ func chargeQueryPostgres(batch []ChargeOrder) (string, []any) {
 		WHERE s.seq = v.seq AND s.version = v.ver RETURNING s.seq`, []any{seqs, vers, micros, nss}
 }
 
-// chargeQuerySQLite passes the batch as a VALUES list.
+// chargeQuerySQLite passes the batch as one JSON array of [seq, version,
+// billed_micro, billed_ns] (one constant statement text: no SQL to parse
+// per record).
 func chargeQuerySQLite(batch []ChargeOrder) (string, []any) {
-	var b strings.Builder
-	b.Grow(64 + len(batch)*10)
-	b.WriteString(`WITH v(seq, ver, micro, ns) AS (VALUES `)
-	args := make([]any, 0, 4*len(batch))
+	buf := make([]byte, 0, 2+len(batch)*48)
+	buf = append(buf, '[')
 	for i, o := range batch {
 		if i > 0 {
-			b.WriteByte(',')
+			buf = append(buf, ',')
 		}
-		b.WriteString(`(?,?,?,?)`)
-		args = append(args, o.Row.Seq, o.Row.Version, o.Row.BilledMicro+o.Micro, o.BilledNs)
+		buf = append(buf, '[')
+		buf = strconv.AppendInt(buf, o.Row.Seq, 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, o.Row.Version, 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, o.Row.BilledMicro+o.Micro, 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, o.BilledNs, 10)
+		buf = append(buf, ']')
 	}
-	b.WriteString(`) UPDATE sandboxes SET billed_micro = v.micro, billed_ns = v.ns, version = sandboxes.version + 1
-		FROM v WHERE sandboxes.seq = v.seq AND sandboxes.version = v.ver RETURNING sandboxes.seq`)
-	return b.String(), args
+	buf = append(buf, ']')
+	return `UPDATE sandboxes SET billed_micro = j.value ->> 2, billed_ns = j.value ->> 3, version = sandboxes.version + 1
+		FROM json_each(?) AS j WHERE sandboxes.seq = j.value ->> 0 AND sandboxes.version = j.value ->> 1
+		RETURNING sandboxes.seq`, []any{string(buf)}
 }
 
 // OrgsCreditsForUpdateTx reads the balances of orgs (missing ones are
