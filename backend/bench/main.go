@@ -10,6 +10,7 @@
 //   - exec, streaming and file transfer (streams.go)
 //   - deadlines during a burst of creates, lists over 100k records, sandbox
 //     metrics latency (fanout.go)
+//   - TTL enforcement lag with 10k live records, SQLite and PostgreSQL (ttl.go)
 //   - admission: a burst of creates through the queue vs as many concurrent
 //     raw docker runs, and the admission decision's cost per create
 //   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
@@ -53,7 +54,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -102,6 +103,9 @@ func main() {
 	}
 	if want("expiry") {
 		expiryDuringBurst(ctx)
+	}
+	if want("ttl") {
+		ttlLag(ctx)
 	}
 	if want("list") {
 		listsOverHistory(ctx)

@@ -156,8 +156,9 @@ func (rc *Reconciler) Changed(r *store.Record) {
 
 // Run recovers, then loops until ctx is done: every driver recovers what a
 // killed process left, then the loop drives kicked records in their lanes,
-// sweeps due ones every Interval, and has each driver compare its runtime
-// with its records every ObserveEvery (and on the runtime's events).
+// sweeps due ones every Interval (sooner when a TTL passes before it), and
+// has each driver compare its runtime with its records every ObserveEvery
+// (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
 	// The loop acts through version-checked transitions: its reads need not
 	// wait for another replica's notifications to arrive (store.Relaxed).
@@ -197,7 +198,7 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 	}
 	goes(func() { rc.remoteKicker(ctx) })
 	rc.sweepDue(ctx)
-	sweep := time.NewTicker(rc.cfg.Interval)
+	sweep := time.NewTimer(rc.nextSweep(ctx))
 	defer sweep.Stop()
 	for {
 		select {
@@ -208,6 +209,7 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 		case <-rc.sweepNow:
 		}
 		rc.sweepDue(ctx)
+		sweep.Reset(rc.nextSweep(ctx))
 	}
 }
 
@@ -236,15 +238,13 @@ func (d sandboxDriver) Recover(ctx context.Context) error { return d.rc.Observe(
 func (d sandboxDriver) Observe(ctx context.Context) error { return d.rc.Observe(ctx) }
 
 // Due lists the records owed work; an expired TTL's stop is committed at
-// once (see decideExpiry).
+// once (see decideExpiries).
 func (d sandboxDriver) Due(ctx context.Context, now time.Time) ([]string, error) {
 	ids, err := d.rc.db.DueRecords(ctx, now)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		d.rc.decideExpiry(ctx, id)
-	}
+	d.rc.decideExpiries(ctx, ids)
 	return ids, nil
 }
 
@@ -304,33 +304,6 @@ func (d sandboxDriver) Watch(ctx context.Context) {
 				go d.rc.observeOne(ctx, ev.RecordID)
 			}
 		}
-	}
-}
-
-// decideExpiry commits the stop of an expired sandbox at once (a database
-// write, no engine call), so it counts as ended in every view from its
-// endAt on, however busy the workers that remove instances are.
-func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
-	r, err := rc.db.GetRecord(ctx, id)
-	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused) {
-		return
-	}
-	// Expect the phase read: the expiry was decided for a running or paused
-	// record; one that moved meanwhile (creating again, pausing) is the
-	// Drive loop's to decide.
-	r, err = rc.db.Transition(ctx, id, sandbox.PhaseStopping, sandbox.CauseTTL, store.Expect(r.Phase, func(r *store.Record) error {
-		if r.AutoPause || !rc.expired(r) { // extended meanwhile
-			return errNoProgress
-		}
-		r.StopAt(r.EndAt)
-		r.KillReason = sandbox.KillTimeout
-		return nil
-	}))
-	switch {
-	case err == nil:
-		rc.Changed(r)
-	case !errors.Is(err, store.ErrConflict) && !errors.Is(err, errNoProgress) && ctx.Err() == nil:
-		rc.log.Warn("stopping an expired sandbox failed; the next sweep retries", "record", id, "err", err)
 	}
 }
 
