@@ -61,12 +61,23 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a := &App{Config: cfg, DB: db, Log: log, closer: []func() error{db.Close}}
-	if db.Dialect() == store.Postgres {
-		// Stores, billing and admission are safe with several writers; the
-		// reconciler is not yet (no leases: each replica would drive every
-		// record), and the record cache is per process.
-		log.Warn("PostgreSQL: run exactly one backend replica per database with this build; several replicas would each drive every record")
+	db.SetReadBarrier(!cfg.NoReadBarrier)
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = reconciler.NewReplicaID()
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = reconciler.DefaultLeaseTTL
+	}
+	a.Config = cfg
+	if db.Dialect() == store.SQLite {
+		// One process per SQLite file: the leases its previous run held
+		// (killed mid-create) are nobody's, so they need not expire first.
+		if err := db.ReleaseAllLeases(ctx); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("clearing the leases of a previous run: %w", err)
+		}
+	}
+	log.Info("replica starting", "replica", cfg.ReplicaID, "database", db.Dialect(), "lease_ttl", cfg.LeaseTTL)
 	if err := a.bootstrap(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -92,7 +103,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
-		OnChange: a.onChange, RequeueDelay: 2 * time.Second})
+		OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
 		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
@@ -131,6 +142,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.closer = append(a.closer, a.Tasks.Close)
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
+	a.wireReplicas()
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,

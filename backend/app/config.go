@@ -7,6 +7,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,7 +41,22 @@ type Config struct {
 	// provider's default) and the per-org queue bound (DREADNODE_MAX_QUEUE).
 	Capacity admission.Capacity
 	MaxQueue int
+	// LeaseTTL (DREADNODE_LEASE_TTL) is how long a replica holds a record
+	// without renewing: the most a dead replica's records wait for another.
+	LeaseTTL time.Duration
+	// ReplicaID names this process in the records' leases; empty generates
+	// host-pid-random (tests set it to tell replicas apart in logs).
+	ReplicaID string
+	// NoReadBarrier (DREADNODE_READ_BARRIER=off; PostgreSQL only) serves
+	// cached reads without waiting for the read barrier: faster, but a read
+	// may miss another replica's write acknowledged less than a
+	// notification's delivery ago (see DESIGN.md, coherence across replicas).
+	NoReadBarrier bool
 }
+
+// minLeaseTTL keeps renewals (every third of the TTL) from hammering the
+// database and leaves room for their round trips.
+const minLeaseTTL = 500 * time.Millisecond
 
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
 // DREADNODE_BOOTSTRAP_CREDITS is unset.
@@ -77,6 +93,12 @@ func ConfigFromEnv() (Config, error) {
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
 		return c, err
 	}
+	if c.LeaseTTL, err = envDuration("DREADNODE_LEASE_TTL", reconciler.DefaultLeaseTTL); err != nil {
+		return c, err
+	}
+	if c.LeaseTTL < minLeaseTTL {
+		return c, fmt.Errorf("DREADNODE_LEASE_TTL: must be at least %s (leases are renewed every third of it), got %s", minLeaseTTL, c.LeaseTTL)
+	}
 	if c.Capacity, err = capacityConfig(); err != nil {
 		return c, err
 	}
@@ -85,6 +107,13 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.MaxQueue < 1 {
 		return c, fmt.Errorf("DREADNODE_MAX_QUEUE: must be 1 or more, got %d", c.MaxQueue)
+	}
+	switch v := os.Getenv("DREADNODE_READ_BARRIER"); v {
+	case "", "on":
+	case "off":
+		c.NoReadBarrier = true
+	default:
+		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err

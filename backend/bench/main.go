@@ -6,11 +6,15 @@
 //   - 50 concurrent creates vs 50 concurrent raw create+start (wall time)
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
+//     (get-pg: on a PostgreSQL replica, against SQLite in the same run)
 //   - exec, streaming and file transfer (streams.go)
 //   - deadlines during a burst of creates, lists over 100k records, sandbox
 //     metrics latency (fanout.go)
+//   - TTL enforcement lag with 10k live records, SQLite and PostgreSQL (ttl.go)
 //   - admission: a burst of creates through the queue vs as many concurrent
 //     raw docker runs, and the admission decision's cost per create
+//   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
+//     database, and the take-over time after one is killed (replicas.go)
 package main
 
 import (
@@ -50,7 +54,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,exec,stream,files,expiry,list,metrics,admission", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -90,12 +94,18 @@ func main() {
 	if want("get") {
 		cold.getThroughput()
 	}
+	if want("get-pg") {
+		getOnPostgres(ctx, cold)
+	}
 	streamParts(ctx, cli, cold)
 	if want("metrics") {
 		cold.metricsLatency()
 	}
 	if want("expiry") {
 		expiryDuringBurst(ctx)
+	}
+	if want("ttl") {
+		ttlLag(ctx)
 	}
 	if want("list") {
 		listsOverHistory(ctx)
@@ -104,6 +114,7 @@ func main() {
 		admissionBurst(ctx, cli)
 		admissionOverhead(ctx, cold, ours)
 	}
+	replicaParts()
 	removeRaw(ctx, cli)
 }
 

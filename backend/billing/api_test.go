@@ -12,7 +12,13 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/appenv"
 )
+
+// env is the shared in-process backend, extended with this package's helpers.
+type env struct{ *appenv.Env }
+
+func newEnv(t *testing.T, o appenv.Opts) *env { return &env{appenv.New(t, o)} }
 
 const ledgerBase = "/api/v1/org/org1/sandboxes"
 
@@ -21,9 +27,9 @@ const ledgerBase = "/api/v1/org/org1/sandboxes"
 const rtBase = "/api/v1/org/org1/ws/main/runtimes"
 
 func (e *env) insert(id, kind string, phase sandbox.Phase) *store.Record {
-	e.t.Helper()
+	e.T.Helper()
 	now := time.Now().UTC()
-	r := &store.Record{ID: id, OrgID: e.org, Kind: kind, Provider: "docker", Phase: phase, TemplateID: "base", CPUCount: 1, MemoryMB: 512,
+	r := &store.Record{ID: id, OrgID: e.Org, Kind: kind, Provider: "docker", Phase: phase, TemplateID: "base", CPUCount: 1, MemoryMB: 512,
 		CreatedAt: now, Metadata: map[string]string{"k": "v"}}
 	switch phase {
 	case sandbox.PhaseRunning:
@@ -33,15 +39,15 @@ func (e *env) insert(id, kind string, phase sandbox.Phase) *store.Record {
 		r.MarkRunning(now.Add(-time.Minute))
 		r.MarkKilled(now, sandbox.KillTimeout)
 	}
-	if err := e.app.DB.InsertRecord(context.Background(), r); err != nil {
-		e.t.Fatal(err)
+	if err := e.App.DB.InsertRecord(context.Background(), r); err != nil {
+		e.T.Fatal(err)
 	}
 	return r
 }
 
 // listAll pages through path with limit, returning ids in order.
 func (e *env) listAll(path string, limit int, between func()) []string {
-	e.t.Helper()
+	e.T.Helper()
 	var ids []string
 	cursor := ""
 	sep := "?"
@@ -53,10 +59,10 @@ func (e *env) listAll(path string, limit int, between func()) []string {
 		if cursor != "" {
 			p += "&cursor=" + url.QueryEscape(cursor)
 		}
-		page := e.must(200, "GET", p, nil)
+		page := e.Must(200, "GET", p, nil)
 		items := page["items"].([]any)
 		if len(items) > limit {
-			e.t.Fatalf("page of %d > limit %d", len(items), limit)
+			e.T.Fatalf("page of %d > limit %d", len(items), limit)
 		}
 		for _, it := range items {
 			ids = append(ids, it.(map[string]any)["id"].(string))
@@ -66,14 +72,14 @@ func (e *env) listAll(path string, limit int, between func()) []string {
 			return ids
 		}
 		if len(items) != limit {
-			e.t.Fatalf("a page with a next cursor must be full: %d", len(items))
+			e.T.Fatalf("a page with a next cursor must be full: %d", len(items))
 		}
 		cursor = next
 		if between != nil {
 			between()
 		}
 	}
-	e.t.Fatal("listing did not end")
+	e.T.Fatal("listing did not end")
 	return nil
 }
 
@@ -81,7 +87,7 @@ func (e *env) listAll(path string, limit int, between func()) []string {
 // start is listed exactly once; nothing is listed twice.
 func TestLedgerCursorPagingUnderConcurrentInserts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{noLoops: true})
+	e := newEnv(t, appenv.Opts{NoLoops: true})
 	var initial []string
 	for i := range 300 {
 		initial = append(initial, e.insert(fmt.Sprintf("init%03d", i), sandbox.KindTask, sandbox.PhasePaused).ID)
@@ -106,7 +112,7 @@ func TestLedgerCursorPagingUnderConcurrentInserts(t *testing.T) {
 			}
 			r := &store.Record{ID: fmt.Sprintf("late%05d", i), OrgID: "org1", Kind: sandbox.KindWorld, Provider: "docker",
 				Phase: sandbox.PhaseDeleted, TemplateID: "base"}
-			if err := e.app.DB.InsertRecord(context.Background(), r); err != nil {
+			if err := e.App.DB.InsertRecord(context.Background(), r); err != nil {
 				t.Error(err)
 				return
 			}
@@ -140,7 +146,7 @@ func TestLedgerCursorPagingUnderConcurrentInserts(t *testing.T) {
 
 func TestLedgerFiltersUsageAndCredits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{noLoops: true})
+	e := newEnv(t, appenv.Opts{NoLoops: true})
 	e.insert("run-rt", sandbox.KindRuntime, sandbox.PhaseRunning)
 	e.insert("run-task", sandbox.KindTask, sandbox.PhaseRunning)
 	e.insert("paused-world", sandbox.KindWorld, sandbox.PhasePaused)
@@ -167,7 +173,7 @@ func TestLedgerFiltersUsageAndCredits(t *testing.T) {
 		}
 	}
 	// Detail: fields of §2, credits as numbers with the estimate adding up.
-	d := e.must(200, "GET", ledgerBase+"/run-rt", nil)
+	d := e.Must(200, "GET", ledgerBase+"/run-rt", nil)
 	for _, k := range []string{"id", "sandbox_kind", "provider", "provider_sandbox_id", "state", "kill_reason", "created_at",
 		"last_started_at", "last_paused_at", "killed_at", "expires_at", "metadata", "billed_credits", "running_credits",
 		"estimated_total_credits", "total_runtime_seconds"} {
@@ -185,34 +191,34 @@ func TestLedgerFiltersUsageAndCredits(t *testing.T) {
 		t.Errorf("total_runtime_seconds: %v", rt)
 	}
 	// The usage route is not read as a sandbox id.
-	u := e.must(200, "GET", ledgerBase+"/usage", nil)
+	u := e.Must(200, "GET", ledgerBase+"/usage", nil)
 	if u["sessions_count"] != float64(3) || u["total_runtime_seconds"].(float64) < 179 {
 		t.Fatalf("usage: %v", u)
 	}
 	// Logs of a task record: kept in the store or empty.
-	if l := e.must(200, "GET", ledgerBase+"/run-task/logs", nil); len(l["logs"].([]any)) != 0 {
+	if l := e.Must(200, "GET", ledgerBase+"/run-task/logs", nil); len(l["logs"].([]any)) != 0 {
 		t.Fatalf("logs: %v", l)
 	}
-	if err := e.app.DB.SaveLogs(context.Background(), "dead", "line one\nline two\n"); err != nil {
+	if err := e.App.DB.SaveLogs(context.Background(), "dead", "line one\nline two\n"); err != nil {
 		t.Fatal(err)
 	}
-	if l := e.must(200, "GET", ledgerBase+"/dead/logs", nil); len(l["logs"].([]any)) != 2 {
+	if l := e.Must(200, "GET", ledgerBase+"/dead/logs", nil); len(l["logs"].([]any)) != 2 {
 		t.Fatalf("saved logs: %v", l)
 	}
 	// Credits: balance plus what runs and is not yet settled.
-	c := e.must(200, "GET", "/api/v1/org/org1/credits", nil)
+	c := e.Must(200, "GET", "/api/v1/org/org1/credits", nil)
 	if c["balance"] != float64(1000) || c["running_sandboxes"] != float64(2) || c["running_credits"].(float64) <= 0 {
 		t.Fatalf("credits: %v", c)
 	}
-	res, err := e.app.Billing.SettleAll(context.Background())
+	res, err := e.App.Billing.SettleAll(context.Background())
 	if err != nil || res.Records != 3 {
 		t.Fatalf("settle: %+v %v", res, err)
 	}
-	d2 := e.must(200, "GET", ledgerBase+"/run-rt", nil)
+	d2 := e.Must(200, "GET", ledgerBase+"/run-rt", nil)
 	if d2["billed_credits"].(float64) < d["running_credits"].(float64) || d2["running_credits"].(float64) > 0.0001 {
 		t.Fatalf("after settling: %v", d2)
 	}
-	c2 := e.must(200, "GET", "/api/v1/org/org1/credits", nil)
+	c2 := e.Must(200, "GET", "/api/v1/org/org1/credits", nil)
 	if c2["balance"].(float64) >= 1000 {
 		t.Fatalf("balance after settling: %v", c2)
 	}
@@ -220,12 +226,12 @@ func TestLedgerFiltersUsageAndCredits(t *testing.T) {
 
 func TestAdminCredits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{noLoops: true})
-	admin := func(method, path string, body any) resp { return e.reqKey(e.adminKey, method, path, body) }
-	if r := admin("POST", "/admin/orgs/org1/credits", map[string]any{"amount": 2.5}); r.code != 200 || r.obj(t)["balance"] != 1002.5 || r.obj(t)["granted"] != 2.5 {
+	e := newEnv(t, appenv.Opts{NoLoops: true})
+	admin := func(method, path string, body any) appenv.Resp { return e.ReqKey(e.AdminKey, method, path, body) }
+	if r := admin("POST", "/admin/orgs/org1/credits", map[string]any{"amount": 2.5}); r.Code != 200 || r.Obj(t)["balance"] != 1002.5 || r.Obj(t)["granted"] != 2.5 {
 		t.Fatalf("grant: %s", r)
 	}
-	if r := admin("GET", "/admin/orgs/org1/credits", nil); r.code != 200 || r.obj(t)["balance"] != 1002.5 {
+	if r := admin("GET", "/admin/orgs/org1/credits", nil); r.Code != 200 || r.Obj(t)["balance"] != 1002.5 {
 		t.Fatalf("show: %s", r)
 	}
 	for _, c := range []struct {
@@ -236,20 +242,20 @@ func TestAdminCredits(t *testing.T) {
 		{map[string]any{"amount": "5"}, 400}, {map[string]any{"amount": 1e12}, 400}, {map[string]any{"amount": 1, "org": "x"}, 400},
 		{"{", 400}, {"[]", 400}, {`{"amount": 1e400}`, 400}, {strings.Repeat(" ", 2<<20), 413},
 	} {
-		if r := admin("POST", "/admin/orgs/org1/credits", c.body); r.code != c.code {
+		if r := admin("POST", "/admin/orgs/org1/credits", c.body); r.Code != c.code {
 			t.Errorf("grant %v: want %d, got %s", c.body, c.code, r)
 		}
 	}
-	if r := admin("POST", "/admin/orgs/nobody/credits", map[string]any{"amount": 1}); r.code != 404 {
+	if r := admin("POST", "/admin/orgs/nobody/credits", map[string]any{"amount": 1}); r.Code != 404 {
 		t.Fatalf("grant to an unknown org: %s", r)
 	}
-	if r := e.req("POST", "/admin/orgs/org1/credits", map[string]any{"amount": 1}); r.code != 401 {
+	if r := e.Req("POST", "/admin/orgs/org1/credits", map[string]any{"amount": 1}); r.Code != 401 {
 		t.Fatalf("grant with an org key: %s", r)
 	}
-	if r := e.reqKey("", "POST", "/admin/orgs/org1/credits", map[string]any{"amount": 1}); r.code != 401 {
+	if r := e.ReqKey("", "POST", "/admin/orgs/org1/credits", map[string]any{"amount": 1}); r.Code != 401 {
 		t.Fatalf("grant without a key: %s", r)
 	}
-	if b := e.must(200, "GET", "/api/v1/org/org1/credits", nil); b["balance"] != 1002.5 {
+	if b := e.Must(200, "GET", "/api/v1/org/org1/credits", nil); b["balance"] != 1002.5 {
 		t.Fatalf("balance: %v", b)
 	}
 }
@@ -257,10 +263,10 @@ func TestAdminCredits(t *testing.T) {
 // Another org's paths and objects answer 404; no key answers 401.
 func TestCrossOrgIs404(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{noLoops: true})
-	other := e.addOrg("org2", 1_000_000)
+	e := newEnv(t, appenv.Opts{NoLoops: true})
+	other := e.AddOrg("org2", 1_000_000)
 	e.insert("mine", sandbox.KindRuntime, sandbox.PhasePaused)
-	rt := e.must(201, "POST", rtBase, map[string]any{"name": "x"})
+	rt := e.Must(201, "POST", rtBase, map[string]any{"name": "x"})
 	rid := rt["id"].(string)
 	paths := []struct{ method, path string }{
 		{"GET", "/api/v1/org/org1/sandboxes"},
@@ -279,27 +285,27 @@ func TestCrossOrgIs404(t *testing.T) {
 		{"POST", rtBase + "/" + rid + "/keepalive"},
 	}
 	for _, p := range paths {
-		if r := e.reqKey(other, p.method, p.path, nil); r.code != 404 {
+		if r := e.ReqKey(other, p.method, p.path, nil); r.Code != 404 {
 			t.Errorf("org2 key on %s %s: %s", p.method, p.path, r)
 		}
-		if r := e.reqKey("", p.method, p.path, nil); r.code != 401 {
+		if r := e.ReqKey("", p.method, p.path, nil); r.Code != 401 {
 			t.Errorf("no key on %s %s: %s", p.method, p.path, r)
 		}
 	}
 	// Through its own org path, org2 still cannot reach org1's objects.
 	for _, p := range []string{"/api/v1/org/org2/sandboxes/mine", "/api/v1/org/org2/sandboxes/mine/logs", "/api/v1/org/org2/ws/main/runtimes/" + rid} {
-		if r := e.reqKey(other, "GET", p, nil); r.code != 404 {
+		if r := e.ReqKey(other, "GET", p, nil); r.Code != 404 {
 			t.Errorf("org2 reaching org1's object via %s: %s", p, r)
 		}
 	}
-	if r := e.reqKey(other, "GET", "/api/v1/org/org2/sandboxes", nil); r.code != 200 || len(r.obj(t)["items"].([]any)) != 0 {
+	if r := e.ReqKey(other, "GET", "/api/v1/org/org2/sandboxes", nil); r.Code != 200 || len(r.Obj(t)["items"].([]any)) != 0 {
 		t.Errorf("org2 sees org1's records: %s", r)
 	}
 	// Another workspace of the same org does not hold the runtime either.
-	if r := e.req("GET", "/api/v1/org/org1/ws/other/runtimes/"+rid, nil); r.code != 404 {
+	if r := e.Req("GET", "/api/v1/org/org1/ws/other/runtimes/"+rid, nil); r.Code != 404 {
 		t.Errorf("runtime via another workspace: %s", r)
 	}
-	if r := e.req("GET", "/api/v1/org/org1/sandboxes/nope", nil); r.code != 404 || r.obj(t)["type"] != "not_found" {
+	if r := e.Req("GET", "/api/v1/org/org1/sandboxes/nope", nil); r.Code != 404 || r.Obj(t)["type"] != "not_found" {
 		t.Errorf("unknown record: %s", r)
 	}
 }
@@ -307,8 +313,8 @@ func TestCrossOrgIs404(t *testing.T) {
 // Bad input on every route answers 4xx with the error envelope, never 5xx.
 func TestBadInputNever5xx(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{noLoops: true})
-	rt := e.must(201, "POST", rtBase, map[string]any{"name": "bad-input"})
+	e := newEnv(t, appenv.Opts{NoLoops: true})
+	rt := e.Must(201, "POST", rtBase, map[string]any{"name": "bad-input"})
 	rid := rt["id"].(string)
 	big := strings.Repeat("x", 2<<20)
 	cases := []struct {
@@ -372,25 +378,25 @@ func TestBadInputNever5xx(t *testing.T) {
 		{"GET", "/api/v1/org/org1/credits?x=1", nil, 400},
 	}
 	for _, c := range cases {
-		r := e.req(c.method, c.path, c.body)
-		if r.code >= 500 || r.code != c.code {
+		r := e.Req(c.method, c.path, c.body)
+		if r.Code >= 500 || r.Code != c.code {
 			t.Errorf("%s %s %.80v: want %d, got %s", c.method, c.path, c.body, c.code, r)
 			continue
 		}
-		if r.code >= 400 {
-			m := r.obj(t)
-			if m["code"] != float64(r.code) || m["detail"] == "" || m["type"] == "" {
+		if r.Code >= 400 {
+			m := r.Obj(t)
+			if m["code"] != float64(r.Code) || m["detail"] == "" || m["type"] == "" {
 				t.Errorf("%s %s: not the error envelope: %s", c.method, c.path, r)
 			}
 		}
 	}
 	// Idempotent runtime create.
-	a := e.req("POST", rtBase, map[string]any{"name": "idem"}, "Idempotency-Key", "k1")
-	b := e.req("POST", rtBase, map[string]any{"name": "idem"}, "Idempotency-Key", "k1")
-	if a.code != 201 || b.code != 200 || a.obj(t)["id"] != b.obj(t)["id"] {
+	a := e.Req("POST", rtBase, map[string]any{"name": "idem"}, "Idempotency-Key", "k1")
+	b := e.Req("POST", rtBase, map[string]any{"name": "idem"}, "Idempotency-Key", "k1")
+	if a.Code != 201 || b.Code != 200 || a.Obj(t)["id"] != b.Obj(t)["id"] {
 		t.Fatalf("idempotent create: %s / %s", a, b)
 	}
-	if r := e.req("GET", "/api/v1/org/org1/ws/main/runtimes?limit=1", nil); r.code != http.StatusOK || r.obj(t)["next_cursor"] == nil {
+	if r := e.Req("GET", "/api/v1/org/org1/ws/main/runtimes?limit=1", nil); r.Code != http.StatusOK || r.Obj(t)["next_cursor"] == nil {
 		t.Fatalf("runtime paging: %s", r)
 	}
 }

@@ -17,11 +17,12 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 // fill inserts n records of org (every mod-th running, the others spread
 // over paused, killed and starting), in large transactions.
-func fill(b *testing.B, db *store.DB, org string, n int, t0 time.Time, runningEvery int) {
+func fill(b testing.TB, db *store.DB, org string, n int, t0 time.Time, runningEvery int) {
 	b.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 5000 {
@@ -61,9 +62,15 @@ func fill(b *testing.B, db *store.DB, org string, n int, t0 time.Time, runningEv
 }
 
 // BenchmarkSettlePass10k is one settle pass over 10k running records (each
-// with 10 s to bill), the work the settle loop does every interval.
+// with 10 s to bill), the work the settle loop does every interval, on
+// SQLite and on PostgreSQL.
 func BenchmarkSettlePass10k(b *testing.B) {
-	db := openDB(b, filepath.Join(b.TempDir(), "db"))
+	b.Run("sqlite", func(b *testing.B) { benchSettlePass(b, filepath.Join(b.TempDir(), "db")) })
+	b.Run("postgres", func(b *testing.B) { benchSettlePass(b, pgtest.Database(b)) })
+}
+
+func benchSettlePass(b *testing.B, url string) {
+	db := openDB(b, url)
 	defer db.Close()
 	t0 := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
 	c := newClock(t0)

@@ -41,7 +41,8 @@ type Config struct {
 	Rates *Rates
 	// SettleInterval is the period of the settle loop (default 10s).
 	SettleInterval time.Duration
-	// ChunkSize bounds the records settled in one transaction (default 256).
+	// ChunkSize bounds the records settled in one transaction (default
+	// store.ChargeBatch: one charge statement).
 	ChunkSize int
 }
 
@@ -72,7 +73,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.SettleInterval = DefaultSettleInterval
 	}
 	if cfg.ChunkSize <= 0 {
-		cfg.ChunkSize = 256
+		cfg.ChunkSize = store.ChargeBatch
 	}
 	rates := DefaultRates
 	if cfg.Rates != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
@@ -81,124 +80,27 @@ func (s *Service) SettleAll(ctx context.Context) (SettleResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// settleRows settles records in ONE transaction. The rows may have been read
-// before it: each charge is conditional on the row's version, and a row that
-// changed meanwhile (or has Version -1) is re-read inside the transaction
-// first. Balances are read inside it; each record is charged at most what
-// its org has left, the orgs are debited by exactly the sum charged and, for
-// every org left at zero, its live records are sent to stopping.
+// settleRows settles records in ONE transaction (see settlement). The rows
+// may have been read before it: each charge is conditional on the row's
+// version, and a row that changed meanwhile (or has Version -1) is re-read
+// inside the transaction. Balances are read inside it, their rows locked;
+// each record is charged at most what its org has left, the orgs are
+// debited by exactly the sum charged and, for every org left at zero, its
+// live records are sent to stopping.
 func (s *Service) settleRows(ctx context.Context, rows []store.BillingRow) (SettleResult, error) {
-	var res SettleResult
-	var killed []*store.Record
-	var charges []store.Charge
+	var st *settlement
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
-		res, killed, charges = SettleResult{}, nil, charges[:0]
-		now := s.now() // read under the write lock: no committed transition is newer
-		stmt, err := store.ChargeStmt(ctx, tx)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		type orgState struct {
-			balance, debit int64
-			touched        bool
-		}
-		orgs := map[string]*orgState{}
-		var order []string
-		for i := range rows {
-			b := rows[i]
-			for attempt := 0; ; attempt++ {
-				if b.Version < 0 || attempt > 0 {
-					fresh, err := store.BillingRowsTx(ctx, tx, []string{b.ID})
-					if err != nil {
-						return err
-					}
-					if len(fresh) == 0 {
-						break // the record is gone
-					}
-					b = fresh[0]
-				}
-				o := orgs[b.OrgID]
-				if o == nil {
-					// The org's row stays locked (on PostgreSQL) until the
-					// transaction ends: the balance read here is the one
-					// debited, whatever other replicas settle meanwhile.
-					bal, err := store.OrgCreditsForUpdateTx(ctx, tx, b.OrgID)
-					if errors.Is(err, store.ErrNotFound) {
-						break // no org to bill: leave the record as it is
-					}
-					if err != nil {
-						return err
-					}
-					o = &orgState{balance: max(bal, 0)}
-					orgs[b.OrgID] = o
-					order = append(order, b.OrgID)
-				}
-				runtime := int64(b.RuntimeAt(now))
-				delta := runtime - b.BilledNs
-				if delta <= 0 {
-					break
-				}
-				rate := s.rates.For(b.CPUCount, b.MemoryMB)
-				due := cost(delta, rate)
-				charge := min(due, o.balance)
-				var billed int64
-				switch {
-				case charge < due, rate == 0, b.RunningSince.IsZero():
-					// Out of credits: bill what is left and close the period
-					// (the rest is not owed twice). Stopped: close out,
-					// dropping a remainder below one micro-credit.
-					billed = runtime
-				default:
-					billed = min(b.BilledNs+paidNs(due, rate), runtime)
-				}
-				if charge == 0 && billed == b.BilledNs {
-					break
-				}
-				c, err := store.ApplyCharge(ctx, stmt, &b, charge, billed)
-				if errors.Is(err, store.ErrConflict) && attempt == 0 {
-					continue // changed since it was read: re-read and recompute
-				}
-				if err != nil {
-					return err
-				}
-				charges = append(charges, c)
-				o.balance -= charge
-				o.debit += charge
-				o.touched = true
-				res.Records++
-				res.Micro += charge
-				break
-			}
-		}
-		for _, org := range order {
-			o := orgs[org]
-			if o.debit > 0 {
-				bal, err := store.DebitOrgTx(ctx, tx, org, o.debit)
-				if err != nil {
-					return fmt.Errorf("debiting org %s: %w", org, err)
-				}
-				if bal != o.balance {
-					return fmt.Errorf("debiting org %s: balance %d, expected %d", org, bal, o.balance)
-				}
-			}
-			if o.touched && o.balance == 0 {
-				k, err := killLiveTx(ctx, tx, org, now)
-				if err != nil {
-					return err
-				}
-				killed = append(killed, k...)
-			}
-		}
-		return nil
+		// now is read under the write lock: no committed transition is newer.
+		st = &settlement{s: s, tx: tx, now: s.now(), orgs: map[string]*orgState{}}
+		return st.run(ctx, rows)
 	})
 	if err != nil {
 		return SettleResult{}, err
 	}
-	s.db.PublishCharges(ctx, charges)
-	res.Killed = len(killed)
-	s.notifyKilled(killed)
-	return res, nil
+	s.db.PublishCharges(ctx, st.charges)
+	st.res.Killed = len(st.killed)
+	s.notifyKilled(st.killed)
+	return st.res, nil
 }
 
 // killBroke kills the live records of an org whose balance is (still) zero.

@@ -60,3 +60,14 @@ func (h *Hub) Len() int {
 	defer h.mu.Unlock()
 	return len(h.m)
 }
+
+// NotifyAll wakes every current waiter of every key (e.g. when changes may
+// have been missed: each waiter re-reads what it waits on).
+func (h *Hub) NotifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, e := range h.m {
+		close(e.ch)
+		delete(h.m, key)
+	}
+}

@@ -25,17 +25,60 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // Drive advances record id until it is stable (a non-transitional phase that
 // is not due) and returns it. An *OpError reports a refused pause or resume.
+// It drives under the record's lease: while another replica holds it, Drive
+// waits for that replica to make the record stable (or for ctx to end, with
+// ctx's error and the record as it is).
 func (rc *Reconciler) Drive(ctx context.Context, id string) (*store.Record, error) {
+	for {
+		var r *store.Record
+		var lost bool
+		ran, err := rc.withLease(ctx, id, func(ctx context.Context) error {
+			var err error
+			r, err = rc.drive(ctx, id)
+			lost = errors.Is(err, store.ErrLeaseLost)
+			return err
+		})
+		if ran && lost {
+			return rc.db.GetRecord(ctx, id) // taken over mid-way: the other replica finishes
+		}
+		if ran || err != nil {
+			return r, err
+		}
+		cur, err := rc.db.GetRecord(ctx, id)
+		if err != nil || !cur.Phase.Transitional() {
+			return cur, err
+		}
+		changed, done := rc.Subscribe(id)
+		select {
+		case <-changed:
+		case <-time.After(leasePoll):
+		case <-ctx.Done():
+			done()
+			return cur, ctx.Err()
+		}
+		done()
+	}
+}
+
+// leasePoll is how often Drive tries again for a record another replica
+// holds, when no change of the record wakes it sooner.
+const leasePoll = 200 * time.Millisecond
+
+// drive is Drive under the record's lease (in ctx).
+func (rc *Reconciler) drive(ctx context.Context, id string) (*store.Record, error) {
 	unlock := rc.locks.Lock(id)
 	defer unlock()
 	var opErr error
 	for range 16 {
-		r, err := rc.db.GetRecord(ctx, id)
+		r, err := rc.db.FreshRecord(ctx, id) // another replica may have written it: not the cache
 		if err != nil {
 			return nil, err
 		}
 		if r.Kind == sandbox.KindTask {
 			return r, nil
+		}
+		if err := rc.MayAct(ctx); err != nil {
+			return r, err
 		}
 		err = rc.step(ctx, r)
 		switch {
@@ -170,12 +213,18 @@ func (rc *Reconciler) create(ctx context.Context, r *store.Record) error {
 	// then removes whatever the engine made, without waiting for it.
 	rc.creating.Store(r.ID, cancel)
 	defer rc.creating.Delete(r.ID)
+	if err := rc.MayAct(ctx); err != nil {
+		return err
+	}
 	inst, err := rc.prov.Create(cctx, specOf(r, rc.now()))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: the next process resumes the create
 		}
-		if cur, gerr := rc.db.GetRecord(ctx, r.ID); gerr == nil && cur.Phase != sandbox.PhaseCreating {
+		if err := rc.MayAct(ctx); err != nil {
+			return err // taken over meanwhile: what the create left is the new holder's
+		}
+		if cur, gerr := rc.db.FreshRecord(ctx, r.ID); gerr == nil && cur.Phase != sandbox.PhaseCreating {
 			return store.ErrConflict // stopped meanwhile: re-read and stop it
 		}
 		if rc.cfg.RequeueDelay > 0 && compute.AtCapacity(err) {
@@ -238,6 +287,9 @@ func specOf(r *store.Record, now time.Time) compute.Spec {
 }
 
 func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
+	if err := rc.MayAct(ctx); err != nil {
+		return err
+	}
 	err := rc.prov.Pause(ctx, r.Ref())
 	switch {
 	case err == nil, compute.KindOf(err) == compute.KindConflict:
@@ -265,6 +317,9 @@ func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
 }
 
 func (rc *Reconciler) resume(ctx context.Context, r *store.Record) error {
+	if err := rc.MayAct(ctx); err != nil {
+		return err
+	}
 	inst, err := rc.prov.Resume(ctx, r.Ref())
 	switch {
 	case err == nil:
@@ -305,6 +360,9 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 			}
 		}
 		cancel()
+		if err := rc.MayAct(ctx); err != nil {
+			return err
+		}
 		if err := rc.prov.Delete(ctx, ref); err != nil && !compute.IsNotFound(err) {
 			return fmt.Errorf("removing the instance of %s: %w", r.ID, err)
 		}

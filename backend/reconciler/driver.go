@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // A Driver drives the records of one kind (compute-backed sandboxes, task
@@ -89,7 +91,8 @@ func newRun(d Driver, l Lanes) *run {
 // kick queues id in the lane the driver sorts it into. It never blocks; a
 // full queue is caught up by the next sweep.
 func (r *run) kick(id string) {
-	l := r.lanes[r.d.Lane(context.Background(), id)]
+	// A lane is a sort, not a decision: a cached copy will do.
+	l := r.lanes[r.d.Lane(store.Relaxed(context.Background()), id)]
 	if _, dup := l.queued.LoadOrStore(id, struct{}{}); dup {
 		return
 	}
@@ -128,7 +131,7 @@ func (rc *Reconciler) work(ctx context.Context, r *run, l Lane) {
 			return
 		case id := <-ln.kicks:
 			ln.queued.Delete(id)
-			if err := r.d.Step(ctx, id, l); err != nil && ctx.Err() == nil {
+			if err := rc.stepLeased(ctx, r, id, l); err != nil && ctx.Err() == nil {
 				rc.log.Error("driving a record failed; the next sweep retries", "driver", r.d.Name(), "record", id, "lane", ln.name, "err", err)
 			}
 		}

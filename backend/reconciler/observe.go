@@ -12,7 +12,10 @@ import (
 
 // Observe compares the provider's instances with the records: a live record
 // whose instance exited completes or fails, one whose instance vanished
-// fails, and an instance whose record is gone or terminal is removed.
+// fails, and an instance whose record is gone or terminal is removed, as is
+// a duplicate (see duplicate). Any replica may observe: its transitions are
+// conditional on the phase observed, and its removals are of instances no
+// record owns.
 func (rc *Reconciler) Observe(ctx context.Context) error {
 	// Records first, instances second: an instance listed after its record
 	// was read as running cannot be missing by accident.
@@ -24,21 +27,33 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	owned := make(map[string]string, len(live)) // record id -> its provider id, as read first
+	for _, r := range live {
+		owned[r.ID] = r.ProviderID
+	}
 	ids := make([]string, 0, len(insts))
 	byRecord := make(map[string]compute.Instance, len(insts))
 	for _, in := range insts {
 		ids = append(ids, in.RecordID)
-		byRecord[in.RecordID] = in
+		if _, seen := byRecord[in.RecordID]; !seen || in.Ref.ID == owned[in.RecordID] {
+			byRecord[in.RecordID] = in // a record's own instance over a duplicate
+		}
 	}
-	phases, err := rc.db.RecordPhases(ctx, ids)
+	recs, err := rc.db.RecordInstances(ctx, ids)
 	if err != nil {
 		return err
 	}
 	for _, in := range insts {
-		if p, ok := phases[in.RecordID]; ok && !p.Terminal() {
+		ri, ok := recs[in.RecordID]
+		switch {
+		case ok && duplicate(ri, in):
+			rc.log.Warn("removing a second instance of a sandbox (a replica that lost the record finished its create late)",
+				"instance", in.Ref.ID, "record", in.RecordID, "kept", ri.ProviderID)
+		case ok && !ri.Phase.Terminal():
 			continue
+		default:
+			rc.log.Info("removing an instance whose sandbox record is gone or ended", "instance", in.Ref.ID, "record", in.RecordID)
 		}
-		rc.log.Info("removing an instance whose sandbox record is gone or ended", "instance", in.Ref.ID, "record", in.RecordID)
 		if err := rc.prov.Delete(ctx, in.Ref); err != nil && !compute.IsNotFound(err) {
 			rc.log.Warn("removing an orphaned instance failed; retrying next period", "instance", in.Ref.ID, "err", err)
 		}
@@ -53,6 +68,20 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// duplicate reports whether in is an instance labelled with a record that
+// owns another one: a create a replica finished after another took the
+// record over (with Docker the container name makes the two creates one;
+// E2B has no names). Only in phases where the record's instance is settled:
+// while it is pending, creating or resuming its provider id is about to
+// change.
+func duplicate(ri store.RecordInstance, in compute.Instance) bool {
+	switch ri.Phase {
+	case sandbox.PhaseRunning, sandbox.PhasePaused, sandbox.PhaseStopping:
+		return ri.ProviderID != "" && in.Ref.ID != ri.ProviderID
+	}
+	return false
 }
 
 func (rc *Reconciler) observeOne(ctx context.Context, id string) {
@@ -126,16 +155,26 @@ func ignoreConflict(err error) error {
 // repair brings an instance whose running/paused state drifted from its
 // record back to the record's (the desired state), re-checking both under
 // the record's lock so it never fights an operation in progress.
+// It is a provider call: only the replica holding the record's lease
+// repairs (the others skip it).
 func (rc *Reconciler) repair(ctx context.Context, id string) error {
+	_, err := rc.withLease(ctx, id, func(ctx context.Context) error { return rc.repairLeased(ctx, id) })
+	return err
+}
+
+func (rc *Reconciler) repairLeased(ctx context.Context, id string) error {
 	unlock := rc.locks.Lock(id)
 	defer unlock()
-	r, err := rc.db.GetRecord(ctx, id)
+	r, err := rc.db.FreshRecord(ctx, id)
 	if err != nil || r.ProviderID == "" {
 		return err
 	}
 	in, err := rc.prov.Get(ctx, r.Ref())
 	if err != nil {
 		return nil // gone or unreachable: the next comparison handles it
+	}
+	if err := rc.MayAct(ctx); err != nil {
+		return err
 	}
 	switch {
 	case r.Phase == sandbox.PhaseRunning && in.Status == compute.StatusPaused:

@@ -53,6 +53,12 @@ type Config struct {
 	RequeueDelay time.Duration
 	// OnChange is called after every committed transition (metrics, ledger).
 	OnChange func(r *store.Record)
+	// ReplicaID names this replica in the records' leases (lease.go); empty
+	// is one id per process. Replicas of one database need distinct ids.
+	ReplicaID string
+	// LeaseTTL is how long a record's lease lasts unrenewed (DefaultLeaseTTL
+	// when zero): the most a dead replica's records wait for another.
+	LeaseTTL time.Duration
 }
 
 // Reconciler is the one loop that drives records of every kind, through a
@@ -69,7 +75,9 @@ type Reconciler struct {
 	sb       *run // the sandbox driver's
 	sweepNow chan struct{}
 	creating sync.Map     // id -> context.CancelFunc of its create in flight
+	remote   chan string  // kicks for other replicas' changes (remote.go)
 	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
+	leases   *leaseTable
 }
 
 // New returns a Reconciler; call Run to start its loop.
@@ -95,7 +103,14 @@ func New(cfg Config) *Reconciler {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 64
 	}
-	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1)}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = processReplicaID()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	rc := &Reconciler{cfg: cfg, db: cfg.DB, prov: cfg.Provider, log: cfg.Logger, sweepNow: make(chan struct{}, 1),
+		leases: newLeaseTable(cfg.DB, cfg.ReplicaID, cfg.LeaseTTL, cfg.Logger), remote: make(chan string, remoteKicks)}
 	if cfg.Provider != nil {
 		deadline := max(2, cfg.Workers/4)
 		create := cfg.CreateWorkers
@@ -141,9 +156,17 @@ func (rc *Reconciler) Changed(r *store.Record) {
 
 // Run recovers, then loops until ctx is done: every driver recovers what a
 // killed process left, then the loop drives kicked records in their lanes,
-// sweeps due ones every Interval, and has each driver compare its runtime
-// with its records every ObserveEvery (and on the runtime's events).
+// sweeps due ones every Interval (sooner when a TTL passes before it), and
+// has each driver compare its runtime with its records every ObserveEvery
+// (and on the runtime's events).
 func (rc *Reconciler) Run(ctx context.Context) error {
+	// The loop acts through version-checked transitions: its reads need not
+	// wait for another replica's notifications to arrive (store.Relaxed).
+	ctx = store.Relaxed(ctx)
+	// The leases taken from recovery on are renewed for as long as the loop runs.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	go rc.leases.renewLoop(renewCtx)
 	// Recovery only compares and repairs: the records a killed process left
 	// in flight then go through the lanes, so a backlog of creates does not
 	// hold up the deadlines that passed while no backend was up.
@@ -173,8 +196,9 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 			goes(func() { w.Watch(ctx) })
 		}
 	}
+	goes(func() { rc.remoteKicker(ctx) })
 	rc.sweepDue(ctx)
-	sweep := time.NewTicker(rc.cfg.Interval)
+	sweep := time.NewTimer(rc.nextSweep(ctx))
 	defer sweep.Stop()
 	for {
 		select {
@@ -185,6 +209,7 @@ func (rc *Reconciler) Run(ctx context.Context) error {
 		case <-rc.sweepNow:
 		}
 		rc.sweepDue(ctx)
+		sweep.Reset(rc.nextSweep(ctx))
 	}
 }
 
@@ -213,15 +238,13 @@ func (d sandboxDriver) Recover(ctx context.Context) error { return d.rc.Observe(
 func (d sandboxDriver) Observe(ctx context.Context) error { return d.rc.Observe(ctx) }
 
 // Due lists the records owed work; an expired TTL's stop is committed at
-// once (see decideExpiry).
+// once (see decideExpiries).
 func (d sandboxDriver) Due(ctx context.Context, now time.Time) ([]string, error) {
 	ids, err := d.rc.db.DueRecords(ctx, now)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
-		d.rc.decideExpiry(ctx, id)
-	}
+	d.rc.decideExpiries(ctx, ids)
 	return ids, nil
 }
 
@@ -284,36 +307,10 @@ func (d sandboxDriver) Watch(ctx context.Context) {
 	}
 }
 
-// decideExpiry commits the stop of an expired sandbox at once (a database
-// write, no engine call), so it counts as ended in every view from its
-// endAt on, however busy the workers that remove instances are.
-func (rc *Reconciler) decideExpiry(ctx context.Context, id string) {
-	r, err := rc.db.GetRecord(ctx, id)
-	if err != nil || r.AutoPause || !rc.expired(r) || (r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused) {
-		return
-	}
-	// Expect the phase read: the expiry was decided for a running or paused
-	// record; one that moved meanwhile (creating again, pausing) is the
-	// Drive loop's to decide.
-	r, err = rc.db.Transition(ctx, id, sandbox.PhaseStopping, sandbox.CauseTTL, store.Expect(r.Phase, func(r *store.Record) error {
-		if r.AutoPause || !rc.expired(r) { // extended meanwhile
-			return errNoProgress
-		}
-		r.StopAt(r.EndAt)
-		r.KillReason = sandbox.KillTimeout
-		return nil
-	}))
-	switch {
-	case err == nil:
-		rc.Changed(r)
-	case !errors.Is(err, store.ErrConflict) && !errors.Is(err, errNoProgress) && ctx.Err() == nil:
-		rc.log.Warn("stopping an expired sandbox failed; the next sweep retries", "record", id, "err", err)
-	}
-}
-
 // Recover runs at start-up: it compares what the provider runs with the
 // records (adopting, completing or removing), then drives every record that
-// a killed process left in a transitional phase.
+// a killed process left in a transitional phase, among those it can claim:
+// the others are in the hands of live replicas.
 func (rc *Reconciler) Recover(ctx context.Context) error {
 	ctx = context.WithValue(ctx, recoveryKey{}, true)
 	if err := rc.Observe(ctx); err != nil {
@@ -331,7 +328,7 @@ func (rc *Reconciler) Recover(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if _, err := rc.Drive(ctx, id); err != nil {
+			if _, err := rc.withLease(ctx, id, func(ctx context.Context) error { _, err := rc.drive(ctx, id); return err }); err != nil {
 				rc.log.Error("recovering sandbox record failed; the sweep retries", "record", id, "err", err)
 			}
 		}()

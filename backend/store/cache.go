@@ -6,25 +6,42 @@ import (
 )
 
 // recordCache keeps records read or written by this process so the hot read
-// path (GET by id) does not touch SQLite. It is only a copy: entries are
-// replaced solely by a higher version, so a slow reader can never put back a
-// row older than one a writer already published, and writes made inside a
-// transaction are published only after it commits. The store assumes it is
-// the only writer of its database while serving (one backend per database).
+// path (GET by id) does not touch the database. It is only a copy: entries
+// are replaced solely by a higher version, so a slow reader can never put
+// back a row older than one a writer already published, and writes made
+// inside a transaction are published only after it commits.
+//
+// On SQLite the process is the only writer. On PostgreSQL other replicas
+// write too: their commits reach the cache as notifications (listen.go),
+// each of which raises the record's floor (the lowest version the cache may
+// hold) and drops an older copy. The floor outlives the entry so that a
+// reader that read the row before that commit cannot put its older copy
+// back afterwards. While the notifications cannot be trusted (the listening
+// connection is down) the cache is off: it serves and keeps nothing, and
+// each reset bumps the epoch so that a put from a read begun before the
+// reset is refused.
 type recordCache struct {
-	mu    sync.RWMutex
-	byID  map[string]*Record
-	limit int
+	mu     sync.RWMutex
+	byID   map[string]*Record
+	floors map[string]int64
+	limit  int
+	epoch  uint64
+	off    bool
 }
 
 func newRecordCache(limit int) *recordCache {
-	return &recordCache{byID: map[string]*Record{}, limit: limit}
+	return &recordCache{byID: map[string]*Record{}, floors: map[string]int64{}, limit: limit}
+}
+
+// at returns the epoch to pass to putAt for a read about to start.
+func (c *recordCache) at() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.epoch
 }
 
 func (c *recordCache) get(id string) (*Record, bool) {
-	c.mu.RLock()
-	r, ok := c.byID[id]
-	c.mu.RUnlock()
+	r, ok := c.peek(id)
 	if !ok {
 		return nil, false
 	}
@@ -39,12 +56,36 @@ func (c *recordCache) peek(id string) (*Record, bool) {
 	return r, ok
 }
 
-// put stores r unless a newer version is already cached.
+// put stores r unless a newer version is already cached (or known to exist).
 func (c *recordCache) put(r *Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(r)
+}
+
+// putAt is put for a record read from the database during epoch ep: it is
+// refused if the cache was reset since, when notifications may have been
+// missed between that read and now.
+func (c *recordCache) putAt(r *Record, ep uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch == ep {
+		c.putLocked(r)
+	}
+}
+
+func (c *recordCache) putLocked(r *Record) {
+	if c.off {
+		return
+	}
 	if cur, ok := c.byID[r.ID]; ok && cur.Version >= r.Version {
 		return
+	}
+	if f, ok := c.floors[r.ID]; ok {
+		if r.Version < f {
+			return
+		}
+		delete(c.floors, r.ID)
 	}
 	if len(c.byID) >= c.limit {
 		for id := range c.byID { // evict an arbitrary entry; misses reload from the database
@@ -61,6 +102,40 @@ func (c *recordCache) drop(id string) {
 	c.mu.Unlock()
 }
 
+// committed notes that version v of record id was committed (by any
+// replica): an older copy is dropped and none older may be put back.
+func (c *recordCache) committed(id string, v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.byID[id]; ok {
+		if cur.Version >= v {
+			return // this process's own write, already published
+		}
+		delete(c.byID, id)
+	}
+	if c.floors[id] >= v {
+		return
+	}
+	if len(c.floors) >= c.limit {
+		// Floors only matter to reads in flight: forget them all and bump
+		// the epoch, which refuses every put from a read begun before.
+		clear(c.floors)
+		c.epoch++
+	}
+	c.floors[id] = v
+}
+
+// reset empties the cache and refuses puts from reads begun before it; off
+// keeps it empty until the next reset with off false.
+func (c *recordCache) reset(off bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.byID)
+	clear(c.floors)
+	c.epoch++
+	c.off = off
+}
+
 // pendingWrites holds the records written inside open transactions, keyed by
 // the transaction, until DB.Tx commits (publish) or rolls back (drop).
 var pendingWrites sync.Map // *sql.Tx -> *[]*Record
@@ -71,14 +146,14 @@ func notePending(tx *sql.Tx, r *Record) {
 	*list = append(*list, r.Clone())
 }
 
-func (db *DB) settlePending(tx *sql.Tx, committed bool) {
+func (db *DB) settlePending(tx *sql.Tx, committed bool, ep uint64) {
 	v, ok := pendingWrites.LoadAndDelete(tx)
 	if !ok {
 		return
 	}
 	for _, r := range *v.(*[]*Record) {
 		if committed {
-			db.cache.put(r)
+			db.cache.putAt(r, ep)
 		} else {
 			db.cache.drop(r.ID)
 		}

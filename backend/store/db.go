@@ -37,6 +37,9 @@ type DB struct {
 	path    string
 	dialect Dialect
 	cache   *recordCache
+	// remote keeps the cache and the waiters coherent with other replicas'
+	// writes (listen.go); nil on SQLite.
+	remote *listener
 	// stmts holds prepared list statements by SQL text (see prepared).
 	stmts  sync.Map
 	nstmts atomic.Int64
@@ -100,7 +103,8 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("DREADNODE_DATABASE_URL: not a valid PostgreSQL URL: %w", err)
 	}
 	shown := redactURL(url)
-	pool := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
+	pids := newPIDSet()
+	pool := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg), pids})
 	pool.SetMaxOpenConns(pgMaxConns)
 	pool.SetMaxIdleConns(pgMaxConns)
 	pool.SetConnMaxIdleTime(5 * time.Minute)
@@ -113,6 +117,14 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", shown, err)
 	}
+	// The cache stays off until the listener hears every change.
+	db.cache.reset(true)
+	l := newListener(db, cfg, pids)
+	if err := l.start(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", shown, err)
+	}
+	db.remote = l
 	return db, nil
 }
 
@@ -127,6 +139,9 @@ func redactURL(raw string) string {
 
 // Close closes the pools.
 func (db *DB) Close() error {
+	if db.remote != nil {
+		db.remote.stop()
+	}
 	db.stmts.Range(func(_, s any) bool { s.(*sql.Stmt).Close(); return true })
 	if db.r == db.w {
 		return db.w.Close()
@@ -160,6 +175,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if db.dialect == Postgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
+	ep := db.cache.at() // the writes are cached only if no reset happens meanwhile
 	tx, err := db.w.BeginTx(ctx, opts)
 	if err != nil {
 		return err
@@ -170,11 +186,11 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		db.settlePending(tx, false)
+		db.settlePending(tx, false, ep)
 		return err
 	}
 	err = tx.Commit()
-	db.settlePending(tx, err == nil)
+	db.settlePending(tx, err == nil, ep)
 	return err
 }
 

@@ -118,6 +118,10 @@ func TestStoreQueriesOnEachDialect(t *testing.T) {
 		if err != nil || len(phases) != 2 || phases["sb1"] != sandbox.PhaseRunning {
 			t.Fatalf("RecordPhases: %v %v", phases, err)
 		}
+		insts, err := db.RecordInstances(ctx, []string{"sb1", "gone"})
+		if err != nil || len(insts) != 1 || insts["sb1"] != (RecordInstance{Phase: sandbox.PhaseRunning, ProviderID: got.ProviderID}) {
+			t.Fatalf("RecordInstances: %v %v; want sb1 running on %q", insts, err, got.ProviderID)
+		}
 		live, err := db.LiveRecords(ctx)
 		if err != nil || len(live) != 2 {
 			t.Fatalf("LiveRecords: %d %v", len(live), err)

@@ -167,21 +167,36 @@ func isIdentByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
-// rebindConnector makes pgx connections that rebind every query text.
-type rebindConnector struct{ driver.Connector }
+// rebindConnector makes pgx connections that rebind every query text. It
+// notes their server process ids in pids (when set), by which the listener
+// tells this replica's own writes from the others' (listen.go).
+type rebindConnector struct {
+	driver.Connector
+	pids *pidSet
+}
 
 func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &rebindConn{conn.(*stdlib.Conn)}, nil
+	sc := conn.(*stdlib.Conn)
+	rc := &rebindConn{c: sc}
+	if c.pids != nil {
+		rc.pid, rc.pids = sc.Conn().PgConn().PID(), c.pids
+		c.pids.add(rc.pid)
+	}
+	return rc, nil
 }
 
 // rebindConn forwards every optional driver interface pgx's connection
 // implements (database/sql discovers them by type assertion, so each must be
 // re-declared here), rebinding the query texts on the way.
-type rebindConn struct{ c *stdlib.Conn }
+type rebindConn struct {
+	c    *stdlib.Conn
+	pid  uint32
+	pids *pidSet
+}
 
 var (
 	_ driver.Conn               = (*rebindConn)(nil)
@@ -202,7 +217,12 @@ func (c *rebindConn) Prepare(q string) (driver.Stmt, error) { return c.c.Prepare
 func (c *rebindConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
 	return c.c.PrepareContext(ctx, Rebind(q))
 }
-func (c *rebindConn) Close() error              { return c.c.Close() }
+func (c *rebindConn) Close() error {
+	if c.pids != nil {
+		c.pids.remove(c.pid)
+	}
+	return c.c.Close()
+}
 func (c *rebindConn) Begin() (driver.Tx, error) { return c.c.Begin() }
 func (c *rebindConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
 	return c.c.BeginTx(ctx, o)

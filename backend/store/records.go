@@ -167,22 +167,35 @@ func placeholders(n int) string {
 }
 
 // GetRecord reads one record by id, ErrNotFound when absent.
+// On PostgreSQL a cached copy is served only after a read barrier
+// (listen.go), so the read sees every write another replica acknowledged
+// before it began (unless ctx is Relaxed).
 func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
-	if r, ok := db.cache.get(id); ok {
-		return r, nil
+	if r, ok := db.cachedRecord(ctx, id); ok {
+		return r.Clone(), nil
 	}
+	ep := db.cache.at()
 	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
 	if err == nil {
-		db.cache.put(r)
+		db.cache.putAt(r, ep)
 	}
 	return r, err
+}
+
+// cachedRecord is the cached copy of id that may be served now (shared: do
+// not modify it).
+func (db *DB) cachedRecord(ctx context.Context, id string) (*Record, bool) {
+	if _, ok := db.cache.peek(id); !ok || !db.fresh(ctx) {
+		return nil, false
+	}
+	return db.cache.peek(id) // after the barrier: no older than any acknowledged write
 }
 
 // PeekOrgRecord is GetOrgRecord without the copy: the record is shared with
 // the cache and must not be modified (cached records are replaced, never
 // changed in place). It serves the hot read-only path.
 func (db *DB) PeekOrgRecord(ctx context.Context, orgID, id string) (*Record, error) {
-	r, ok := db.cache.peek(id)
+	r, ok := db.cachedRecord(ctx, id)
 	if !ok {
 		var err error
 		if r, err = db.GetRecord(ctx, id); err != nil {
@@ -278,7 +291,10 @@ func Expect(p sandbox.Phase, mutate func(r *Record) error) func(r *Record) error
 }
 
 // TransitionTx is Transition inside a caller's transaction. On ErrConflict
-// (and ErrIllegalTransition) it returns the current record.
+// (and ErrIllegalTransition) it returns the current record. Under a ctx
+// carrying the record's lease (WithFence) the write also requires the lease
+// to be still that one, and fails with ErrLeaseLost when another replica
+// took the record over.
 func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, cause sandbox.Cause, mutate func(r *Record) error) (*Record, error) {
 	if to != "" && !cause.Valid() {
 		return nil, fmt.Errorf("moving sandbox %s to %s: unknown cause %q (see sandbox.Causes)", id, to, cause)
@@ -304,16 +320,20 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 		return nil, err
 	}
 	args = append(args[1:], r.ID, r.Version) // drop id from the SET list
+	fence, fargs := fenceFor(ctx, id)        // a replica's write carries its lease (lease.go)
 	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, kind = ?, provider = ?, provider_id = ?, provider_data = ?,
 		phase = ?, template_id = ?, spec = ?, metadata = ?, cpu_count = ?, memory_mb = ?, auto_pause = ?, auto_resume = ?,
 		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
 		killed_at = ?, end_at = ?, phase_deadline = ?, kill_reason = ?, diagnostic = ?, exit_code = ?, timeline = ?,
 		endpoints = ?, billed_micro = ?, billed_ns = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
-		version = version + 1 WHERE id = ? AND version = ?`, args...)
+		version = version + 1 WHERE id = ? AND version = ?`+fence, append(args, fargs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("updating record %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
+		if fence != "" {
+			return r, fenceLost(ctx, tx, id)
+		}
 		return r, ErrConflict
 	}
 	r.Version++
@@ -338,6 +358,7 @@ type RecordFilter struct {
 // others are read and decoded. The returned records are shared with the
 // cache: callers must not modify them.
 func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error) {
+	ep := db.cache.at()
 	refs, err := db.listRefs(ctx, f)
 	if err != nil {
 		return nil, err
@@ -359,7 +380,7 @@ func (db *DB) ListRecords(ctx context.Context, f RecordFilter) ([]*Record, error
 		return nil, err
 	}
 	for _, r := range loaded {
-		db.cache.put(r)
+		db.cache.putAt(r, ep)
 	}
 	kept := out[:0]
 	for i, r := range refs {
@@ -543,31 +564,15 @@ func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
 }
 
 // RecordPhases maps record ids to phases for the given ids (missing ids are
-// absent), for the orphan sweep.
+// absent).
 func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]sandbox.Phase, error) {
-	out := make(map[string]sandbox.Phase, len(ids))
-	for chunk := range slices.Chunk(ids, 500) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		rows, err := db.r.QueryContext(ctx, `SELECT id, phase FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			var p sandbox.Phase
-			if err := rows.Scan(&id, &p); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[id] = p
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	recs, err := db.RecordInstances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]sandbox.Phase, len(recs))
+	for id, ri := range recs {
+		out[id] = ri.Phase
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -147,10 +148,19 @@ func TestMigrateFreshSQLiteToLatest(t *testing.T) {
 
 // The goose files keep the old schema exactly: same tables, columns,
 // constraints and indexes as the statements the packages used to apply.
+// Migrations after the legacy ones (leases, 00007 on) are compared with
+// nothing: the goose database is taken to the last legacy version.
 func TestMigrationsMatchLegacySchema(t *testing.T) {
 	legacy := legacyBuild(t, filepath.Join(t.TempDir(), "old.db"))
-	db := openTest(t)
-	want, got := sqliteSchema(t, legacy), sqliteSchema(t, db.Reader())
+	sqldb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "goose.db")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sqldb.Close() })
+	if _, err := newProvider(t, sqldb, SQLite).UpTo(context.Background(), slices.Max(slices.Collect(maps.Values(legacyVersions)))); err != nil {
+		t.Fatal(err)
+	}
+	want, got := sqliteSchema(t, legacy), sqliteSchema(t, sqldb)
 	for name, ddl := range want {
 		if got[name] != ddl {
 			t.Errorf("%s:\n legacy: %s\n goose:  %s", name, ddl, got[name])
@@ -236,7 +246,11 @@ func TestOpenAdoptsLegacyDatabase(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if want := []int64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(versions, want) {
+		want := []int64{0}
+		for v := int64(1); v <= latestVersion(t); v++ {
+			want = append(want, v) // the legacy ones adopted, the later ones applied
+		}
+		if !slices.Equal(versions, want) {
 			t.Fatalf("open %d: goose versions %v, want %v", i+1, versions, want)
 		}
 		var legacyRows int

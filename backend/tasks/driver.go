@@ -171,6 +171,9 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 			if s.cancelWorker(id, deadlineError{le.State}) {
 				return nil // the worker fails it, describing what was not ready
 			}
+			if err := s.mayAct(ctx); err != nil {
+				return err
+			}
 			s.fail(id, le.State, sandbox.CauseReconciler, s.deadlineMessage(le.State, nil))
 			return nil
 		}
@@ -228,12 +231,15 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.db.GetRecord(ctx, e.RecordID)
+	r, err := s.db.FreshRecord(ctx, e.RecordID) // not the cache: another replica may have moved it
 	if err != nil {
 		return e, err
 	}
 	switch r.Phase {
 	case sandbox.PhasePausing:
+		if err := s.mayAct(ctx); err != nil {
+			return e, err
+		}
 		if err := s.engine.Pause(ctx, id); err != nil {
 			return s.refused(ctx, e, sandbox.PhaseRunning, err)
 		}
@@ -244,6 +250,9 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 				r.LastPausedAt = now
 			}})
 	case sandbox.PhaseResuming:
+		if err := s.mayAct(ctx); err != nil {
+			return e, err
+		}
 		if err := s.engine.Unpause(ctx, id); err != nil {
 			return s.refused(ctx, e, sandbox.PhasePaused, err)
 		}
@@ -353,8 +362,8 @@ func (s *Service) work(ctx context.Context, id string) {
 			}
 			return
 		}
-		if !e.State.Transitional() {
-			return
+		if !e.State.Transitional() || s.mayAct(ctx) != nil {
+			return // done, or another replica took it over
 		}
 		remaining := e.Deadline.Sub(s.now())
 		if e.Deadline.IsZero() {
@@ -373,11 +382,16 @@ func (s *Service) work(ctx context.Context, id string) {
 		}
 		cause := context.Cause(wctx)
 		cancel()
+		if s.mayAct(ctx) != nil {
+			return // another replica may have taken it over: the outcome is its to act on
+		}
 		switch {
 		case err == nil:
 			continue // next state
 		case errors.Is(err, errConflict):
 			continue // someone else moved it (e.g. torn down): re-read
+		case errors.Is(err, store.ErrLeaseLost):
+			return // another replica took it over: its worker goes on
 		case errors.Is(err, errRecordConflict):
 			s.Kick() // the record was killed (credits): the sweep tears down
 			return

@@ -291,6 +291,9 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 			return err
 		}
 		out = e
+		if err := store.CheckFenceTx(ctx, tx, e.RecordID); err != nil {
+			return err // another replica took the environment over
+		}
 		if c.expect != "" && e.State != c.expect {
 			return errConflict
 		}

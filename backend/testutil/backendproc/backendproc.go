@@ -30,6 +30,11 @@ type Options struct {
 	Env map[string]string
 	// Credits is the bootstrap balance; 0 means 1000000.
 	Credits float64
+	// DatabaseURL is the database to run on; default a fresh SQLite file
+	// in DataDir. Several backends given one postgres:// URL are replicas.
+	DatabaseURL string
+	// APIKey is the bootstrapped key; default a fresh one. Replicas share it.
+	APIKey string
 }
 
 // Backend is a running backend process.
@@ -95,7 +100,13 @@ func Start(t testing.TB, opts Options) *Backend {
 	if opts.Credits == 0 {
 		opts.Credits = 1_000_000
 	}
-	b := &Backend{DataDir: t.TempDir(), Org: "acc", APIKey: ids.Token("dn_test"), opts: opts}
+	b := &Backend{DataDir: t.TempDir(), Org: "acc", APIKey: opts.APIKey, opts: opts}
+	if b.APIKey == "" {
+		b.APIKey = ids.Token("dn_test")
+	}
+	if b.opts.DatabaseURL == "" {
+		b.opts.DatabaseURL = filepath.Join(b.DataDir, "dreadnode.db")
+	}
 	b.start(t)
 	t.Cleanup(func() {
 		b.Stop()
@@ -111,7 +122,7 @@ func (b *Backend) start(t testing.TB) {
 	env := append(os.Environ(),
 		"DREADNODE_LISTEN=127.0.0.1:0",
 		"DREADNODE_DATA_DIR="+b.DataDir,
-		"DREADNODE_DATABASE_URL="+filepath.Join(b.DataDir, "dreadnode.db"),
+		"DREADNODE_DATABASE_URL="+b.opts.DatabaseURL,
 		"DREADNODE_TASKS_DIR="+b.opts.TasksDir,
 		"DREADNODE_BOOTSTRAP_ORG="+b.Org,
 		"DREADNODE_BOOTSTRAP_API_KEY="+b.APIKey,
@@ -184,6 +195,36 @@ func (b *Backend) Kill() {
 	}
 }
 
+// Freeze stops the process with SIGSTOP, as a stalled host or a long GC
+// pause would: it holds its connections and leases but does nothing until
+// Thaw.
+func (b *Backend) Freeze() error { return b.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen process (SIGCONT).
+func (b *Backend) Thaw() error { return b.signal(syscall.SIGCONT) }
+
+func (b *Backend) signal(sig syscall.Signal) error {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return fmt.Errorf("the backend was never started")
+	}
+	select {
+	case <-b.done:
+		return fmt.Errorf("the backend at %s has exited", b.URL)
+	default:
+	}
+	return syscall.Kill(-b.cmd.Process.Pid, sig)
+}
+
+// Exited reports whether the process has ended.
+func (b *Backend) Exited() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stop asks the backend to shut down (SIGTERM), killing it after 15s.
 func (b *Backend) Stop() {
 	if b.cmd == nil || b.cmd.Process == nil {
@@ -194,6 +235,8 @@ func (b *Backend) Stop() {
 		return
 	default:
 	}
+	// A frozen process would not see SIGTERM until the 15s are up.
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGCONT)
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.done:
@@ -241,4 +284,20 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// DumpStacks ends the process with SIGQUIT, which makes the Go runtime
+// print every goroutine's stack into Logs: for a test that finds a backend
+// stuck, before it fails.
+func (b *Backend) DumpStacks() {
+	if b.Exited() {
+		return
+	}
+	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(b.cmd.Process.Pid, syscall.SIGQUIT)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		b.Kill()
+	}
 }
