@@ -33,3 +33,23 @@ func TestHub(t *testing.T) {
 	}
 	h.Notify("nobody") // no waiter: no-op
 }
+
+// NotifyAll wakes the waiters of every key and leaves no entry behind.
+func TestNotifyAll(t *testing.T) {
+	var h Hub
+	a, ra := h.Wait("a")
+	b, rb := h.Wait("b")
+	defer ra()
+	defer rb()
+	h.NotifyAll()
+	for name, ch := range map[string]<-chan struct{}{"a": a, "b": b} {
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("the waiter of %s was not woken", name)
+		}
+	}
+	if h.Len() != 0 {
+		t.Fatalf("%d keys left after NotifyAll", h.Len())
+	}
+}

@@ -147,6 +147,7 @@ func ApplyCharge(ctx context.Context, stmt *sql.Stmt, b *BillingRow, micro, bill
 // one is reloaded from the database (put keeps the newest version, so a
 // reader racing this cannot put an older row back).
 func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
+	ep := db.cache.at() // a reload straddling a listener reset is not cached
 	var reload []string
 	db.cache.mu.Lock()
 	for _, c := range charges {
@@ -176,7 +177,7 @@ func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
 			continue // they stay uncached; the next GetRecord reads the database
 		}
 		for _, r := range recs {
-			db.cache.put(r)
+			db.cache.putAt(r, ep)
 		}
 	}
 }
