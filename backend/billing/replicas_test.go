@@ -67,16 +67,8 @@ func TestThreeSettlersOneBalance(t *testing.T) {
 						return
 					default:
 					}
-					bal, sum, err := snapshot(ctx, dbs[r], org)
-					switch {
-					case err != nil:
+					if err := checkSnapshot(ctx, dbs[r], org, initial); err != nil {
 						bad.Store(err)
-						return
-					case bal < 0:
-						bad.Store(fmt.Errorf("balance below zero: %d", bal))
-						return
-					case bal+sum != initial:
-						bad.Store(fmt.Errorf("balance %d + billed %d != %d", bal, sum, initial))
 						return
 					}
 					snapshots.Add(1)
@@ -184,19 +176,29 @@ func TestThreeSettlersOneBalance(t *testing.T) {
 	})
 }
 
-// snapshot reads an org's balance and the sum billed to its records in one
-// consistent read.
-func snapshot(ctx context.Context, db *store.DB, org string) (bal, sum int64, err error) {
+// checkSnapshot reads an org's balance and the sum billed to its records
+// in one consistent read: the balance is never below zero and balance +
+// billed is what was granted.
+func checkSnapshot(ctx context.Context, db *store.DB, org string, granted int64) error {
 	tx, err := db.Reader().BeginTx(ctx, snapshotTx(db))
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer tx.Rollback()
-	if err = tx.QueryRow(`SELECT credits_micro FROM orgs WHERE id = ?`, org).Scan(&bal); err != nil {
-		return
+	var bal, sum int64
+	if err := tx.QueryRow(`SELECT credits_micro FROM orgs WHERE id = ?`, org).Scan(&bal); err != nil {
+		return err
 	}
-	err = tx.QueryRow(`SELECT CAST(COALESCE(SUM(billed_micro), 0) AS BIGINT) FROM sandboxes WHERE org_id = ?`, org).Scan(&sum)
-	return
+	if err := tx.QueryRow(`SELECT CAST(COALESCE(SUM(billed_micro), 0) AS BIGINT) FROM sandboxes WHERE org_id = ?`, org).Scan(&sum); err != nil {
+		return err
+	}
+	switch {
+	case bal < 0:
+		return fmt.Errorf("balance went below zero: %d", bal)
+	case bal+sum != granted:
+		return fmt.Errorf("snapshot not atomic: balance %d + billed %d != %d", bal, sum, granted)
+	}
+	return nil
 }
 
 // pollUntil polls cond until it holds or timeout passes.

@@ -222,26 +222,8 @@ func TestConcurrentSettlementNeverOverdraws(t *testing.T) {
 						return
 					default:
 					}
-					tx, err := db.Reader().BeginTx(ctx, snapshotTx(db))
-					if err != nil {
+					if err := checkSnapshot(ctx, db, org, initial); err != nil {
 						readErr.Store(err)
-						return
-					}
-					var bal, sum int64
-					err = tx.QueryRow(`SELECT credits_micro FROM orgs WHERE id = ?`, org).Scan(&bal)
-					if err == nil {
-						err = tx.QueryRow(`SELECT COALESCE(SUM(billed_micro), 0) FROM sandboxes WHERE org_id = ?`, org).Scan(&sum)
-					}
-					_ = tx.Rollback()
-					switch {
-					case err != nil:
-						readErr.Store(err)
-						return
-					case bal < 0:
-						readErr.Store(fmt.Errorf("balance went below zero: %d", bal))
-						return
-					case bal+sum != initial:
-						readErr.Store(fmt.Errorf("snapshot not atomic: balance %d + billed %d != %d", bal, sum, initial))
 						return
 					}
 					snapshots.Add(1)

@@ -111,13 +111,6 @@ func OrgCreditsTx(ctx context.Context, tx *sql.Tx, orgID string) (int64, error) 
 	return c, err
 }
 
-// ChargeStmt prepares the statement ApplyCharge runs, for many charges in
-// one transaction.
-func ChargeStmt(ctx context.Context, tx *sql.Tx) (*sql.Stmt, error) {
-	return tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = ?, billed_ns = ?, version = version + 1
-		WHERE seq = ? AND version = ?`)
-}
-
 // Charge is a committed change of a record's billing fields, to publish to
 // the record cache once its transaction commits (PublishCharges).
 type Charge struct {
@@ -125,21 +118,6 @@ type Charge struct {
 	Version     int64 // the version the charge wrote
 	BilledMicro int64
 	BilledNs    int64
-}
-
-// ApplyCharge adds micro to the record's billed credits and sets its billed
-// time to billedNs. It is conditional on the version read (b.Version), so a
-// charge computed from a stale row is refused (ErrConflict).
-func ApplyCharge(ctx context.Context, stmt *sql.Stmt, b *BillingRow, micro, billedNs int64) (Charge, error) {
-	c := Charge{ID: b.ID, Version: b.Version + 1, BilledMicro: b.BilledMicro + micro, BilledNs: billedNs}
-	res, err := stmt.ExecContext(ctx, c.BilledMicro, billedNs, b.Seq, b.Version)
-	if err != nil {
-		return c, fmt.Errorf("charging record %s: %w", b.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return c, ErrConflict
-	}
-	return c, nil
 }
 
 // PublishCharges brings the record cache up to date with committed charges:

@@ -149,18 +149,14 @@ func TestStoreQueriesOnEachDialect(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			stmt, err := ChargeStmt(ctx, tx)
-			if err != nil {
-				return err
+			order := []ChargeOrder{{Row: &rows[0], Micro: 1_000, BilledNs: int64(time.Second)}}
+			applied, c, err := ApplyChargesTx(ctx, tx, order)
+			if err != nil || !applied[0] || len(c) != 1 {
+				return fmt.Errorf("a charge: %v %v %v", applied, c, err)
 			}
-			defer stmt.Close()
-			c, err := ApplyCharge(ctx, stmt, &rows[0], 1_000, int64(time.Second))
-			if err != nil {
-				return err
-			}
-			charges = append(charges, c)
-			if _, err := ApplyCharge(ctx, stmt, &rows[0], 1_000, int64(time.Second)); !errors.Is(err, ErrConflict) {
-				t.Errorf("a charge from a stale row: %v", err)
+			charges = append(charges, c...)
+			if applied, _, err := ApplyChargesTx(ctx, tx, order); err != nil || applied[0] {
+				t.Errorf("a charge from a stale row: applied %v, %v", applied, err)
 			}
 			bal, err := DebitOrgTx(ctx, tx, org.ID, 1_000)
 			if err != nil || bal != 4_999_000 {
