@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -378,9 +379,12 @@ func TestLeaseDriveWaitsForTheHolder(t *testing.T) {
 
 // A replica decides from the record as stored, not from its cache: B's
 // cache still says creating when A has made the record running, and B's
-// step then creates nothing.
+// step then creates nothing. Only SQLite can hold the stale copy this needs:
+// on PostgreSQL the listener refreshes B's cache and the read barrier makes
+// B's read wait for it (store's listen tests); FreshRecord serves both.
 func TestLeaseHolderReadsPastItsCache(t *testing.T) {
-	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+	t.Run("sqlite", func(t *testing.T) {
+		url := filepath.Join(t.TempDir(), "db")
 		g := newReplicas(t, url)
 		close(g.gate.open)
 		g.insert(t, "sb1")

@@ -299,7 +299,18 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	if to != "" && !cause.Valid() {
 		return nil, fmt.Errorf("moving sandbox %s to %s: unknown cause %q (see sandbox.Causes)", id, to, cause)
 	}
-	r, err := scanRecord(tx.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	q := `SELECT ` + recordColumns + ` FROM sandboxes WHERE id = ?`
+	if isPostgresTx(tx) {
+		// Lock the row from the read to the write. Under READ COMMITTED a
+		// write committed in between (a settlement's charge, another
+		// replica's field update) would otherwise fail this move on the
+		// version although its phase still allows it: a DELETE answered
+		// 204 while the record stayed running. Writers that skip the gate
+		// (settlement) wait for the lock and then miss on the version,
+		// retrying next pass. SQLite's DB.Tx already runs writers one at a time.
+		q += ` FOR UPDATE`
+	}
+	r, err := scanRecord(tx.QueryRowContext(ctx, q, id))
 	if err != nil {
 		return nil, err
 	}

@@ -214,6 +214,7 @@ type Server struct {
 	templates  map[string]Template
 	faults     map[string][]Fault
 	holds      map[string]chan struct{} // route -> closed on release (hold.go)
+	latency    map[string]time.Duration // route -> added response time (hold.go)
 	held       int
 	requests   []Request
 	violations []string
@@ -723,6 +724,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 		key = route.Method + " " + route.Path
 	}
 	s.waitHold(r.Context(), key)
+	s.waitLatency(r.Context(), key)
 	if f, ok := s.popFault(key); ok && key != "" {
 		if f.AfterHandling && r.Header.Get("X-API-Key") == s.APIKey {
 			s.handleAPI(httptest.NewRecorder(), vr, key, in.PathParams, body)

@@ -1,6 +1,9 @@
 package e2bfake
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Hold (one per route at a time) makes requests to route wait (a slow E2B) until release is called or
 // the client gives up. release is idempotent; the test's cleanup releases
@@ -56,4 +59,32 @@ func (s *Server) waitHold(ctx context.Context, route string) {
 	s.mu.Lock()
 	s.held--
 	s.mu.Unlock()
+}
+
+// SetLatency makes every request to route take at least d before it is
+// answered, as E2B's own API does (a create takes hundreds of milliseconds
+// in the cloud, ~0 in this fake): benchmarks then measure how many
+// operations a backend keeps in flight rather than this machine's CPU.
+func (s *Server) SetLatency(route string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.latency == nil {
+		s.latency = map[string]time.Duration{}
+	}
+	s.latency[route] = d
+}
+
+func (s *Server) waitLatency(ctx context.Context, route string) {
+	s.mu.Lock()
+	d := s.latency[route]
+	s.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d) // the simulated cloud's response time, not synchronisation
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
