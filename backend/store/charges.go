@@ -1,16 +1,16 @@
 package store
 
-// Set-based charges for settlement (backend/billing): a pass bills thousands
-// of records, and one UPDATE per record made it cost a round trip (and a
-// statement execution) each. ApplyChargesTx writes a whole batch in one
-// statement per ChargeBatch records, each row still conditional on the
-// version it was computed from.
+// Charges for settlement (backend/billing): a pass bills thousands of
+// records. On PostgreSQL one UPDATE per record cost a round trip each;
+// ApplyChargesTx writes a whole batch in one statement per ChargeBatch
+// records there, each row still conditional on the version it was computed
+// from. On SQLite (in process, no round trips) a prepared per-record UPDATE
+// is the faster of the two.
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 )
 
 // ChargeBatch bounds the records one charge statement writes.
@@ -31,15 +31,12 @@ func ApplyChargesTx(ctx context.Context, tx *sql.Tx, orders []ChargeOrder) (appl
 	applied = make([]bool, len(orders))
 	charges = make([]Charge, 0, len(orders))
 	pg := isPostgresTx(tx)
+	if !pg {
+		return applyChargesSQLite(ctx, tx, orders, applied, charges)
+	}
 	for start := 0; start < len(orders); start += ChargeBatch {
 		batch := orders[start:min(start+ChargeBatch, len(orders))]
-		var q string
-		var args []any
-		if pg {
-			q, args = chargeQueryPostgres(batch)
-		} else {
-			q, args = chargeQuerySQLite(batch)
-		}
+		q, args := chargeQueryPostgres(batch)
 		done, err := QueryAll(ctx, tx, func(s Scanner) (int64, error) {
 			var seq int64
 			return seq, s.Scan(&seq)
@@ -75,30 +72,28 @@ func chargeQueryPostgres(batch []ChargeOrder) (string, []any) {
 		WHERE s.seq = v.seq AND s.version = v.ver RETURNING s.seq`, []any{seqs, vers, micros, nss}
 }
 
-// chargeQuerySQLite passes the batch as one JSON array of [seq, version,
-// billed_micro, billed_ns] (one constant statement text: no SQL to parse
-// per record).
-func chargeQuerySQLite(batch []ChargeOrder) (string, []any) {
-	buf := make([]byte, 0, 2+len(batch)*48)
-	buf = append(buf, '[')
-	for i, o := range batch {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, '[')
-		buf = strconv.AppendInt(buf, o.Row.Seq, 10)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, o.Row.Version, 10)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, o.Row.BilledMicro+o.Micro, 10)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, o.BilledNs, 10)
-		buf = append(buf, ']')
+// applyChargesSQLite runs one prepared UPDATE per record: SQLite runs in
+// this process, so a statement costs no round trip, and measured (make
+// bench) this beats one set-based statement (json_each or a VALUES list),
+// whose join costs more than the executions it saves.
+func applyChargesSQLite(ctx context.Context, tx *sql.Tx, orders []ChargeOrder, applied []bool, charges []Charge) ([]bool, []Charge, error) {
+	stmt, err := tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = ?, billed_ns = ?, version = version + 1 WHERE seq = ? AND version = ?`)
+	if err != nil {
+		return nil, nil, err
 	}
-	buf = append(buf, ']')
-	return `UPDATE sandboxes SET billed_micro = j.value ->> 2, billed_ns = j.value ->> 3, version = sandboxes.version + 1
-		FROM json_each(?) AS j WHERE sandboxes.seq = j.value ->> 0 AND sandboxes.version = j.value ->> 1
-		RETURNING sandboxes.seq`, []any{string(buf)}
+	defer stmt.Close()
+	for i, o := range orders {
+		c := Charge{ID: o.Row.ID, Version: o.Row.Version + 1, BilledMicro: o.Row.BilledMicro + o.Micro, BilledNs: o.BilledNs}
+		res, err := stmt.ExecContext(ctx, c.BilledMicro, c.BilledNs, o.Row.Seq, o.Row.Version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("charging record %s: %w", o.Row.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			applied[i] = true
+			charges = append(charges, c)
+		}
+	}
+	return applied, charges, nil
 }
 
 // OrgsCreditsForUpdateTx reads the balances of orgs (missing ones are
