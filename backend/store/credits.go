@@ -42,8 +42,10 @@ const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runt
 
 // UnsettledWhere selects records with running time not yet billed: those
 // accruing now and those whose folded runtime exceeds the billed time. The
-// ledger's partial index uses exactly this expression.
-const UnsettledWhere = `(running_since IS NOT NULL OR runtime_ns > billed_ns)`
+// column unsettled is generated from exactly that (migration 00009: an
+// index naming billed_ns made every charge rewrite all of the row's index
+// entries on PostgreSQL); the ledger's partial index uses this expression.
+const UnsettledWhere = `unsettled`
 
 type rowsScanner interface {
 	Next() bool
