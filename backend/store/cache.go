@@ -107,6 +107,10 @@ func (c *recordCache) drop(id string) {
 func (c *recordCache) committed(id string, v int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.committedLocked(id, v)
+}
+
+func (c *recordCache) committedLocked(id string, v int64) {
 	if cur, ok := c.byID[id]; ok {
 		if cur.Version >= v {
 			return // this process's own write, already published

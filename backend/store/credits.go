@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
@@ -42,8 +41,10 @@ const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runt
 
 // UnsettledWhere selects records with running time not yet billed: those
 // accruing now and those whose folded runtime exceeds the billed time. The
-// ledger's partial index uses exactly this expression.
-const UnsettledWhere = `(running_since IS NOT NULL OR runtime_ns > billed_ns)`
+// column unsettled is generated from exactly that (migration 00009: an
+// index naming billed_ns made every charge rewrite all of the row's index
+// entries on PostgreSQL); the ledger's partial index uses this expression.
+const UnsettledWhere = `unsettled`
 
 type rowsScanner interface {
 	Next() bool
@@ -121,13 +122,14 @@ type Charge struct {
 }
 
 // PublishCharges brings the record cache up to date with committed charges:
-// a cached copy one version behind is patched in place; an older or missing
-// one is reloaded from the database (put keeps the newest version, so a
-// reader racing this cannot put an older row back).
+// a cached copy one version behind is patched in place; any other is
+// dropped, and no copy older than the charge may be put back (a read racing
+// this). An uncached record is not loaded: a settle pass charges every
+// running record, and reading them all in full (JSON included) to fill the
+// cache cost more than the pass's charges; the next GetRecord reads it.
 func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
-	ep := db.cache.at() // a reload straddling a listener reset is not cached
-	var reload []string
 	db.cache.mu.Lock()
+	defer db.cache.mu.Unlock()
 	for _, c := range charges {
 		cur, ok := db.cache.byID[c.ID]
 		switch {
@@ -140,22 +142,7 @@ func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
 			n.BilledMicro, n.BilledNs, n.Version = c.BilledMicro, c.BilledNs, c.Version
 			db.cache.byID[c.ID] = &n
 		default:
-			delete(db.cache.byID, c.ID)
-			reload = append(reload, c.ID)
-		}
-	}
-	db.cache.mu.Unlock()
-	for chunk := range slices.Chunk(reload, 500) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
-		if err != nil {
-			continue // they stay uncached; the next GetRecord reads the database
-		}
-		for _, r := range recs {
-			db.cache.putAt(r, ep)
+			db.cache.committedLocked(c.ID, c.Version)
 		}
 	}
 }
