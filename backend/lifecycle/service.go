@@ -317,26 +317,23 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 // and a second delete of a stopping one waits for the stop in progress.
 func (s *Service) Delete(ctx context.Context, r *store.Record, reason string) (*store.Record, error) {
 	now := s.now()
-	for attempt := 0; ; attempt++ {
-		cur, err := s.transition(ctx, r.ID, sandbox.PhaseStopping, func(r *store.Record) error {
-			r.StopAt(now) // billing ends at the request, however long the removal takes
-			if r.KillReason == "" {
-				r.KillReason = reason
-			}
-			return nil
-		})
-		switch {
-		case errors.Is(err, store.ErrConflict) && cur != nil && cur.Phase == sandbox.PhaseStopping:
-			return s.drive(ctx, r.ID)
-		case errors.Is(err, store.ErrConflict) && cur != nil && !cur.Phase.Terminal() && attempt < 3:
-			continue // a concurrent write won the version; the record is still live: again
-		case errors.Is(err, store.ErrConflict):
-			return s.db.GetRecord(ctx, r.ID) // already terminal: deleting again is a no-op
-		case err != nil:
-			return nil, err
+	cur, err := s.transition(ctx, r.ID, sandbox.PhaseStopping, func(r *store.Record) error {
+		r.StopAt(now) // billing ends at the request, however long the removal takes
+		if r.KillReason == "" {
+			r.KillReason = reason
 		}
-		return s.drive(ctx, r.ID)
+		return nil
+	})
+	if errors.Is(err, store.ErrConflict) {
+		if cur != nil && cur.Phase == sandbox.PhaseStopping {
+			return s.drive(ctx, r.ID)
+		}
+		return s.db.GetRecord(ctx, r.ID) // already terminal: deleting again is a no-op
 	}
+	if err != nil {
+		return nil, err
+	}
+	return s.drive(ctx, r.ID)
 }
 
 // transition commits a change a request asked for (cause user; the table
