@@ -63,18 +63,28 @@ func fill(b testing.TB, db *store.DB, org string, n int, t0 time.Time, runningEv
 
 // BenchmarkSettlePass10k is one settle pass over 10k running records (each
 // with 10 s to bill), the work the settle loop does every interval, on
-// SQLite and on PostgreSQL.
+// SQLite and on PostgreSQL: with the fast path (the default), and row by
+// row (Config.RowByRow, every record read, charged in Go and written
+// conditionally), the baseline its ratio is taken against.
 func BenchmarkSettlePass10k(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) { benchSettlePass(b, filepath.Join(b.TempDir(), "db")) })
-	b.Run("postgres", func(b *testing.B) { benchSettlePass(b, pgtest.Database(b)) })
+	for _, mode := range []struct {
+		name     string
+		rowByRow bool
+	}{{"fast", false}, {"rowbyrow", true}} {
+		b.Run("sqlite/"+mode.name, func(b *testing.B) { benchSettlePass(b, filepath.Join(b.TempDir(), "db"), mode.rowByRow) })
+		b.Run("postgres/"+mode.name, func(b *testing.B) { benchSettlePass(b, pgtest.Database(b), mode.rowByRow) })
+	}
 }
 
-func benchSettlePass(b *testing.B, url string) {
+func benchSettlePass(b *testing.B, url string, rowByRow bool) {
 	db := openDB(b, url)
 	defer db.Close()
 	t0 := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
 	c := newClock(t0)
-	s := newTestService(b, db, c, DefaultRates)
+	s, err := New(context.Background(), Config{DB: db, Logger: quiet, Now: c.Now, Rates: &DefaultRates, RowByRow: rowByRow})
+	if err != nil {
+		b.Fatal(err)
+	}
 	org := ensureOrg(b, db, "bench", MaxBalanceMicro)
 	const n = 10_000
 	fill(b, db, org, n, t0, 1) // all running

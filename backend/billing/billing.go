@@ -44,6 +44,10 @@ type Config struct {
 	// ChunkSize bounds the records settled in one transaction (default
 	// store.ChargeBatch: one charge statement).
 	ChunkSize int
+	// RowByRow turns the settle pass's fast path (fastpath.go) off: every
+	// record is settled by the row path, the reference the fast path is
+	// tested against.
+	RowByRow bool
 }
 
 // Service is the ledger and credits.

@@ -23,6 +23,9 @@ func (s *Service) List(ctx context.Context, f store.RecordFilter) (items []*Reco
 	if len(recs) > limit {
 		recs, more = recs[:limit], true
 	}
+	if recs, err = s.db.WithBilled(ctx, recs...); err != nil {
+		return nil, 0, false, err
+	}
 	items = make([]*Record, 0, len(recs))
 	now := s.now()
 	for _, rec := range recs {
@@ -34,7 +37,7 @@ func (s *Service) List(ctx context.Context, f store.RecordFilter) (items []*Reco
 
 // Record reads record id of org; another org's is not found.
 func (s *Service) Record(ctx context.Context, org, id string) (*store.Record, error) {
-	rec, err := s.db.GetOrgRecord(ctx, org, id)
+	rec, err := s.db.GetOrgRecordBilled(ctx, org, id) // the billed figures as they are now, not as cached
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, domain.NotFound("sandbox", id)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
@@ -32,13 +34,47 @@ func (s *Service) Settle(ctx context.Context, id string) error {
 }
 
 // SettleAll is one settle pass: every record with unbilled running time is
-// settled (in transactions of at most ChunkSize records), then orgs whose
-// balance is zero while they still have live records see those killed.
+// settled, then orgs whose balance is zero while they still have live
+// records see those killed. The records of orgs whose records all run
+// steadily and who can pay for them are charged by the database in one
+// statement (settleFast). The other orgs' records (an org with a stopped
+// record to close out, a record past its end, or a balance that does not
+// cover what it owes) are settled row by row, in transactions of at most
+// ChunkSize records, in seq order: which of an org's records a short
+// balance pays for stays what the row path decides.
 func (s *Service) SettleAll(ctx context.Context) (SettleResult, error) {
 	var res SettleResult
-	rows, err := s.db.UnsettledRecords(ctx, "")
+	var errs []error
+	rate := s.rates.sqlRate()
+	if s.cfg.RowByRow {
+		rate = store.Rate{}
+	}
+	rowOrgs, err := s.rowPathOrgs(ctx, rate)
 	if err != nil {
 		return res, err
+	}
+	_, dry, r, err := s.settleFast(ctx, rate, rowOrgs)
+	res.add(r)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if !errors.Is(err, errFastMoved) {
+			errs = append(errs, err)
+		}
+		rate = store.Rate{} // the row path settles every record this pass
+	}
+	var rows []store.BillingRow
+	if rate.Positive() {
+		for _, o := range dry {
+			rowOrgs[o] = true
+		}
+		rows, err = s.db.UnsettledRecordsOf(ctx, slices.Sorted(maps.Keys(rowOrgs)))
+	} else {
+		rows, err = s.db.UnsettledRecords(ctx, "")
+	}
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
 	}
 	now := s.now()
 	due := rows[:0]
@@ -55,7 +91,6 @@ func (s *Service) SettleAll(ctx context.Context) (SettleResult, error) {
 		}
 		due = append(due, *b)
 	}
-	var errs []error
 	for start := 0; start < len(due); start += s.cfg.ChunkSize {
 		r, err := s.settleRows(ctx, due[start:min(start+s.cfg.ChunkSize, len(due))])
 		res.add(r)
@@ -78,6 +113,24 @@ func (s *Service) SettleAll(ctx context.Context) (SettleResult, error) {
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// rowPathOrgs lists the orgs with a record the fast path does not charge
+// (store.SlowUnsettledRecords) that owes something: their records all take
+// the row path. With no fast path (rate not Positive) it is empty.
+func (s *Service) rowPathOrgs(ctx context.Context, rate store.Rate) (map[string]bool, error) {
+	orgs := map[string]bool{}
+	if !rate.Positive() {
+		return orgs, nil
+	}
+	now := s.now()
+	slow, err := s.db.SlowUnsettledRecords(ctx, now.UnixNano(), rate)
+	for i := range slow {
+		if int64(slow[i].RuntimeAt(now)) > slow[i].BilledNs {
+			orgs[slow[i].OrgID] = true
+		}
+	}
+	return orgs, err
 }
 
 // settleRows settles records in ONE transaction (see settlement). The rows

@@ -205,7 +205,8 @@ func (s *Service) currentRecord(ctx context.Context, rt *Runtime) (*store.Record
 	if rt.CurrentRecordID == "" {
 		return nil, nil
 	}
-	rec, err := s.db.GetOrgRecord(ctx, rt.OrgID, rt.CurrentRecordID)
+	// The instance view shows billed credits: as they are now, not as cached.
+	rec, err := s.db.GetOrgRecordBilled(ctx, rt.OrgID, rt.CurrentRecordID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}

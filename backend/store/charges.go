@@ -53,7 +53,7 @@ func ApplyChargesTx(ctx context.Context, tx *sql.Tx, orders []ChargeOrder) (appl
 				continue
 			}
 			applied[start+i] = true
-			charges = append(charges, Charge{ID: o.Row.ID, Version: o.Row.Version + 1,
+			charges = append(charges, Charge{Seq: o.Row.Seq, ID: o.Row.ID,
 				BilledMicro: o.Row.BilledMicro + o.Micro, BilledNs: o.BilledNs})
 		}
 	}
@@ -67,9 +67,9 @@ func chargeQueryPostgres(batch []ChargeOrder) (string, []any) {
 	for i, o := range batch {
 		seqs[i], vers[i], micros[i], nss[i] = o.Row.Seq, o.Row.Version, o.Row.BilledMicro+o.Micro, o.BilledNs
 	}
-	return `UPDATE sandboxes AS s SET billed_micro = v.micro, billed_ns = v.ns, version = s.version + 1
+	return `UPDATE accruals AS a SET billed_micro = v.micro, billed_ns = v.ns, last_charge_micro = v.micro - a.billed_micro, version = a.version + 1
 		FROM unnest(CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[]), CAST(? AS BIGINT[])) AS v(seq, ver, micro, ns)
-		WHERE s.seq = v.seq AND s.version = v.ver RETURNING s.seq`, []any{seqs, vers, micros, nss}
+		WHERE a.seq = v.seq AND a.version = v.ver RETURNING a.seq`, []any{seqs, vers, micros, nss}
 }
 
 // applyChargesSQLite runs one prepared UPDATE per record: SQLite runs in
@@ -77,14 +77,14 @@ func chargeQueryPostgres(batch []ChargeOrder) (string, []any) {
 // bench) this beats one set-based statement (json_each or a VALUES list),
 // whose join costs more than the executions it saves.
 func applyChargesSQLite(ctx context.Context, tx *sql.Tx, orders []ChargeOrder, applied []bool, charges []Charge) ([]bool, []Charge, error) {
-	stmt, err := tx.PrepareContext(ctx, `UPDATE sandboxes SET billed_micro = ?, billed_ns = ?, version = version + 1 WHERE seq = ? AND version = ?`)
+	stmt, err := tx.PrepareContext(ctx, `UPDATE accruals SET last_charge_micro = ? - billed_micro, billed_micro = ?, billed_ns = ?, version = version + 1 WHERE seq = ? AND version = ?`)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer stmt.Close()
 	for i, o := range orders {
-		c := Charge{ID: o.Row.ID, Version: o.Row.Version + 1, BilledMicro: o.Row.BilledMicro + o.Micro, BilledNs: o.BilledNs}
-		res, err := stmt.ExecContext(ctx, c.BilledMicro, c.BilledNs, o.Row.Seq, o.Row.Version)
+		c := Charge{Seq: o.Row.Seq, ID: o.Row.ID, BilledMicro: o.Row.BilledMicro + o.Micro, BilledNs: o.BilledNs}
+		res, err := stmt.ExecContext(ctx, c.BilledMicro, c.BilledMicro, c.BilledNs, o.Row.Seq, o.Row.Version)
 		if err != nil {
 			return nil, nil, fmt.Errorf("charging record %s: %w", o.Row.ID, err)
 		}

@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// A charge on PostgreSQL is a HOT (heap-only) update: it changes no value
-// an index reads, so it writes no index entry (migration 00009). Before,
-// the settle pass's partial index named billed_ns and every charge rewrote
-// all of the row's index entries, the bulk of a pass's cost.
+// A charge on PostgreSQL is a HOT (heap-only) update of the record's
+// accruals row: it changes no value an index reads, so it writes no index
+// entry (migrations 00009, 00010), and it leaves the sandboxes row alone.
+// Before 00009 the settle pass's partial index named billed_ns and every
+// charge rewrote all of the row's index entries, the bulk of a pass's cost.
 func TestChargeIsHeapOnlyOnPostgres(t *testing.T) {
 	db := openDialect(t, Postgres)
 	ctx := context.Background()
@@ -24,13 +25,13 @@ func TestChargeIsHeapOnlyOnPostgres(t *testing.T) {
 			t.Fatalf("charge: %v %v", applied, err)
 		}
 		// pg_stat_xact_user_tables counts this transaction's own writes.
-		var upd, hot int64
-		if err := tx.QueryRowContext(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
-			WHERE relname = 'sandboxes'`).Scan(&upd, &hot); err != nil {
+		var upd, hot, wide int64
+		if err := tx.QueryRowContext(ctx, `SELECT a.n_tup_upd, a.n_tup_hot_upd, s.n_tup_upd FROM pg_stat_xact_user_tables a,
+			pg_stat_xact_user_tables s WHERE a.relname = 'accruals' AND s.relname = 'sandboxes'`).Scan(&upd, &hot, &wide); err != nil {
 			return err
 		}
-		if upd != 1 || hot != 1 {
-			t.Errorf("a charge made %d updates, %d of them HOT; want 1 and 1", upd, hot)
+		if upd != 1 || hot != 1 || wide != 0 {
+			t.Errorf("a charge made %d updates of accruals, %d of them HOT, and %d of sandboxes; want 1, 1 and 0", upd, hot, wide)
 		}
 		return nil
 	})

@@ -37,14 +37,27 @@ func (b *BillingRow) RuntimeAt(now time.Time) time.Duration {
 	return runtimeAt(b.RuntimeNs, b.RunningSince, b.EndAt, now)
 }
 
-const billingColumns = `seq, id, org_id, kind, phase, cpu_count, memory_mb, runtime_ns, billed_ns, billed_micro, running_since, end_at, version`
+// billingColumns reads a record's accruals row (Version is that row's) with
+// the record's id, kind and phase.
+const billingColumns = `a.seq, s.id, a.org_id, s.kind, s.phase, a.cpu_count, a.memory_mb, a.runtime_ns, a.billed_ns, a.billed_micro,
+	a.running_since, a.end_at, a.version`
 
-// UnsettledWhere selects records with running time not yet billed: those
-// accruing now and those whose folded runtime exceeds the billed time. The
-// column unsettled is generated from exactly that (migration 00009: an
-// index naming billed_ns made every charge rewrite all of the row's index
-// entries on PostgreSQL); the ledger's partial index uses this expression.
-const UnsettledWhere = `unsettled`
+const billingFrom = `accruals a JOIN sandboxes s ON s.seq = a.seq`
+
+// The records with running time not yet billed are those running
+// (accruals_running) and those stopped with a remainder to close out
+// (accruals_closing, on a generated column so that a charge of a running
+// record changes no indexed value: see migration 00010). These predicates
+// are those indexes' own, so the planner can use them.
+const (
+	runningWhere = `running_since IS NOT NULL`
+	closingWhere = `closing`
+)
+
+// unsettledWhere selects both, with columns prefixed by t ("" or "a.").
+func unsettledWhere(t string) string {
+	return `(` + t + runningWhere + ` OR ` + t + closingWhere + `)`
+}
 
 type rowsScanner interface {
 	Next() bool
@@ -72,13 +85,13 @@ func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
 // time not yet billed (all orgs, ordered by org then seq). orgID "" means
 // every org.
 func (db *DB) UnsettledRecords(ctx context.Context, orgID string) ([]BillingRow, error) {
-	q := `SELECT ` + billingColumns + ` FROM sandboxes WHERE ` + UnsettledWhere
+	q := `SELECT ` + billingColumns + ` FROM ` + billingFrom + ` WHERE ` + unsettledWhere("a.")
 	var args []any
 	if orgID != "" {
-		q += ` AND org_id = ?`
+		q += ` AND a.org_id = ?`
 		args = append(args, orgID)
 	}
-	rows, err := db.r.QueryContext(ctx, q+` ORDER BY org_id, seq`, args...)
+	rows, err := db.r.QueryContext(ctx, q+` ORDER BY a.org_id, a.seq`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +108,7 @@ func BillingRowsTx(ctx context.Context, tx *sql.Tx, ids []string) ([]BillingRow,
 	for i, id := range ids {
 		args[i] = id
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+billingColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(ids))+`) ORDER BY seq`, args...)
+	rows, err := tx.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id IN (`+placeholders(len(ids))+`) ORDER BY a.seq`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,37 +125,51 @@ func OrgCreditsTx(ctx context.Context, tx *sql.Tx, orgID string) (int64, error) 
 	return c, err
 }
 
-// Charge is a committed change of a record's billing fields, to publish to
+// Charge is a committed change of a record's billed figures, to publish to
 // the record cache once its transaction commits (PublishCharges).
 type Charge struct {
-	ID          string
-	Version     int64 // the version the charge wrote
+	Seq         int64
+	ID          string // "" when unknown: the cache is searched by Seq
 	BilledMicro int64
 	BilledNs    int64
 }
 
-// PublishCharges brings the record cache up to date with committed charges:
-// a cached copy one version behind is patched in place; any other is
-// dropped, and no copy older than the charge may be put back (a read racing
-// this). An uncached record is not loaded: a settle pass charges every
-// running record, and reading them all in full (JSON included) to fill the
-// cache cost more than the pass's charges; the next GetRecord reads it.
+// PublishCharges patches the billed figures of cached copies of charged
+// records (a charge changes the accruals row only, not the record's
+// version). Billed figures only grow, so a copy already holding as much is
+// left alone. Views of billed credits read the database (BilledRecords): a
+// copy cached by another replica, or put back by a read racing this, may
+// hold an earlier pass's figures.
 func (db *DB) PublishCharges(ctx context.Context, charges []Charge) {
+	if len(charges) == 0 {
+		return
+	}
 	db.cache.mu.Lock()
 	defer db.cache.mu.Unlock()
+	patch := func(cur *Record, c Charge) {
+		if cur.BilledNs > c.BilledNs || cur.BilledNs == c.BilledNs && cur.BilledMicro >= c.BilledMicro {
+			return
+		}
+		// Cached records are never mutated (get and put clone), so the new
+		// entry may share the old one's maps and slices.
+		n := *cur
+		n.BilledMicro, n.BilledNs = c.BilledMicro, c.BilledNs
+		db.cache.byID[cur.ID] = &n
+	}
+	bySeq := map[int64]Charge{}
 	for _, c := range charges {
-		cur, ok := db.cache.byID[c.ID]
-		switch {
-		case ok && cur.Version >= c.Version:
-			// a later write is already published
-		case ok && cur.Version == c.Version-1:
-			// Cached records are never mutated (get and put clone), so the
-			// new entry may share the old one's maps and slices.
-			n := *cur
-			n.BilledMicro, n.BilledNs, n.Version = c.BilledMicro, c.BilledNs, c.Version
-			db.cache.byID[c.ID] = &n
-		default:
-			db.cache.committedLocked(c.ID, c.Version)
+		if c.ID == "" {
+			bySeq[c.Seq] = c
+		} else if cur, ok := db.cache.byID[c.ID]; ok {
+			patch(cur, c)
+		}
+	}
+	if len(bySeq) == 0 {
+		return
+	}
+	for _, cur := range db.cache.byID {
+		if c, ok := bySeq[cur.Seq]; ok {
+			patch(cur, c)
 		}
 	}
 }
@@ -221,7 +248,7 @@ func (db *DB) GetRecords(ctx context.Context, ids []string) (map[string]*Record,
 	for i, id := range ids {
 		args[i] = id
 	}
-	recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id IN (`+placeholders(len(ids))+`)`, args...)
+	recs, err := db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -205,7 +205,7 @@ func CheckFenceTx(ctx context.Context, tx *sql.Tx, id string) error {
 // this process's cache may not have heard yet; a decision from a stale copy
 // would call the provider for a phase the record has left.
 func (db *DB) FreshRecord(ctx context.Context, id string) (*Record, error) {
-	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.id = ?`, id))
 	if err == nil {
 		db.cache.put(r)
 	}

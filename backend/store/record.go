@@ -62,14 +62,19 @@ type Record struct {
 	ExitCode        *int
 	Timeline        []TimelineEntry
 	Endpoints       map[int]compute.Endpoint
-	BilledMicro     int64     // credits already deducted, in millionths
-	BilledNs        int64     // running time already billed
-	RuntimeNs       int64     // running time accumulated before RunningSince
-	RunningSince    time.Time // set while the instance accrues running time
-	Sessions        int       // number of times it started or resumed
-	RuntimeID       string    // the runtime owning this record, if any
-	EnvironmentID   string    // the task environment backed by this record, if any
-	Version         int64
+	// What settlement billed, in millionths of a credit, and the running
+	// time that paid for. They live in the record's accruals row and a
+	// charge does not raise Version, so a cached copy (GetRecord,
+	// ListRecords) holds the figures of its version; WithBilled reads the
+	// current ones. Only settlement writes them (ErrBilledBySettlement).
+	BilledMicro   int64
+	BilledNs      int64
+	RuntimeNs     int64     // running time accumulated before RunningSince
+	RunningSince  time.Time // set while the instance accrues running time
+	Sessions      int       // number of times it started or resumed
+	RuntimeID     string    // the runtime owning this record, if any
+	EnvironmentID string    // the task environment backed by this record, if any
+	Version       int64
 }
 
 // Ref is the provider address of the record's instance.

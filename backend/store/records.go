@@ -14,10 +14,14 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 )
 
-const recordColumns = `seq, id, org_id, kind, provider, provider_id, provider_data, phase, template_id, spec, metadata,
-	cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash, created_at, started_at,
-	last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason, diagnostic, exit_code,
-	timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id, environment_id, version`
+// recordFrom joins a record's sandboxes row with its accruals row (migration
+// 00010), which holds what it was billed; recordColumns names both.
+const recordFrom = `sandboxes s JOIN accruals a ON a.seq = s.seq`
+
+const recordColumns = `s.seq, s.id, s.org_id, s.kind, s.provider, s.provider_id, s.provider_data, s.phase, s.template_id, s.spec, s.metadata,
+	s.cpu_count, s.memory_mb, s.auto_pause, s.auto_resume, s.timeout_sec, s.access_token_hash, s.created_at, s.started_at,
+	s.last_started_at, s.last_paused_at, s.killed_at, s.end_at, s.phase_deadline, s.kill_reason, s.diagnostic, s.exit_code,
+	s.timeline, s.endpoints, a.billed_micro, a.billed_ns, s.runtime_ns, s.running_since, s.sessions, s.runtime_id, s.environment_id, s.version`
 
 func scanRecord(s Scanner) (*Record, error) {
 	var (
@@ -104,7 +108,7 @@ func recordArgs(r *Record) ([]any, error) {
 		string(spec), string(meta), r.CPUCount, r.MemoryMB, b2i(r.AutoPause), b2i(r.AutoResume), r.TimeoutSec,
 		r.AccessTokenHash, r.CreatedAt.UnixNano(), NanosOrNull(r.StartedAt), NanosOrNull(r.LastStartedAt), NanosOrNull(r.LastPausedAt),
 		NanosOrNull(r.KilledAt), NanosOrNull(r.EndAt), NanosOrNull(r.PhaseDeadline), r.KillReason, r.Diagnostic, exit,
-		string(timeline), string(endpoints), r.BilledMicro, r.BilledNs, r.RuntimeNs, NanosOrNull(r.RunningSince), r.Sessions,
+		string(timeline), string(endpoints), r.RuntimeNs, NanosOrNull(r.RunningSince), r.Sessions,
 		r.RuntimeID, r.EnvironmentID}, nil
 }
 
@@ -153,9 +157,12 @@ func InsertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
 	err = tx.QueryRowContext(ctx, `INSERT INTO sandboxes (id, org_id, kind, provider, provider_id, provider_data, phase,
 		template_id, spec, metadata, cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash,
 		created_at, started_at, last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason,
-		diagnostic, exit_code, timeline, endpoints, billed_micro, billed_ns, runtime_ns, running_since, sessions, runtime_id,
+		diagnostic, exit_code, timeline, endpoints, runtime_ns, running_since, sessions, runtime_id,
 		environment_id, version) VALUES (`+placeholders(len(args))+`, 1) RETURNING seq`, args...).Scan(&r.Seq)
 	if err != nil {
+		return fmt.Errorf("inserting record %s: %w", r.ID, err)
+	}
+	if err := insertAccrualTx(ctx, tx, r); err != nil {
 		return fmt.Errorf("inserting record %s: %w", r.ID, err)
 	}
 	notePending(tx, r)
@@ -175,7 +182,7 @@ func (db *DB) GetRecord(ctx context.Context, id string) (*Record, error) {
 		return r.Clone(), nil
 	}
 	ep := db.cache.at()
-	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, id))
+	r, err := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.id = ?`, id))
 	if err == nil {
 		db.cache.putAt(r, ep)
 	}
@@ -299,7 +306,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	if to != "" && !cause.Valid() {
 		return nil, fmt.Errorf("moving sandbox %s to %s: unknown cause %q (see sandbox.Causes)", id, to, cause)
 	}
-	q := `SELECT ` + recordColumns + ` FROM sandboxes WHERE id = ?`
+	q := `SELECT ` + recordColumns + ` FROM ` + recordFrom + ` WHERE s.id = ?`
 	if isPostgresTx(tx) {
 		// Lock the row from the read to the write. Under READ COMMITTED a
 		// write committed in between (a settlement's charge, another
@@ -317,6 +324,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	if to != "" && !sandbox.CanTransition(r.Phase, to) {
 		return r, &IllegalTransitionError{ID: id, From: r.Phase, To: to, Cause: cause}
 	}
+	before := accrualOf(r)
 	if mutate != nil {
 		if err := mutate(r); err != nil {
 			return r, err
@@ -336,7 +344,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 		phase = ?, template_id = ?, spec = ?, metadata = ?, cpu_count = ?, memory_mb = ?, auto_pause = ?, auto_resume = ?,
 		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
 		killed_at = ?, end_at = ?, phase_deadline = ?, kill_reason = ?, diagnostic = ?, exit_code = ?, timeline = ?,
-		endpoints = ?, billed_micro = ?, billed_ns = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
+		endpoints = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
 		version = version + 1 WHERE id = ? AND version = ?`+fence, append(args, fargs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("updating record %s: %w", id, err)
@@ -346,6 +354,9 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 			return r, fenceLost(ctx, tx, id)
 		}
 		return r, ErrConflict
+	}
+	if err := mirrorAccrualTx(ctx, tx, before, r); err != nil {
+		return nil, fmt.Errorf("updating record %s: %w", id, err)
 	}
 	r.Version++
 	notePending(tx, r)
@@ -570,8 +581,8 @@ var expirable = []sandbox.Phase{sandbox.PhaseRunning, sandbox.PhasePaused}
 // exist: everything not terminal. The reconciler compares them with the
 // provider's instances.
 func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
-	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE kind <> 'task'
-		AND phase NOT IN (`+SQLList(sandbox.Terminal)+`) ORDER BY seq`)
+	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.kind <> 'task'
+		AND s.phase NOT IN (`+SQLList(sandbox.Terminal)+`) ORDER BY s.seq`)
 }
 
 // RecordPhases maps record ids to phases for the given ids (missing ids are

@@ -144,7 +144,7 @@ func TestCacheFollowsCommits(t *testing.T) {
 			t.Fatalf("a committed transition is not visible: %s", r.Phase)
 		}
 		// A stale copy cannot replace a newer one.
-		old, _ := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM sandboxes WHERE id = ?`, "r1"))
+		old, _ := scanRecord(db.r.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.id = ?`, "r1"))
 		old.Version--
 		old.Phase = sandbox.PhasePending
 		db.cache.put(old)

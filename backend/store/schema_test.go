@@ -131,9 +131,9 @@ func TestMigrateFreshSQLiteToLatest(t *testing.T) {
 	assertLatest(t, db.w, SQLite)
 	schema := sqliteSchema(t, db.Reader())
 	for _, name := range []string{"table meta", "table orgs", "table api_keys", "table idempotency", "table sandboxes",
-		"table sandbox_logs", "table ledger_runtimes", "table task_environments", "table org_quotas",
+		"table sandbox_logs", "table ledger_runtimes", "table task_environments", "table org_quotas", "table accruals",
 		"index sandboxes_org_seq", "index sandboxes_phase", "index sandboxes_org_phase_seq", "index ledger_runtimes_ws",
-		"index ledger_sandboxes_unsettled", "index ledger_sandboxes_live", "index task_environments_ws",
+		"index accruals_running", "index accruals_closing", "index ledger_sandboxes_live", "index task_environments_ws",
 		"index task_environments_state", "index sandboxes_queued"} {
 		if _, ok := schema[name]; !ok {
 			t.Errorf("fresh database lacks %s", name)
@@ -141,8 +141,10 @@ func TestMigrateFreshSQLiteToLatest(t *testing.T) {
 	}
 	// The settle pass's query and its partial index must agree, or the
 	// planner stops using the index.
-	if got := schema["index ledger_sandboxes_unsettled"]; !strings.HasSuffix(got, "WHERE "+UnsettledWhere) {
-		t.Errorf("ledger_sandboxes_unsettled is %q; its WHERE must be store.UnsettledWhere %q", got, UnsettledWhere)
+	for idx, where := range map[string]string{"index accruals_running": runningWhere, "index accruals_closing": closingWhere} {
+		if got := schema[idx]; !strings.HasSuffix(got, "WHERE "+where) {
+			t.Errorf("%s is %q; its WHERE must be %q, as the settle queries say", idx, got, where)
+		}
 	}
 }
 
@@ -493,9 +495,10 @@ func TestPostgresMigrationsMatchSQLite(t *testing.T) {
 
 	// Partial indexes keep their predicates.
 	for idx, want := range map[string]string{
-		"sandboxes_queued":           "WHERE (phase = 'queued'::text)",
-		"ledger_sandboxes_unsettled": "WHERE unsettled",
-		"ledger_sandboxes_live":      "WHERE (phase = ANY (ARRAY['pending'::text, 'creating'::text, 'running'::text, 'pausing'::text, 'paused'::text, 'resuming'::text]))",
+		"sandboxes_queued":      "WHERE (phase = 'queued'::text)",
+		"accruals_running":      "WHERE (running_since IS NOT NULL)",
+		"accruals_closing":      "WHERE closing",
+		"ledger_sandboxes_live": "WHERE (phase = ANY (ARRAY['pending'::text, 'creating'::text, 'running'::text, 'pausing'::text, 'paused'::text, 'resuming'::text]))",
 	} {
 		var def string
 		if err := pg.QueryRow(`SELECT indexdef FROM pg_indexes WHERE indexname = $1`, idx).Scan(&def); err != nil {
@@ -507,14 +510,14 @@ func TestPostgresMigrationsMatchSQLite(t *testing.T) {
 	}
 
 	// ... and the column the settle pass's index reads is generated from
-	// the expression that index used to hold (migration 00009).
+	// the expression that index used to hold (migrations 00009, 00010).
 	var gen string
 	if err := pg.QueryRow(`SELECT generation_expression FROM information_schema.columns
-		WHERE table_name = 'sandboxes' AND column_name = 'unsettled'`).Scan(&gen); err != nil {
+		WHERE table_name = 'accruals' AND column_name = 'closing'`).Scan(&gen); err != nil {
 		t.Fatal(err)
 	}
-	if want := "((running_since IS NOT NULL) OR (runtime_ns > billed_ns))"; gen != want {
-		t.Errorf("sandboxes.unsettled is generated as %q, want %q", gen, want)
+	if want := "((running_since IS NULL) AND (runtime_ns > billed_ns))"; gen != want {
+		t.Errorf("accruals.closing is generated as %q, want %q", gen, want)
 	}
 
 	// seq columns number rows by themselves, as AUTOINCREMENT does.
