@@ -37,6 +37,9 @@ type fakeEngine struct {
 	pauseErr  error
 	removed   map[string]int
 	bringErrs error
+	// bringHook, when set, runs as Bring starts (outside the lock): a test
+	// holds a provisioning there.
+	bringHook func(ctx context.Context) error
 }
 
 var _ Engine = (*fakeEngine)(nil)
@@ -54,7 +57,12 @@ func (f *fakeEngine) Missing(context.Context, map[string]*compose.Image) ([]*com
 func (f *fakeEngine) Build(context.Context, map[string]*compose.Image) (int, error) { return 0, nil }
 func (f *fakeEngine) Builds() int64                                                 { return 0 }
 
-func (f *fakeEngine) Bring(_ context.Context, u *compose.Up) (*compose.UpResult, error) {
+func (f *fakeEngine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, error) {
+	if f.bringHook != nil {
+		if err := f.bringHook(ctx); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.bringErrs != nil {
