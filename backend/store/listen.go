@@ -142,6 +142,16 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A barrier token is a transaction of its own (pg_notify commits with
+	// it); with synchronous_commit on, each one waited for its commit
+	// record to reach the disk, the bulk of a barrier's round trip. The
+	// token writes nothing that must survive a crash, and its notification
+	// still queues behind every one committed before it (commit order does
+	// not depend on the flush).
+	if _, err := c.Exec(cctx, "SET synchronous_commit TO off"); err != nil {
+		_ = c.Close(ctx)
+		return nil, err
+	}
 	for _, ch := range []string{recordsChannel, taskEnvsChannel, l.syncCh} {
 		if _, err := c.Exec(cctx, "LISTEN "+ch); err != nil {
 			_ = c.Close(ctx)
