@@ -139,3 +139,20 @@ func (db *DB) GetOrgRecordBilled(ctx context.Context, orgID, id string) (*Record
 	}
 	return fresh[0], nil
 }
+
+// BillingRowsOf reads record id's billing row (as BillingRowsTx, outside a
+// transaction).
+func (db *DB) BillingRowsOf(ctx context.Context, id string) (BillingRow, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id = ?`, id)
+	if err != nil {
+		return BillingRow{}, err
+	}
+	got, err := scanBillingRows(rows, nil)
+	if err != nil {
+		return BillingRow{}, err
+	}
+	if len(got) == 0 {
+		return BillingRow{}, ErrNotFound
+	}
+	return got[0], nil
+}
