@@ -241,7 +241,7 @@ func (l *listener) receive(ctx context.Context, c *pgx.Conn) error {
 		l.mu.Unlock()
 		if r != nil {
 			ectx, cancel := context.WithTimeout(ctx, barrierTimeout)
-			_, err := c.Exec(ectx, "SELECT pg_notify($1, $2)", l.syncCh, strconv.FormatUint(r.n, 10))
+			_, err := c.Exec(ectx, "NOTIFY "+l.syncCh+", '"+strconv.FormatUint(r.n, 10)+"'") // no arguments: the simple protocol, one message
 			cancel()
 			if err != nil {
 				return fmt.Errorf("sending a read barrier: %w", err)
