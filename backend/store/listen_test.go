@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,27 +88,65 @@ func TestRemoteChangeReachesOtherReplica(t *testing.T) {
 }
 
 // Read-after-write across replicas: once A's Transition returned, B's very
-// next read (a cache hit) returns it, with no waiting in between.
+// next read (a cache hit) returns it, with no waiting in between. Both kinds
+// of barrier: the empty query of servers from 15 (this server) and the
+// NOTIFY of earlier ones.
 func TestReadBarrierAcrossReplicas(t *testing.T) {
-	a, b := twoReplicas(t)
-	ctx := context.Background()
-	newRecord(t, a, "r1")
-	b.GetRecord(ctx, "r1")
-	eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
-	for i := range 200 {
-		w := touch(t, a, "r1", strconv.Itoa(i))
-		got, err := b.GetRecord(ctx, "r1")
-		if err != nil {
-			t.Fatal(err)
+	for _, notify := range []bool{false, true} {
+		t.Run(map[bool]string{false: "empty query", true: "NOTIFY"}[notify], func(t *testing.T) {
+			a, b := twoReplicas(t)
+			ctx := context.Background()
+			if notify {
+				pid := b.remote.pid.Load()
+				b.remote.notifyBarrier.Store(true)
+				b.remote.reconnect()
+				eventually(t, "B to listen again", func() bool { return b.Listening() && b.remote.pid.Load() != pid })
+			}
+			b.remote.mu.Lock()
+			q := string(b.remote.query)
+			b.remote.mu.Unlock()
+			if strings.Contains(q, "NOTIFY") != notify {
+				t.Fatalf("B's barrier is %q", q)
+			}
+			newRecord(t, a, "r1")
+			b.GetRecord(ctx, "r1")
+			eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
+			for i := range 300 {
+				w := touch(t, a, "r1", strconv.Itoa(i))
+				got, err := b.GetRecord(ctx, "r1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Version != w.Version || got.Diagnostic != strconv.Itoa(i) {
+					t.Fatalf("write %d: B read v%d %q after A acknowledged v%d", i, got.Version, got.Diagnostic, w.Version)
+				}
+				// Also through the hot path the API serves.
+				p, err := b.PeekOrgRecord(ctx, w.OrgID, "r1")
+				if err != nil || p.Version != w.Version {
+					t.Fatalf("write %d: B peeked v%d (%v) after A acknowledged v%d", i, p.Version, err, w.Version)
+				}
+			}
+			if _, ok := b.cache.peek("r1"); !ok {
+				t.Fatal("B no longer caches r1: the reads above went to the database, not through the barrier")
+			}
+		})
+	}
+}
+
+func TestBarrierQueryByServerVersion(t *testing.T) {
+	for v, notify := range map[string]bool{
+		"15.18 (Debian 15.18-0+deb12u1)": false, "16beta1": false, "17.2": false,
+		"14.9": true, "9.6.24": true, "": true, "unknown": true,
+	} {
+		if got := strings.Contains(string(barrierQuery(v, "ch", false)), "NOTIFY ch"); got != notify {
+			t.Errorf("server_version %q: NOTIFY barrier %v, want %v", v, got, notify)
 		}
-		if got.Version != w.Version || got.Diagnostic != strconv.Itoa(i) {
-			t.Fatalf("write %d: B read v%d %q after A acknowledged v%d", i, got.Version, got.Diagnostic, w.Version)
-		}
-		// Also through the hot path the API serves.
-		p, err := b.PeekOrgRecord(ctx, w.OrgID, "r1")
-		if err != nil || p.Version != w.Version {
-			t.Fatalf("write %d: B peeked v%d (%v) after A acknowledged v%d", i, p.Version, err, w.Version)
-		}
+	}
+	if !strings.Contains(string(barrierQuery("17.2", "ch", true)), "NOTIFY ch") {
+		t.Error("a forced NOTIFY barrier was not one")
+	}
+	if q := queryMessage(""); string(q) != "Q\x00\x00\x00\x05\x00" {
+		t.Errorf("empty query message %q", q)
 	}
 }
 
@@ -192,7 +232,7 @@ func TestListenerReconnects(t *testing.T) {
 	b.GetRecord(ctx, "r1")
 	eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
 
-	res, err := a.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = ?`, "LISTEN "+b.remote.syncCh)
+	res, err := a.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ?`, int64(b.remote.pid.Load()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +248,49 @@ func TestListenerReconnects(t *testing.T) {
 	eventually(t, "B to hear of a change after reconnecting", func() bool { return heard.Load() > before })
 	if got, _ := b.GetRecord(ctx, "r1"); got.Version != w.Version {
 		t.Fatalf("B reads v%d, want v%d", got.Version, w.Version)
+	}
+}
+
+// The server process behind B's listening connection frozen (SIGSTOP): a
+// read waiting for its barrier is failed over to the database within the
+// barrier timeout and answers the latest write; B reconnects on a new
+// connection and its barrier works again once the old process is thawed.
+func TestFrozenListenerFailsReadsOver(t *testing.T) {
+	a, b := twoReplicas(t)
+	ctx := context.Background()
+	newRecord(t, a, "r1")
+	b.GetRecord(ctx, "r1")
+	eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
+	pid := int(b.remote.pid.Load())
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freezing B's listening server process %d: %v", pid, err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	w := touch(t, a, "r1", "while frozen")
+	t0 := time.Now()
+	got, err := b.GetRecord(ctx, "r1")
+	waited := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != w.Version {
+		t.Fatalf("B read v%d with its listener frozen, want v%d (read from the database)", got.Version, w.Version)
+	}
+	if limit := barrierTimeout + time.Second; waited > limit {
+		t.Fatalf("the read waited %s for a frozen listener, want at most %s", waited, limit)
+	}
+	thaw()
+	eventually(t, "B to listen again on a new connection", func() bool {
+		return b.Listening() && int(b.remote.pid.Load()) != pid
+	})
+	if err := b.remote.barrier(ctx); err != nil {
+		t.Fatalf("barrier after reconnecting: %v", err)
 	}
 }
