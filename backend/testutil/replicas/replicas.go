@@ -39,6 +39,8 @@ type Options struct {
 	Interval time.Duration
 	// Env adds variables to every replica (e.g. DREADNODE_PROVIDER=e2b).
 	Env map[string]string
+	// EnvOf, when set, adds variables to replica i alone (after Env).
+	EnvOf func(i int) map[string]string
 	// Credits is the bootstrap balance; 0 means backendproc's default.
 	Credits float64
 }
@@ -89,6 +91,11 @@ func Start(t testing.TB, opts Options) *Set {
 		e := map[string]string{"DREADNODE_REPLICA": strconv.Itoa(i)} // shows in ps; the backend ignores it
 		for k, v := range env {
 			e[k] = v
+		}
+		if opts.EnvOf != nil {
+			for k, v := range opts.EnvOf(i) {
+				e[k] = v
+			}
 		}
 		b := backendproc.Start(t, backendproc.Options{DatabaseURL: s.DatabaseURL, APIKey: s.APIKey, Env: e, Credits: opts.Credits})
 		s.Replicas = append(s.Replicas, b)
