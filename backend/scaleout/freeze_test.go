@@ -24,6 +24,15 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	t.Parallel()
 	// Settling often makes it likely that A is frozen holding a settlement.
 	s := replicas.Start(t, replicas.Options{N: 2, Env: map[string]string{"DREADNODE_SETTLE_INTERVAL": "300ms"}})
+	replicaLosesItsWork(t, s, func() { s.Freeze(t, 0) }, func() { s.Thaw(t, 0) })
+}
+
+// replicaLosesItsWork is the scenario of the frozen and the cut replica:
+// replica A (s.Replicas[0]) is isolated while it holds creates and deletes,
+// B takes them over once A's leases ran out, A rejoins, and must then have
+// started, deleted and billed nothing it no longer held.
+func replicaLosesItsWork(t *testing.T, s *replicas.Set, isolate, rejoin func()) {
+	t.Helper()
 	a, b := s.Replicas[0], s.Replicas[1]
 	credits0 := micro(balance(t, a))
 
@@ -51,7 +60,7 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Long enough to be answered after the thaw.
+			// Long enough to be answered after A rejoined.
 			if id, err := create(a, 3*time.Minute); err == nil {
 				createsAcked.Add(1)
 				ackedMu.Lock()
@@ -72,7 +81,7 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	pollUntil(t, time.Minute, "A acknowledging the deletes and half the creates", func() bool {
 		return deletesAcked.Load() == int32(len(doomed)) && createsAcked.Load() >= 4
 	})
-	s.Freeze(t, 0)
+	isolate()
 	frozenAt := time.Now()
 
 	// B alone finishes everything A held.
@@ -91,16 +100,16 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 		}
 	}
 	waitContainers(t, s, final, s.TakeOver()*2+30*time.Second)
-	t.Logf("B finished A's work %s after the freeze (lease TTL %s)", time.Since(frozenAt).Round(time.Millisecond), s.LeaseTTL)
-	// Keep A frozen well past its lease, whatever B's speed.
+	t.Logf("B finished A's work %s after A was isolated (lease TTL %s)", time.Since(frozenAt).Round(time.Millisecond), s.LeaseTTL)
+	// Keep A isolated well past its lease, whatever B's speed.
 	pollUntil(t, time.Minute, "A's lease running out", func() bool { return time.Since(frozenAt) > 2*s.LeaseTTL })
 
-	s.Thaw(t, 0)
+	rejoin()
 	thawedAt := time.Now()
 	// A works again: a create sent to it is driven to running.
 	canary, err := createReady(a)
 	if err != nil {
-		t.Fatalf("A does not work after the thaw: %v\n%s", err, a.Logs())
+		t.Fatalf("A does not work after it rejoined: %v\n%s", err, a.Logs())
 	}
 	final[canary] = view{SandboxID: canary, State: "running"}
 	waitDone(t, &wg, 3*time.Minute)
@@ -112,10 +121,10 @@ func TestFrozenReplicaActsOnNothingItLost(t *testing.T) {
 	}
 	ackedMu.Unlock()
 
-	// For several take-over periods after the thaw, nothing A held comes
+	// For several take-over periods after A rejoined, nothing A held comes
 	// back: every sample matches the settled states.
 	observe(t, s, []*backendproc.Backend{a, b}, final, 3*s.TakeOver())
-	t.Logf("observed %s after the thaw", time.Since(thawedAt).Round(time.Millisecond))
+	t.Logf("observed %s after A rejoined", time.Since(thawedAt).Round(time.Millisecond))
 
 	// Billing: with everything deleted, the org was charged exactly the sum
 	// of what its records were billed, once.
@@ -187,7 +196,7 @@ func observe(t *testing.T, s *replicas.Set, reps []*backendproc.Backend, want ma
 		}
 		if len(problems) > 0 {
 			sort.Strings(problems)
-			t.Fatalf("after the thaw:\n%s", strings.Join(problems, "\n"))
+			t.Fatalf("after A rejoined:\n%s", strings.Join(problems, "\n"))
 		}
 		time.Sleep(200 * time.Millisecond) // sampling interval of a fixed window
 	}
@@ -212,7 +221,7 @@ func waitDone(t *testing.T, wg *sync.WaitGroup, within time.Duration) {
 	select {
 	case <-done:
 	case <-time.After(within):
-		t.Fatalf("requests sent to A before the freeze are still unanswered %s after", within)
+		t.Fatalf("requests sent to A before it was isolated are still unanswered %s after", within)
 	}
 }
 

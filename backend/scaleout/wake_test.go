@@ -2,6 +2,7 @@ package scaleout_test
 
 import (
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -21,13 +22,10 @@ import (
 func TestWaitReadyWokenByAnotherReplica(t *testing.T) {
 	t.Parallel()
 	proxy := startEngineProxy(t)
-	s := replicas.Start(t, replicas.Options{N: 2, EnvOf: func(i int) map[string]string {
-		if i == 0 {
-			return map[string]string{"DOCKER_HOST": proxy.Host}
-		}
-		return nil
-	}})
-	a, b := s.Replicas[0], s.Replicas[1]
+	// B joins once A holds the create: started together, B could claim
+	// the new record first (it hears of it at once) and drive it itself.
+	s := replicas.Start(t, replicas.Options{N: 1, Env: map[string]string{"DOCKER_HOST": proxy.Host}})
+	a := s.Replicas[0]
 	proxy.Hold()
 
 	type answer struct {
@@ -43,6 +41,7 @@ func TestWaitReadyWokenByAnotherReplica(t *testing.T) {
 		answered <- answer{code, v, err}
 	}()
 	pollUntil(t, time.Minute, "A to reach the engine with its create", func() bool { return proxy.Held() == 1 })
+	b := s.Add(t, map[string]string{"DOCKER_HOST": os.Getenv("DOCKER_HOST")}) // the engine itself
 	s.Freeze(t, 0)
 	thawed := false
 	defer func() {

@@ -56,6 +56,9 @@ type Set struct {
 	Deployment string
 	LeaseTTL   time.Duration
 	Interval   time.Duration
+
+	env     map[string]string
+	credits float64
 }
 
 // Start starts opts.N replicas, one after the other (the first one migrates
@@ -76,7 +79,8 @@ func Start(t testing.TB, opts Options) *Set {
 	if opts.DatabaseURL == "" {
 		opts.DatabaseURL = pgtest.Database(t)
 	}
-	s := &Set{DatabaseURL: opts.DatabaseURL, APIKey: ids.Token("dn_test"), LeaseTTL: opts.LeaseTTL, Interval: opts.Interval}
+	s := &Set{DatabaseURL: opts.DatabaseURL, APIKey: ids.Token("dn_test"), LeaseTTL: opts.LeaseTTL, Interval: opts.Interval,
+		credits: opts.Credits}
 	env := map[string]string{
 		"DREADNODE_LEASE_TTL":          opts.LeaseTTL.String(),
 		"DREADNODE_RECONCILE_INTERVAL": opts.Interval.String(),
@@ -84,22 +88,16 @@ func Start(t testing.TB, opts Options) *Set {
 	for k, v := range opts.Env {
 		env[k] = v
 	}
+	s.env = env
 	// Registered before the replicas start, so it runs after they stop:
 	// nothing recreates a container once it is removed.
 	t.Cleanup(func() { s.removeContainers(t) })
 	for i := range opts.N {
-		e := map[string]string{"DREADNODE_REPLICA": strconv.Itoa(i)} // shows in ps; the backend ignores it
-		for k, v := range env {
-			e[k] = v
-		}
+		var extra map[string]string
 		if opts.EnvOf != nil {
-			for k, v := range opts.EnvOf(i) {
-				e[k] = v
-			}
+			extra = opts.EnvOf(i)
 		}
-		b := backendproc.Start(t, backendproc.Options{DatabaseURL: s.DatabaseURL, APIKey: s.APIKey, Env: e, Credits: opts.Credits})
-		s.Replicas = append(s.Replicas, b)
-		s.Org = b.Org
+		s.Add(t, extra)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -112,6 +110,23 @@ func Start(t testing.TB, opts Options) *Set {
 		t.Fatalf("replicas: reading the deployment id: %v", err)
 	}
 	return s
+}
+
+// Add starts one more replica on the set's database, with the set's
+// variables and extra, and returns it (also appended to s.Replicas).
+func (s *Set) Add(t testing.TB, extra map[string]string) *backendproc.Backend {
+	t.Helper()
+	e := map[string]string{"DREADNODE_REPLICA": strconv.Itoa(len(s.Replicas))} // shows in ps; the backend ignores it
+	for k, v := range s.env {
+		e[k] = v
+	}
+	for k, v := range extra {
+		e[k] = v
+	}
+	b := backendproc.Start(t, backendproc.Options{DatabaseURL: s.DatabaseURL, APIKey: s.APIKey, Env: e, Credits: s.credits})
+	s.Replicas = append(s.Replicas, b)
+	s.Org = b.Org
+	return b
 }
 
 // Kill sends SIGKILL to replica i, as a crash would.
