@@ -30,8 +30,9 @@ var errFastOptimistic = errors.New("an org owed more than its balance")
 // transaction, every org whose balance covers what its steadily running
 // records owe is charged in one statement and debited by exactly the sum.
 // It returns the moment it settled at and the orgs it left to the row path
-// because their balance does not cover what they owe. The orgs in skip are
-// left alone (they take the row path).
+// because their balance does not cover what they owe. The orgs skip returns
+// are left alone (they take the row path); it is called once the pass knows
+// which orgs it may charge.
 //
 // On PostgreSQL the pass first runs optimistically: it locks every org with
 // a running record and charges all those with credits, without summing
@@ -39,7 +40,7 @@ var errFastOptimistic = errors.New("an org owed more than its balance")
 // pass); an org charged past its balance rolls it back, and the pass is
 // redone exactly (sums first, then only the orgs that can pay). The orgs
 // are locked before any record either way, the order every settler takes.
-func (s *Service) settleFast(ctx context.Context, rate store.Rate, skip map[string]bool) (now time.Time, dry []string, res SettleResult, err error) {
+func (s *Service) settleFast(ctx context.Context, rate store.Rate, skip func() (map[string]bool, error)) (now time.Time, dry []string, res SettleResult, err error) {
 	if !rate.Positive() || s.cfg.RowByRow {
 		return s.now(), nil, res, nil
 	}
@@ -52,7 +53,7 @@ func (s *Service) settleFast(ctx context.Context, rate store.Rate, skip map[stri
 	return s.settleFastTx(ctx, rate, skip, false)
 }
 
-func (s *Service) settleFastTx(ctx context.Context, rate store.Rate, skip map[string]bool, optimistic bool) (now time.Time, dry []string, res SettleResult, err error) {
+func (s *Service) settleFastTx(ctx context.Context, rate store.Rate, skip func() (map[string]bool, error), optimistic bool) (now time.Time, dry []string, res SettleResult, err error) {
 	var killed []*store.Record
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
 		killed, dry, res = nil, nil, SettleResult{}
@@ -71,7 +72,11 @@ func (s *Service) settleFastTx(ctx context.Context, rate store.Rate, skip map[st
 				orgs = append(orgs, o)
 			}
 		}
-		orgs = slices.DeleteFunc(orgs, func(o string) bool { return skip[o] })
+		rowOrgs, err := skip()
+		if err != nil {
+			return err
+		}
+		orgs = slices.DeleteFunc(orgs, func(o string) bool { return rowOrgs[o] })
 		slices.Sort(orgs)
 		bal, err := store.OrgsCreditsForUpdateTx(ctx, tx, orgs) // locked in id order, as every settler does
 		if err != nil {

@@ -49,11 +49,22 @@ func (s *Service) SettleAll(ctx context.Context) (SettleResult, error) {
 	if s.cfg.RowByRow {
 		rate = store.Rate{}
 	}
-	rowOrgs, err := s.rowPathOrgs(ctx, rate)
-	if err != nil {
+	// Which orgs take the row path is a scan of the running records of its
+	// own; it runs beside the fast pass's (on a read connection: it sees
+	// the records as they were before the pass, as when it ran first), and
+	// the fast pass waits for it only when it must leave those orgs out.
+	scan := make(chan struct{})
+	var rowOrgs map[string]bool
+	var scanErr error
+	go func() {
+		defer close(scan)
+		rowOrgs, scanErr = s.rowPathOrgs(ctx, rate)
+	}()
+	skip := func() (map[string]bool, error) { <-scan; return rowOrgs, scanErr }
+	_, dry, r, err := s.settleFast(ctx, rate, skip)
+	if _, err := skip(); err != nil {
 		return res, err
 	}
-	_, dry, r, err := s.settleFast(ctx, rate, rowOrgs)
 	res.add(r)
 	if err != nil {
 		if ctx.Err() != nil {
