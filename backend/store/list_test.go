@@ -147,3 +147,63 @@ func containsPhase(ps []sandbox.Phase, p sandbox.Phase) bool {
 	}
 	return false
 }
+
+// A page of several phases is one snapshot: records moving between the
+// listed phases while pages are read (pause and resume, round and round)
+// are each listed exactly once, never twice and never left out.
+func TestListAcrossPhasesWhileRecordsMove(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		const n = 20
+		cycle := []sandbox.Phase{sandbox.PhasePausing, sandbox.PhasePaused, sandbox.PhaseResuming, sandbox.PhaseRunning}
+		var org string
+		for i := range n {
+			r := newRecord(t, db, fmt.Sprintf("m%02d", i))
+			org = r.OrgID
+			for _, p := range []sandbox.Phase{sandbox.PhaseCreating, sandbox.PhaseRunning} {
+				if _, err := db.Transition(ctx, r.ID, p, sandbox.CauseReconciler, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		stop := make(chan struct{})
+		moved := make(chan error, 1)
+		go func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					moved <- nil
+					return
+				default:
+				}
+				for i := range n {
+					if _, err := db.Transition(ctx, fmt.Sprintf("m%02d", i), cycle[k%len(cycle)], sandbox.CauseUser, nil); err != nil {
+						moved <- err
+						return
+					}
+				}
+			}
+		}()
+		// The phases in an order that both kinds of move cross.
+		f := RecordFilter{OrgID: org, Limit: 100, Phases: []sandbox.Phase{sandbox.PhasePaused, sandbox.PhaseRunning, sandbox.PhaseResuming, sandbox.PhasePausing}}
+		for range 200 {
+			recs, err := db.ListRecords(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			for _, r := range recs {
+				seen[r.ID]++
+			}
+			if len(recs) != n || len(seen) != n {
+				close(stop)
+				<-moved
+				t.Fatalf("listed %d records, %d distinct, of %d always in a listed phase: %v", len(recs), len(seen), n, seen)
+			}
+		}
+		close(stop)
+		if err := <-moved; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

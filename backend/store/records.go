@@ -426,15 +426,25 @@ type recordRef struct {
 // walk of sandboxes_org_phase_seq that stops at the page size, merged by seq.
 // (One query with phase IN (…) would either walk every record of the org in
 // seq order or sort every match: both grow with the org's history.)
+//
+// The per-phase queries read one snapshot (a read-only transaction,
+// REPEATABLE READ on PostgreSQL): a record that moved from one listed phase
+// to another between two of them was listed twice (running, then deleted),
+// or not at all when it moved the other way.
 func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
 	if len(f.Phases) <= 1 {
-		return db.queryRefs(ctx, f)
+		return db.queryRefs(ctx, nil, f)
 	}
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to keep
 	var all []recordRef
 	for _, p := range f.Phases {
 		one := f
 		one.Phases = []sandbox.Phase{p}
-		refs, err := db.queryRefs(ctx, one)
+		refs, err := db.queryRefs(ctx, tx, one)
 		if err != nil {
 			return nil, err
 		}
@@ -447,13 +457,19 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 	return all, nil
 }
 
-func (db *DB) queryRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
+// queryRefs runs one list query, in tx when not nil.
+func (db *DB) queryRefs(ctx context.Context, tx *sql.Tx, f RecordFilter) ([]recordRef, error) {
 	q, args := listQuery(db.dialect, f)
 	var rows *sql.Rows
 	var err error
-	if stmt := db.prepared(ctx, q); stmt != nil {
+	switch stmt := db.prepared(ctx, q); {
+	case stmt != nil && tx != nil:
+		rows, err = tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
 		rows, err = stmt.QueryContext(ctx, args...)
-	} else {
+	case tx != nil:
+		rows, err = tx.QueryContext(ctx, q, args...)
+	default:
 		rows, err = db.r.QueryContext(ctx, q, args...)
 	}
 	if err != nil {
