@@ -229,6 +229,7 @@ const (
 	labelScope    = compute.LabelDeployment // Config.Scope of the deployment that owns the container
 	labelNetwork  = "dev.dreadnode.network" // "isolated" when internet access is cut
 	labelPool     = "dev.dreadnode.pool"    // template of a warm-pool container
+	labelPoolBy   = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
 	isolatedValue = "isolated"
 )
 

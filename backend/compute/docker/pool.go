@@ -24,12 +24,21 @@ import (
 // are immutable. For the same reason a claimed container carries no org,
 // kind or metadata labels: Get reports OrgID "" for it.
 //
-// A pool belongs to the provider's network: pool containers labelled with
-// the same Config.Network that exist at start are leftovers of a previous
-// process and are removed, as are unclaimed ones at Close.
+// A pool belongs to the provider's scope: unclaimed pool containers of the
+// scope that exist at start are removed (leftovers of a previous process,
+// or the pools of live replicas of the same deployment, which the engine
+// cannot tell apart: those replicas find out at their next claim and
+// refill), and at Close the pool removes its own unclaimed containers only
+// (labelled with its owner), never another replica's.
+//
+// A removal renames the container first, by its pool name: a container
+// another replica claimed meanwhile has been renamed already, so the
+// removal's rename fails and the sandbox is left alone; one renamed for
+// removal can no longer be claimed.
 type pool struct {
 	p      *Provider
 	size   int
+	owner  string // labelPoolBy of this pool's containers
 	mu     sync.Mutex
 	ready  map[string][]poolEntry // template id -> started, unclaimed containers
 	kick   chan struct{}
@@ -41,7 +50,7 @@ type poolEntry struct{ id, name string }
 
 func startPool(p *Provider, size int) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	pl := &pool{p: p, size: size, ready: map[string][]poolEntry{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	pl := &pool{p: p, size: size, owner: randomHex(8), ready: map[string][]poolEntry{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	for id := range p.cfg.Templates {
 		pl.ready[id] = nil
 	}
@@ -126,7 +135,7 @@ func (pl *pool) readyCount(tmpl string) int {
 // with a growing pause while creation fails (e.g. the image is missing).
 func (pl *pool) run(ctx context.Context) {
 	defer close(pl.done)
-	pl.removeUnclaimed(ctx)
+	pl.removeUnclaimed(ctx, false)
 	backoff := time.Second
 	for {
 		var retry <-chan time.Time
@@ -166,6 +175,7 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 		compute.LabelManaged: "true",
 		labelTemplate:        tmplID,
 		labelPool:            tmplID,
+		labelPoolBy:          pl.owner,
 		labelScope:           p.cfg.Scope,
 	}
 	id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil)
@@ -178,21 +188,35 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 	return poolEntry{id: id, name: name}, nil
 }
 
-// removeUnclaimed removes this network's pool containers still named
-// dn-pool-*: claimed ones have been renamed, so they are never touched.
-func (pl *pool) removeUnclaimed(ctx context.Context) {
-	cs, err := pl.p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", labelScope+"="+pl.p.cfg.Scope),
-		filters.Arg("name", poolPrefix),
-	)})
+// removeUnclaimed removes the scope's pool containers still named
+// dn-pool-* (claimed ones have been renamed: never touched), only this
+// pool's own when own.
+func (pl *pool) removeUnclaimed(ctx context.Context, own bool) {
+	f := filters.NewArgs(filters.Arg("label", labelScope+"="+pl.p.cfg.Scope), filters.Arg("name", poolPrefix))
+	if own {
+		f.Add("label", labelPoolBy+"="+pl.owner)
+	}
+	cs, err := pl.p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return
 	}
 	for _, c := range cs {
-		if len(c.Names) > 0 && strings.HasPrefix(strings.TrimPrefix(c.Names[0], "/"), poolPrefix) {
-			pl.p.removeQuietly(c.ID)
+		if len(c.Names) > 0 {
+			pl.retire(ctx, c.ID, strings.TrimPrefix(c.Names[0], "/"))
 		}
 	}
+}
+
+// retire removes pool container id if it is still unclaimed, named name.
+func (pl *pool) retire(ctx context.Context, id, name string) {
+	if !strings.HasPrefix(name, poolPrefix) {
+		return
+	}
+	// By name: fails (not found) once a claim renamed it to its record's.
+	if err := pl.p.cli.ContainerRename(ctx, name, poolPrefix+"gone-"+randomHex(8)); err != nil {
+		return
+	}
+	pl.p.removeQuietly(id)
 }
 
 // close stops the refiller and removes the unclaimed containers.
@@ -204,5 +228,5 @@ func (pl *pool) close() {
 	pl.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pl.removeUnclaimed(ctx)
+	pl.removeUnclaimed(ctx, true)
 }

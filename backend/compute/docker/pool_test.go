@@ -132,3 +132,56 @@ func TestWarmPoolWatch(t *testing.T) {
 		}
 	}
 }
+
+// Replicas of one deployment keep one pool each on one engine: a replica
+// closing removes its own unclaimed containers only, and a removal never
+// takes a container another replica has just claimed.
+func TestWarmPoolsOfReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	net := testNetwork + "-pools"
+	a := newProvider(t, Config{Network: net, WarmPoolSize: 1})
+	poolEntries(t, a, 1)
+	b := newProvider(t, Config{Network: net, WarmPoolSize: 1}) // removes a's (it cannot tell a leftover)
+	poolEntries(t, b, 1)
+	// a finds its container gone at its next claim, creates cold, and refills.
+	mustCreate(t, a, testSpec())
+	var mine poolEntry
+	eventually(t, 60*time.Second, func() error {
+		a.pool.mu.Lock()
+		es := slices.Clone(a.pool.ready[BaseTemplate])
+		a.pool.mu.Unlock()
+		for _, e := range es {
+			if _, err := a.cli.ContainerInspect(ctx, e.id); err == nil {
+				mine = e
+				return nil
+			}
+		}
+		return fmt.Errorf("a has no live pool container yet (%d entries)", len(es))
+	})
+
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.ContainerInspect(ctx, mine.id); err != nil {
+		t.Fatalf("b's Close removed a's pool container: %v", err)
+	}
+	inst := mustCreate(t, a, testSpec())
+	if inst.Ref.ID != mine.id {
+		t.Fatalf("a created %s cold; its pool container %s was there to claim", inst.Ref.ID, mine.id)
+	}
+
+	// A removal that listed a pool container just before another replica
+	// claimed it (renamed it to its record's name) leaves the sandbox alone.
+	next := poolEntries(t, a, 1)[0]
+	claimed := mustCreate(t, a, testSpec())
+	if claimed.Ref.ID != next.id {
+		t.Fatalf("a did not claim its pool container %s", next.id)
+	}
+	b2 := newProvider(t, Config{Network: net})
+	b2pool := &pool{p: b2}
+	b2pool.retire(ctx, next.id, next.name) // the name it was listed under
+	if got, err := a.Get(ctx, claimed.Ref); err != nil || got.Status != compute.StatusRunning {
+		t.Fatalf("a removal of a stale listing took a claimed sandbox: %+v %v", got, err)
+	}
+}
