@@ -252,7 +252,10 @@ func (l *listener) run(ctx context.Context, c *pgx.Conn) {
 // and the replies that end barrier rounds) while barriers are written to
 // the socket directly by whichever goroutine opens a round.
 func (l *listener) serve(ctx context.Context, c *pgx.Conn) error {
-	if err := c.PgConn().SyncConn(ctx); err != nil {
+	syncCtx, cancelSync := context.WithTimeout(ctx, barrierTimeout) // SyncConn pings a server that sent more
+	err := c.PgConn().SyncConn(syncCtx)
+	cancelSync()
+	if err != nil {
 		return err
 	}
 	hc, err := c.PgConn().Hijack()
