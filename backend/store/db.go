@@ -97,10 +97,24 @@ func Open(ctx context.Context, url string) (*DB, error) {
 // replicas stay well under the server's max_connections (100 by default).
 const pgMaxConns = 24
 
+// idleInTxTimeout ends a session that sits inside a transaction without
+// sending anything for this long (the server's
+// idle_in_transaction_session_timeout, unless the URL sets it). Our
+// transactions are a few statements sent back to back; one left open is a
+// replica frozen or cut off in the middle of it, and its row locks (the
+// gate reads a record FOR UPDATE) would otherwise hold the record against
+// every other replica, the take-over's lease claim included, for as long
+// as the session lives. Below the default lease TTL, so a take-over still
+// happens within it.
+const idleInTxTimeout = "5s"
+
 func openPostgres(ctx context.Context, url string) (*DB, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DREADNODE_DATABASE_URL: not a valid PostgreSQL URL: %w", err)
+	}
+	if _, set := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = idleInTxTimeout
 	}
 	shown := redactURL(url)
 	pids := newPIDSet()

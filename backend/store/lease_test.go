@@ -187,3 +187,42 @@ func leaseExpiry(t *testing.T, db *DB, id string) time.Time {
 	}
 	return exp
 }
+
+// A replica frozen inside a transaction that locked a record's row (as the
+// gate does) does not hold the record forever: the server ends its idle
+// session (idleInTxTimeout) and another replica's claim of the expired
+// lease goes through.
+func TestFrozenTransactionDoesNotBlockTakeOver(t *testing.T) {
+	a, b := twoReplicas(t)
+	ctx := context.Background()
+	newRecord(t, a, "r1")
+	if _, ok, err := a.ClaimLease(ctx, "r1", "replica-a", 50*time.Millisecond); err != nil || !ok {
+		t.Fatalf("A's claim: %v %v", ok, err)
+	}
+	tx, err := a.w.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM sandboxes WHERE id = $1 FOR UPDATE`, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	// A sends nothing more, as if frozen; its lease runs out.
+	time.Sleep(100 * time.Millisecond) // past A's 50ms lease
+	t0 := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	f, ok, err := b.ClaimLease(cctx, "r1", "replica-b", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("B's claim of the lease A let run out, behind A's open transaction: %v %v (after %s)", ok, err, time.Since(t0))
+	}
+	if waited, limit := time.Since(t0), 15*time.Second; waited > limit {
+		t.Fatalf("B's claim waited %s behind a frozen transaction, want at most %s", waited, limit)
+	}
+	if f.Epoch != 2 {
+		t.Fatalf("B claimed epoch %d, want 2", f.Epoch)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Fatal("A's transaction, idle past the timeout, still committed")
+	}
+}
