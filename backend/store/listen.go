@@ -28,7 +28,6 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -98,11 +97,8 @@ func barrierQuery(serverVersion, syncCh string, notify bool) []byte {
 
 // queryMessage encodes a simple-protocol Query message.
 func queryMessage(sql string) []byte {
-	b := make([]byte, 0, 6+len(sql))
-	b = append(b, 'Q')
-	b = binary.BigEndian.AppendUint32(b, uint32(4+len(sql)+1))
-	b = append(b, sql...)
-	return append(b, 0)
+	b, _ := (&pgproto3.Query{String: sql}).Encode(nil) // fails only past 1 GiB
+	return b
 }
 
 // RemoteChange is a committed change of a sandbox record, as notified.
