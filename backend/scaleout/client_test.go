@@ -107,13 +107,20 @@ func ledger(t *testing.T, b *backendproc.Backend) []ledgerRecord {
 // balance reads the org's settled credit balance through b.
 func balance(t *testing.T, b *backendproc.Backend) float64 {
 	t.Helper()
+	c, err := readBalance(b)
+	if err != nil {
+		t.Fatalf("reading credits: %v", err)
+	}
+	return c
+}
+
+// readBalance is balance for goroutines other than the test's.
+func readBalance(b *backendproc.Backend) (float64, error) {
 	var c struct {
 		Balance float64 `json:"balance"`
 	}
-	if _, err := call(b, 10*time.Second, http.MethodGet, "/api/v1/org/"+b.Org+"/credits", "", &c); err != nil {
-		t.Fatalf("reading credits: %v", err)
-	}
-	return c.Balance
+	_, err := call(b, 10*time.Second, http.MethodGet, "/api/v1/org/"+b.Org+"/credits", "", &c)
+	return c.Balance, err
 }
 
 // settled reports whether a public state is final for a create.

@@ -41,12 +41,9 @@ func TestReplicasSettleOneBalance(t *testing.T) {
 					return
 				default:
 				}
-				var c struct {
-					Balance float64 `json:"balance"`
-				}
-				if _, err := call(b, 10*time.Second, "GET", "/api/v1/org/"+b.Org+"/credits", "", &c); err == nil {
+				if bal, err := readBalance(b); err == nil {
 					samples.Add(1)
-					if micro(c.Balance) < 0 {
+					if micro(bal) < 0 {
 						below.Add(1)
 					}
 				}
