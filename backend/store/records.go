@@ -462,14 +462,14 @@ func (db *DB) queryRefs(ctx context.Context, tx *sql.Tx, f RecordFilter) ([]reco
 	q, args := listQuery(db.dialect, f)
 	var rows *sql.Rows
 	var err error
-	switch stmt := db.prepared(ctx, q); {
-	case stmt != nil && tx != nil:
-		rows, err = tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
-	case stmt != nil:
+	if stmt := db.prepared(ctx, q); stmt != nil {
+		if tx != nil {
+			stmt = tx.StmtContext(ctx, stmt)
+		}
 		rows, err = stmt.QueryContext(ctx, args...)
-	case tx != nil:
+	} else if tx != nil {
 		rows, err = tx.QueryContext(ctx, q, args...)
-	default:
+	} else {
 		rows, err = db.r.QueryContext(ctx, q, args...)
 	}
 	if err != nil {
