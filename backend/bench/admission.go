@@ -13,7 +13,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
@@ -25,7 +24,7 @@ import (
 // concurrent raw docker runs (create+start, then remove). Both report the
 // wall time until every one has run; the raw side also its failures.
 func admissionBurst(ctx context.Context, cli *client.Client) {
-	b := start(ctx, 0, func(c *app.Config) { c.Capacity = admission.Capacity{Sandboxes: *burstRoom} })
+	b := start(ctx, 0, func(c *app.Config) { c.Capacity.Sandboxes = *burstRoom })
 	defer b.close()
 	var oursFailed atomic.Int64
 	ours := timed(func() {

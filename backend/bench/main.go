@@ -42,6 +42,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
@@ -71,6 +72,10 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	engine = cli
+	onSignals()
+	atExit(func() { removeRaw(ctx, cli) })
+	defer runExits()
 	debug.SetGCPercent(400) // as dreadnode-backend serve does
 	cold := start(ctx, 0)
 	defer cold.close()
@@ -115,7 +120,6 @@ func main() {
 		admissionOverhead(ctx, cold, ours)
 	}
 	replicaParts()
-	removeRaw(ctx, cli)
 }
 
 func boolInt(b bool) int {
@@ -148,15 +152,19 @@ func warmCreates(ctx context.Context, ours []time.Duration) {
 		ms(pct(warmRuns, 50)), ms(pct(warmRuns, 95)), ms(pct(ours, 50)))
 }
 
+// engine is the Docker client of the bench's own (raw) side and of its
+// removals.
+var engine *client.Client
+
 // backend is an in-process backend on a temp database, served over loopback.
 type backend struct {
 	app    *app.App
 	srv    *httptest.Server
 	key    string
-	cancel context.CancelFunc
 	mu     sync.Mutex
 	ids    []string
 	client *http.Client
+	close  func() // stops the backend and removes all it made; also run by fail
 }
 
 func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend {
@@ -165,14 +173,18 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 		fail(err)
 	}
 	key := ids.Token("bench")
+	// Admission is measured by its own part (admission.go), which sets the
+	// room it needs; every other part gets room for all it creates, so the
+	// engine's default capacity (its CPUs × 32) never queues a burst.
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
-		ReconcileInterval: time.Second, WarmPoolSize: pool}
+		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy}
 	for _, m := range mutate {
 		m(&cfg)
 	}
 	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
+		os.RemoveAll(dir)
 		fail(err)
 	}
 	lctx, cancel := context.WithCancel(ctx)
@@ -180,8 +192,25 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 		go loop(lctx)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
-	return &backend{app: a, srv: httptest.NewServer(a.Handler), key: key, cancel: cancel, client: &http.Client{Transport: tr}}
+	b := &backend{app: a, srv: httptest.NewServer(a.Handler), key: key, client: &http.Client{Transport: tr}}
+	deployment, err := a.DB.DeploymentID(ctx)
+	b.close = atExit(func() {
+		b.srv.Close()
+		cancel()
+		a.Close()
+		if err == nil { // what its reconciler did not remove yet
+			removeDeployment(engine, deployment)
+		}
+		os.RemoveAll(dir)
+	})
+	if err != nil {
+		fail(fmt.Errorf("reading the bench backend's deployment id: %w", err))
+	}
+	return b
 }
+
+// roomy is the capacity of a bench backend: more than any part creates.
+var roomy = admission.Capacity{Sandboxes: 100_000, CPU: 100_000, MemoryMB: 100_000 << 10}
 
 func (b *backend) do(method, path string, body any) (int, []byte) {
 	var rd io.Reader
@@ -312,13 +341,6 @@ func (b *backend) getInProcess(url string) {
 		"GET /sandboxes/{id}", rate, ms(pct(all, 50)), ms(pct(all, 99)), *getClients)
 }
 
-func (b *backend) close() {
-	b.srv.Close()
-	b.cancel()
-	b.app.Close()
-	os.RemoveAll(b.app.Config.DataDir)
-}
-
 // rawCreateStart creates and starts the container the provider would:
 // same image, network, port binding and resource limits.
 func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.Duration {
@@ -389,7 +411,14 @@ func pct(d []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// fail reports err, removes everything the bench made and exits.
 func fail(err error) {
-	fmt.Fprintln(os.Stderr, "bench:", err)
+	exits.Lock()
+	ending := exits.started
+	exits.Unlock()
+	if !ending { // not an echo of the removals already under way (a closed server)
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	runExits()
 	os.Exit(1)
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,8 @@ import (
 //   - buffered POST /exec round trip vs a raw exec (create, attach, inspect) of the same command
 //   - streaming latency: a line's timestamp inside the sandbox vs when the NDJSON client reads it
 //   - a 256 MiB file PUT then GET vs the archive API in and out (what docker cp does)
+var fileMiB = flag.Int("file-mib", 256, "size of the file of the files part, in MiB")
+
 func streamParts(ctx context.Context, cli *client.Client, b *backend) {
 	if !want("exec") && !want("stream") && !want("files") {
 		return
@@ -52,15 +55,15 @@ func streamParts(ctx context.Context, cli *client.Client, b *backend) {
 			"exec streaming latency", ms(pct(lat, 50)), ms(pct(lat, 95)))
 	}
 	if want("files") {
-		const size = 256 << 20
+		size := int64(*fileMiB) << 20
 		ours := timed(func() { s.put("/tmp/bench.bin", size); s.get("/tmp/bench.bin", size) })
 		raw := timed(func() {
 			rawCopyIn(ctx, cli, cid, "/tmp", "raw.bin", size)
 			rawCopyOut(ctx, cli, cid, "/tmp/raw.bin", size)
 		})
-		mib := func(d time.Duration) float64 { return 2 * 256 / d.Seconds() }
-		fmt.Printf("%-28s ours %8.0f MiB/s   raw %8.0f MiB/s   throughput ratio %.2f× (target ≥ 0.80×; 256 MiB PUT+GET vs archive API in+out)\n",
-			"file PUT+GET 256 MiB", mib(ours), mib(raw), raw.Seconds()/ours.Seconds())
+		mib := func(d time.Duration) float64 { return 2 * float64(*fileMiB) / d.Seconds() }
+		fmt.Printf("%-28s ours %8.0f MiB/s   raw %8.0f MiB/s   throughput ratio %.2f× (target ≥ 0.80×; %d MiB PUT+GET vs archive API in+out)\n",
+			fmt.Sprintf("file PUT+GET %d MiB", *fileMiB), mib(ours), mib(raw), raw.Seconds()/ours.Seconds(), *fileMiB)
 	}
 }
 

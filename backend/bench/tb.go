@@ -18,9 +18,14 @@ type benchTB struct {
 	mu       sync.Mutex
 	cleanups []func()
 	failed   bool
+	close    func() // runs the cleanups, last registered first, as testing does; also run by fail
 }
 
-func newBenchTB(name string) *benchTB { return &benchTB{name: name} }
+func newBenchTB(name string) *benchTB {
+	b := &benchTB{name: name}
+	b.close = atExit(b.runCleanups)
+	return b
+}
 
 func (b *benchTB) Helper()      {}
 func (b *benchTB) Name() string { return b.name }
@@ -37,8 +42,7 @@ func (b *benchTB) Errorf(format string, args ...any) {
 func (b *benchTB) Error(args ...any) { b.Errorf("%s", fmt.Sprint(args...)) }
 func (b *benchTB) Fatalf(format string, args ...any) {
 	b.Errorf(format, args...)
-	b.close()
-	os.Exit(1)
+	fail(fmt.Errorf("part %s failed", b.name))
 }
 func (b *benchTB) Fatal(args ...any) { b.Fatalf("%s", fmt.Sprint(args...)) }
 func (b *benchTB) Failed() bool {
@@ -61,8 +65,7 @@ func (b *benchTB) TempDir() string {
 	return dir
 }
 
-// close runs the cleanups, last registered first, as testing does.
-func (b *benchTB) close() {
+func (b *benchTB) runCleanups() {
 	for {
 		b.mu.Lock()
 		n := len(b.cleanups)

@@ -44,20 +44,21 @@ func ttlLag(ctx context.Context) {
 			if err != nil {
 				fail(err)
 			}
+			removeDir := atExit(func() { os.RemoveAll(dir) })
 			ttlLagOn(ctx, name, filepath.Join(dir, "db"))
-			os.RemoveAll(dir)
+			removeDir()
 		case "postgres":
 			c, err := pgtest.StartCluster()
 			if err != nil {
 				fail(fmt.Errorf("the ttl part on PostgreSQL needs a server: %w", err))
 			}
+			stop := atExit(func() { c.Stop() })
 			url, err := c.CreateDatabase(ctx)
 			if err != nil {
-				c.Stop()
 				fail(err)
 			}
 			ttlLagOn(ctx, name, url)
-			c.Stop()
+			stop()
 		default:
 			fail(fmt.Errorf("-ttl-db: unknown database %q (sqlite, postgres)", name))
 		}
