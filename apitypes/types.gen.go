@@ -647,10 +647,10 @@ type TaskEnvironment struct {
 	TaskVersion string              `json:"task_version"`
 	State       string              `json:"state"`
 
-	// Inputs as requested
+	// Inputs as requested, less the values of secret inputs
 	Inputs map[string]string `json:"inputs"`
 
-	// ResolvedInputs with the task's defaults
+	// ResolvedInputs with the task's defaults, less the values of secret inputs
 	ResolvedInputs map[string]string `json:"resolved_inputs"`
 	TimeoutSec     int               `json:"timeout_sec"`
 	ProjectID      *string           `json:"project_id"`
@@ -679,6 +679,11 @@ type TaskEnvironment struct {
 
 	// ExecuteToken only in the 201 answer of the create
 	ExecuteToken string `json:"execute_token,omitempty"`
+
+	// SecretInputs the inputs whose values this resource leaves out: those the task marks `secret` (a flag, a
+	// password), which reach the task's services but never a response; all of them when the task
+	// is no longer in the catalog. Compare a value with `POST …/check`.
+	SecretInputs []string `json:"secret_inputs"`
 }
 
 // TaskEnvironmentState defines model for TaskEnvironmentState.
@@ -715,6 +720,9 @@ type TaskInput struct {
 	Default     *string `json:"default,omitempty"`
 	Description *string `json:"description,omitempty"`
 	Required    *bool   `json:"required,omitempty"`
+
+	// Secret the value reaches the task's services but never a response (the catalog shows no default, an environment no value); compare with POST …/check
+	Secret *bool `json:"secret,omitempty"`
 }
 
 // Usage defines model for Usage.

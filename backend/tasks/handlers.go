@@ -51,6 +51,7 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle(PathEnvironment+"/pause", h(s.pauseEnv)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/resume", h(s.resumeEnv)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/execute", h(s.execute)).Methods(http.MethodPost)
+	r.Handle(PathEnvironment+"/check", h(s.checkInput)).Methods(http.MethodPost)
 }
 
 var workspaceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
@@ -263,12 +264,12 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		httpx.WriteJSON(w, http.StatusOK, envView(prev))
+		httpx.WriteJSON(w, http.StatusOK, s.envView(prev))
 		return nil
 	}
 	s.log.Info("task environment created", "environment", e.ID, "org", org, "workspace", ws, "task", task.Ref(), "record", e.RecordID)
 	s.kick(e.ID)
-	v := envView(e)
+	v := s.envView(e)
 	v.ExecuteToken = token
 	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+e.ID)
 	httpx.WriteJSON(w, http.StatusCreated, v)
@@ -282,7 +283,7 @@ func (s *Service) getEnvHandler(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, envView(e))
+	httpx.WriteJSON(w, http.StatusOK, s.envView(e))
 	return nil
 }
 
@@ -327,7 +328,7 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 	}
 	out := make([]EnvView, 0, len(envs))
 	for _, e := range envs {
-		out = append(out, envView(e))
+		out = append(out, s.envView(e))
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"environments": out, "has_next": hasNext, "page": page, "limit": limit})
 	return nil
@@ -481,7 +482,7 @@ func (s *Service) pauseResumeEnv(w http.ResponseWriter, r *http.Request, pause b
 	case err != nil:
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, envView(e))
+	httpx.WriteJSON(w, http.StatusOK, s.envView(e))
 	return nil
 }
 
@@ -516,7 +517,7 @@ func (s *Service) deleteEnv(w http.ResponseWriter, r *http.Request) error {
 	if e, err = s.getEnv(ctx, e.ID); err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, envView(e))
+	httpx.WriteJSON(w, http.StatusOK, s.envView(e))
 	return nil
 }
 

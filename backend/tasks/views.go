@@ -1,6 +1,8 @@
 package tasks
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
@@ -35,8 +37,15 @@ type ServiceView struct {
 }
 
 func taskView(t *catalog.Task, latest bool) TaskView {
+	inputs := make(map[string]catalog.Input, len(t.Inputs))
+	for k, in := range t.Inputs {
+		if in.Secret {
+			in.Default = "" // the default flag is the answer: never shown
+		}
+		inputs[k] = in
+	}
 	v := TaskView{Ref: t.Ref(), Org: t.Org, Name: t.Name, Version: t.Version, Latest: latest, Description: t.Description,
-		Instruction: t.Instruction, Inputs: nonNil(t.Inputs), Expose: nonNil(t.Expose), ExecuteService: t.ExecuteService,
+		Instruction: t.Instruction, Inputs: inputs, Expose: nonNil(t.Expose), ExecuteService: t.ExecuteService,
 		E2BTemplates: nonNil(t.E2BTemplates), Services: []ServiceView{}}
 	for _, s := range t.Services {
 		sv := ServiceView{Name: s.Name, Build: s.Build, Healthcheck: s.Healthcheck, DependsOn: nonNilSlice(s.DependsOn)}
@@ -94,11 +103,34 @@ func strPtr(s string) *string {
 func envView(e *Env) EnvView {
 	v := EnvView{ID: e.ID, Org: e.OrgID, Workspace: e.Workspace, TaskRef: e.TaskRef,
 		Task:     apitypes.TaskEnvironmentTask{Org: e.TaskOrg, Name: e.TaskName, Version: e.TaskVersion, Ref: e.TaskOrg + "/" + e.TaskName + "@" + e.TaskVersion},
-		TaskName: e.TaskName, TaskVersion: e.TaskVersion, State: string(e.State), Inputs: nonNil(e.Inputs),
-		ResolvedInputs: nonNil(e.Resolved), TimeoutSec: e.TimeoutSec, ProjectID: e.ProjectID,
+		TaskName: e.TaskName, TaskVersion: e.TaskVersion, State: string(e.State), Inputs: maps.Clone(nonNil(e.Inputs)),
+		ResolvedInputs: maps.Clone(nonNil(e.Resolved)), TimeoutSec: e.TimeoutSec, ProjectID: e.ProjectID,
 		SecretIDs: nonNilSlice(e.SecretIDs), ServiceURLs: serviceURLs(e), Instruction: strPtr(e.Instruction),
 		ExecuteService: e.ExecuteService, ExpiresAt: timePtr(e.ExpiresAt), CreatedAt: e.CreatedAt.UTC(),
 		UpdatedAt: e.UpdatedAt.UTC(), Error: strPtr(e.Error), SandboxID: e.RecordID, Timeline: timelineView(e.Timeline)}
+	return v
+}
+
+// envView is the resource as an org's key may read it: the values of the
+// task's secret inputs are left out of inputs and resolved_inputs (their
+// names stay in secret_inputs). A task no longer in the catalog cannot say
+// which inputs are secret, so then no value is shown.
+func (s *Service) envView(e *Env) EnvView {
+	v := envView(e)
+	task := s.catalog.Exact(e.TaskOrg, e.TaskName, e.TaskVersion)
+	secret := func(name string) bool { return task == nil || task.SecretInput(name) }
+	v.SecretInputs = []string{}
+	for _, m := range []map[string]string{v.Inputs, v.ResolvedInputs} {
+		for k := range m {
+			if secret(k) {
+				delete(m, k)
+				if !slices.Contains(v.SecretInputs, k) {
+					v.SecretInputs = append(v.SecretInputs, k)
+				}
+			}
+		}
+	}
+	slices.Sort(v.SecretInputs)
 	return v
 }
 

@@ -92,7 +92,8 @@ func TestCatalogProblems(t *testing.T) {
 		all = append(all, p.Error())
 	}
 	text := strings.Join(all, "\n")
-	for _, want := range []string{"privileged is not supported", "volumes is not supported", "field surprise not found"} {
+	for _, want := range []string{"privileged is not supported", "volumes is not supported", "field surprise not found",
+		"the instruction shows {{flag}}, a secret input"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("problems do not mention %q:\n%s", want, text)
 		}

@@ -30,10 +30,16 @@ var composeNames = []string{"compose.yaml", "compose.yml", "docker-compose.yaml"
 // Input is one input a task accepts. Inputs are strings; they become compose
 // interpolation variables (under their own name and upper-cased) and
 // instruction placeholders ({{name}}).
+//
+// A secret input (the flag an agent must find, a generated password) reaches
+// the task's services but never a response, a log or the instruction: an
+// agent holding the org key could otherwise read the answer instead of
+// earning it. Scores compare against it (POST …/check) instead.
 type Input struct {
 	Default     string `yaml:"default" json:"default"`
 	Description string `yaml:"description" json:"description"`
 	Required    bool   `yaml:"required" json:"required"`
+	Secret      bool   `yaml:"secret" json:"secret"`
 }
 
 // Manifest is task.yaml.
@@ -110,9 +116,13 @@ func LoadTask(ctx context.Context, dir, defaultOrg string) (*Task, error) {
 	if t.SemVer, err = semver.StrictNewVersion(t.Version); err != nil {
 		return nil, fmt.Errorf("%s: version %q is not a semantic version (MAJOR.MINOR.PATCH): %v", ManifestFile, t.Version, err)
 	}
-	for name := range t.Inputs {
+	for name, in := range t.Inputs {
 		if !inputRE.MatchString(name) {
 			return nil, fmt.Errorf("%s: input %q must match [A-Za-z_][A-Za-z0-9_]*", ManifestFile, name)
+		}
+		if in.Secret && slices.ContainsFunc(placeholderRE.FindAllStringSubmatch(t.Instruction, -1), func(m []string) bool { return m[1] == name }) {
+			return nil, fmt.Errorf("%s: the instruction shows {{%s}}, a secret input: secret inputs never appear in responses; "+
+				"remove the placeholder or the input's secret flag", ManifestFile, name)
 		}
 	}
 	if t.ComposeFile, err = findCompose(dir, m.Compose); err != nil {
@@ -431,6 +441,9 @@ func (t *Task) allowed() string {
 }
 
 var placeholderRE = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// SecretInput reports whether the task declares name as a secret input.
+func (t *Task) SecretInput(name string) bool { return t.Inputs[name].Secret }
 
 // Render fills {{name}} placeholders of text from vars; unknown placeholders
 // are left as they are.
