@@ -8,9 +8,10 @@
 // first use, labelled managed). A sandbox created with
 // Network.AllowInternetAccess == false instead joins ONLY the internal network
 // "<network>-isolated" (Internal: true, inter-container traffic disabled), and
-// its default route is deleted right after start (Docker 20.10 still installs
-// one on internal networks; iptables drops the traffic, but a sandbox must not
-// even see a route out). Docker does not publish ports of a container that is
+// its default route is deleted right after start by a helper container
+// sharing its network namespace (Docker 20.10 still installs one on internal
+// networks; iptables drops the traffic, but a sandbox must not even see a
+// route out). No exec into a sandbox is ever privileged. Docker does not publish ports of a container that is
 // only on an internal network, so such a sandbox has no Endpoints: it is
 // reachable through Exec, ReadFile and WriteFile only.
 //
