@@ -40,7 +40,7 @@ const NoNewPrivileges = "no-new-privileges:true"
 // container's output, so a chatty container cannot fill the host's disk.
 const (
 	LogMaxSize  = "10m"
-	LogMaxFiles = "3"
+	LogMaxFiles = "2"
 )
 
 // Apply confines hc: every capability dropped but Capabilities (plus add,
