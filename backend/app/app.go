@@ -181,9 +181,17 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
-			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
+			Runtime: cfg.DockerRuntime, WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
+		}
+		if cfg.DockerRuntime != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := p.CheckRuntimes(ctx); err != nil {
+				_ = p.Close()
+				return nil, fmt.Errorf("DOCKER_SANDBOX_RUNTIME=%s: %w", cfg.DockerRuntime, err)
+			}
 		}
 		return p, nil
 	case "e2b":

@@ -32,6 +32,9 @@ type Config struct {
 	DockerHost        string
 	DockerNetwork     string
 	DockerImage       string
+	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
+	// base template's sandboxes, e.g. runsc; "" is the engine's default.
+	DockerRuntime string
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -75,6 +78,7 @@ func ConfigFromEnv() (Config, error) {
 		DockerHost:    os.Getenv("DOCKER_HOST"),
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
+		DockerRuntime: os.Getenv("DOCKER_SANDBOX_RUNTIME"),
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error

@@ -33,6 +33,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // Defaults of Config, matching DESIGN.md's backend process contract.
@@ -58,6 +59,10 @@ type Config struct {
 	// to BaseImage; any other template without an entry uses its id as the
 	// image reference.
 	Images map[string]string
+	// Runtime is the engine runtime of the default "base" template
+	// (DOCKER_SANDBOX_RUNTIME, e.g. runsc for gVisor); "" is the engine's
+	// default. Templates given in Templates name their own.
+	Runtime string
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
@@ -119,7 +124,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = map[string]compute.Template{
-			BaseTemplate: {ID: BaseTemplate, CPUCount: 1, MemoryMB: 512, Ports: []int{8080}},
+			BaseTemplate: {ID: BaseTemplate, CPUCount: 1, MemoryMB: 512, Ports: []int{8080}, Runtime: cfg.Runtime},
 		}
 	}
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
@@ -169,6 +174,19 @@ func (p *Provider) Close() error {
 		err = p.cli.Close()
 	})
 	return err
+}
+
+// CheckRuntimes returns a *hardening.RuntimeError for the first template
+// asking for a runtime the engine does not offer (the backend checks at
+// start-up, so a misconfigured runtime is said at once, not at each create).
+func (p *Provider) CheckRuntimes(ctx context.Context) error {
+	ts, _ := p.Templates(ctx)
+	for _, t := range ts {
+		if err := hardening.CheckRuntime(ctx, p.cli, "template "+t.ID+": runtime", t.Runtime); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Name implements compute.Provider.
