@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"
@@ -35,6 +36,9 @@ type Config struct {
 	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
 	// base template's sandboxes, e.g. runsc; "" is the engine's default.
 	DockerRuntime string
+	// DockerDiskLimitMB (DOCKER_DISK_LIMIT_MB) caps each container's
+	// writable layer where the storage driver supports it; 0: no cap.
+	DockerDiskLimitMB int
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -93,6 +97,12 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.WarmPoolSize, err = envInt("DREADNODE_WARM_POOL_SIZE", 0); err != nil {
 		return c, err
+	}
+	if c.DockerDiskLimitMB, err = envInt("DOCKER_DISK_LIMIT_MB", docker.DefaultDiskLimitMB); err != nil {
+		return c, err
+	}
+	if c.DockerDiskLimitMB < 0 {
+		return c, fmt.Errorf("DOCKER_DISK_LIMIT_MB: must be 0 (no cap) or more, got %d", c.DockerDiskLimitMB)
 	}
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
 		return c, err

@@ -63,6 +63,10 @@ type Config struct {
 	// (DOCKER_SANDBOX_RUNTIME, e.g. runsc for gVisor); "" is the engine's
 	// default. Templates given in Templates name their own.
 	Runtime string
+	// DiskLimitMB caps each container's writable layer (DOCKER_DISK_LIMIT_MB,
+	// default DefaultDiskLimitMB; negative: no cap) where the storage driver
+	// supports it, and is ignored where it does not (see disk.go).
+	DiskLimitMB int
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
@@ -100,6 +104,9 @@ type Provider struct {
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
 
+	diskMu    sync.Mutex
+	diskKnown *bool // whether the engine caps writable layers; nil until asked
+
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }
@@ -121,6 +128,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.BaseImage == "" {
 		cfg.BaseImage = DefaultBaseImage
+	}
+	if cfg.DiskLimitMB == 0 {
+		cfg.DiskLimitMB = DefaultDiskLimitMB
 	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = map[string]compute.Template{

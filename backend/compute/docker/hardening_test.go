@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
@@ -198,5 +199,40 @@ func TestTemplateRuntime(t *testing.T) {
 	c, err := p.cli.ContainerInspect(ctx, inst.Ref.ID)
 	if err != nil || c.HostConfig.Runtime != "runc" {
 		t.Fatalf("runtime of a template asking for runc: %q %v", c.HostConfig.Runtime, err)
+	}
+}
+
+// The writable layer is capped where the storage driver can (asked of the
+// engine, not guessed), and creates work where it cannot (fuse-overlayfs
+// here), leaving no probe container behind.
+func TestWritableLayerCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := newProvider(t, Config{DiskLimitMB: 64})
+	inst := mustCreate(t, p, testSpec())
+	c, err := p.cli.ContainerInspect(ctx, inst.Ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := p.WritableLayerCapped(ctx)
+	if got := c.HostConfig.StorageOpt["size"]; capped != (got == "64M") {
+		t.Errorf("writable layer capped %v, but the container's size option is %q", capped, got)
+	}
+	info, err := p.cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Driver == "fuse-overlayfs" && capped {
+		t.Errorf("the provider believes %s caps writable layers", info.Driver)
+	}
+	t.Logf("storage driver %s: writable layer capped: %v", info.Driver, capped)
+	cs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelScope+"="+p.cfg.Scope))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Labels[compute.LabelRecord] == "" && c.Labels[labelPool] == "" && !strings.HasPrefix(c.Names[0], "/"+namePrefix) {
+			t.Errorf("the probe left container %v behind", c.Names)
+		}
 	}
 }
