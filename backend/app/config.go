@@ -5,8 +5,8 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"

@@ -145,7 +145,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			PidsLimit:  ptr(int64(pidsLimit)),
 		},
 	}
-	hardening.Apply(hc) // sandboxes share networks: no capability is ever added back
+	hardening.Apply(hc)               // sandboxes share networks: no capability is ever added back
 	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
 		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
