@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // DefaultDiskLimitMB caps a container's writable layer where the storage
@@ -48,9 +49,10 @@ func (p *Provider) WritableLayerCapped(ctx context.Context) bool {
 // probeStorageOpt creates (never starts) a container with a size option:
 // ok when the engine accepts it, known false when it refuses the option.
 func (p *Provider) probeStorageOpt(ctx context.Context) (ok, known bool) {
+	hc := &container.HostConfig{StorageOpt: map[string]string{"size": strconv.Itoa(p.cfg.DiskLimitMB) + "M"}}
+	hardening.Apply(hc) // as every real create has it
 	resp, err := p.cli.ContainerCreate(ctx,
-		&container.Config{Image: p.cfg.BaseImage, Labels: map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope}},
-		&container.HostConfig{StorageOpt: map[string]string{"size": strconv.Itoa(p.cfg.DiskLimitMB) + "M"}}, nil, nil, "")
+		&container.Config{Image: p.cfg.BaseImage, Labels: map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope}}, hc, nil, nil, "")
 	if err == nil {
 		p.removeQuietly(resp.ID)
 		return true, true
