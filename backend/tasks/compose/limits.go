@@ -20,6 +20,9 @@ func serviceLimits(s types.ServiceConfig, def hardening.Limits) hardening.Limits
 	l := def
 	if m := firstPositive(int64(s.MemLimit), int64(dl.MemoryBytes)); m > 0 {
 		l.MemoryBytes = m
+	} else {
+		// A default below the service's own reservation would be refused.
+		l.MemoryBytes = max(l.MemoryBytes, int64(s.MemReservation))
 	}
 	if c := max(s.CPUS, float32(dl.NanoCPUs)); c > 0 {
 		l.NanoCPUs = int64(float64(c) * 1e9)
