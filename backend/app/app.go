@@ -181,9 +181,17 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
-			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
+			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
+		}
+		if cfg.DockerRuntime != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := p.CheckRuntimes(ctx); err != nil {
+				_ = p.Close()
+				return nil, fmt.Errorf("DOCKER_SANDBOX_RUNTIME=%s: %w", cfg.DockerRuntime, err)
+			}
 		}
 		return p, nil
 	case "e2b":
@@ -199,6 +207,15 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 		return p, nil
 	}
 	return nil, fmt.Errorf("DREADNODE_PROVIDER=%s is not a provider; use docker or e2b", name)
+}
+
+// diskLimit maps DOCKER_DISK_LIMIT_MB to docker.Config.DiskLimitMB: 0 (no
+// cap) is negative there, where 0 takes the default.
+func diskLimit(mb int) int {
+	if mb == 0 {
+		return -1
+	}
+	return mb
 }
 
 // newTaskEngine is the engine of task environments: E2B (sandboxes in a

@@ -5,6 +5,7 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -32,6 +33,12 @@ type Config struct {
 	DockerHost        string
 	DockerNetwork     string
 	DockerImage       string
+	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
+	// base template's sandboxes, e.g. runsc; "" is the engine's default.
+	DockerRuntime string
+	// DockerDiskLimitMB (DOCKER_DISK_LIMIT_MB) caps each container's
+	// writable layer where the storage driver supports it; 0: no cap.
+	DockerDiskLimitMB int
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -75,6 +82,7 @@ func ConfigFromEnv() (Config, error) {
 		DockerHost:    os.Getenv("DOCKER_HOST"),
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
+		DockerRuntime: os.Getenv("DOCKER_SANDBOX_RUNTIME"),
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error
@@ -89,6 +97,12 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.WarmPoolSize, err = envInt("DREADNODE_WARM_POOL_SIZE", 0); err != nil {
 		return c, err
+	}
+	if c.DockerDiskLimitMB, err = envInt("DOCKER_DISK_LIMIT_MB", docker.DefaultDiskLimitMB); err != nil {
+		return c, err
+	}
+	if c.DockerDiskLimitMB < 0 {
+		return c, fmt.Errorf("DOCKER_DISK_LIMIT_MB: must be 0 (no cap) or more, got %d", c.DockerDiskLimitMB)
 	}
 	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
 		return c, err

@@ -136,6 +136,10 @@ type Template struct {
 	CPUCount int
 	MemoryMB int
 	Ports    []int
+	// Runtime names the engine runtime its instances run on (Docker: e.g.
+	// runsc for gVisor, kata); "" is the engine's default. A create on an
+	// engine without it fails, naming the runtimes it has.
+	Runtime string
 }
 
 // Provider is implemented by the Docker and E2B providers. Every method must be

@@ -505,7 +505,7 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 	}
 	res, err := s.engine.Bring(ctx, &compose.Up{
 		Target:  compose.Target{EnvID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
-		Project: p, Images: imgs, Expose: task.Expose, Templates: task.E2BTemplates,
+		Project: p, Images: imgs, Expose: task.Expose, Templates: task.E2BTemplates, Runtime: task.Runtime,
 	})
 	if err != nil {
 		return err

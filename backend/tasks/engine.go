@@ -70,3 +70,13 @@ type Named interface {
 }
 
 var _ Engine = (*compose.Engine)(nil)
+
+// RuntimeChecker is implemented by engines that run services on a named
+// runtime (Docker): CheckRuntime returns a *hardening.RuntimeError when the
+// engine does not offer runtime. Engines without it (E2B, whose instances
+// are microVMs already) ignore task.yaml's runtime.
+type RuntimeChecker interface {
+	CheckRuntime(ctx context.Context, field, runtime string) error
+}
+
+var _ RuntimeChecker = (*compose.Engine)(nil)

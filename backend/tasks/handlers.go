@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -207,6 +208,9 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpx.NotFound("task", ref.String())
 	}
+	if err := s.checkRuntime(ctx, task); err != nil {
+		return err
+	}
 	resolved, err := task.ResolveInputs(req.Inputs)
 	if err != nil {
 		var ie *catalog.InputError
@@ -273,6 +277,25 @@ func (s *Service) createEnv(w http.ResponseWriter, r *http.Request) error {
 	v.ExecuteToken = token
 	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+e.ID)
 	httpx.WriteJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+// checkRuntime refuses, before anything is recorded, a task whose runtime
+// (task.yaml) the engine does not offer: 400 naming the field and the
+// engine's runtimes.
+func (s *Service) checkRuntime(ctx context.Context, task *catalog.Task) error {
+	rc, ok := s.engine.(RuntimeChecker)
+	if !ok || task.Runtime == "" {
+		return nil
+	}
+	err := rc.CheckRuntime(ctx, "task "+task.Ref()+" asks in task.yaml for runtime", task.Runtime)
+	var re *hardening.RuntimeError
+	if errors.As(err, &re) {
+		return bodyErr([]any{"task_ref"}, re.Error())
+	}
+	if err != nil {
+		return httpx.NewError(http.StatusBadGateway, "provider_error", err.Error())
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // pidsLimit caps processes per sandbox so a fork bomb cannot take the host.
@@ -42,6 +43,9 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		// Refuse rather than ignore: a sandbox must never look safer than it is.
 		return compute.Instance{}, compute.Errorf(compute.KindNetwork, op, nil,
 			"the docker provider cannot enforce allowOut/denyOut egress rules; set allowInternetAccess=false to cut all egress, or use the e2b provider")
+	}
+	if err := hardening.CheckRuntime(ctx, p.cli, "template "+spec.Template+": runtime", tmpl.Runtime); err != nil {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, err, "%v", err)
 	}
 	cpu, mem := resources(spec, tmpl)
 	if cpu <= 0 || mem <= 0 {
@@ -140,6 +144,11 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			MemorySwap: int64(mem) << 20, // no swap: a sandbox over its limit is OOM-killed, not slowed down
 			PidsLimit:  ptr(int64(pidsLimit)),
 		},
+	}
+	hardening.Apply(hc)               // sandboxes share networks: no capability is ever added back
+	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
+	if t, _, ok := p.template(labels[labelTemplate]); ok {
+		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
 	}
 	if !isolated { // ports are not published on internal networks anyway
 		for _, port := range ports {

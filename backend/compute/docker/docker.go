@@ -8,9 +8,10 @@
 // first use, labelled managed). A sandbox created with
 // Network.AllowInternetAccess == false instead joins ONLY the internal network
 // "<network>-isolated" (Internal: true, inter-container traffic disabled), and
-// its default route is deleted right after start (Docker 20.10 still installs
-// one on internal networks; iptables drops the traffic, but a sandbox must not
-// even see a route out). Docker does not publish ports of a container that is
+// its default route is deleted right after start by a helper container
+// sharing its network namespace (Docker 20.10 still installs one on internal
+// networks; iptables drops the traffic, but a sandbox must not even see a
+// route out). No exec into a sandbox is ever privileged. Docker does not publish ports of a container that is
 // only on an internal network, so such a sandbox has no Endpoints: it is
 // reachable through Exec, ReadFile and WriteFile only.
 //
@@ -32,6 +33,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // Defaults of Config, matching DESIGN.md's backend process contract.
@@ -57,6 +59,14 @@ type Config struct {
 	// to BaseImage; any other template without an entry uses its id as the
 	// image reference.
 	Images map[string]string
+	// Runtime is the engine runtime of the default "base" template
+	// (DOCKER_SANDBOX_RUNTIME, e.g. runsc for gVisor); "" is the engine's
+	// default. Templates given in Templates name their own.
+	Runtime string
+	// DiskLimitMB caps each container's writable layer (DOCKER_DISK_LIMIT_MB,
+	// default DefaultDiskLimitMB; negative: no cap) where the storage driver
+	// supports it, and is ignored where it does not (see disk.go).
+	DiskLimitMB int
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
@@ -94,6 +104,9 @@ type Provider struct {
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
 
+	diskMu    sync.Mutex
+	diskKnown *bool // whether the engine caps writable layers; nil until asked
+
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }
@@ -116,9 +129,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseImage == "" {
 		cfg.BaseImage = DefaultBaseImage
 	}
+	if cfg.DiskLimitMB == 0 {
+		cfg.DiskLimitMB = DefaultDiskLimitMB
+	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = map[string]compute.Template{
-			BaseTemplate: {ID: BaseTemplate, CPUCount: 1, MemoryMB: 512, Ports: []int{8080}},
+			BaseTemplate: {ID: BaseTemplate, CPUCount: 1, MemoryMB: 512, Ports: []int{8080}, Runtime: cfg.Runtime},
 		}
 	}
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
@@ -168,6 +184,19 @@ func (p *Provider) Close() error {
 		err = p.cli.Close()
 	})
 	return err
+}
+
+// CheckRuntimes returns a *hardening.RuntimeError for the first template
+// asking for a runtime the engine does not offer (the backend checks at
+// start-up, so a misconfigured runtime is said at once, not at each create).
+func (p *Provider) CheckRuntimes(ctx context.Context) error {
+	ts, _ := p.Templates(ctx)
+	for _, t := range ts {
+		if err := hardening.CheckRuntime(ctx, p.cli, "template "+t.ID+": runtime", t.Runtime); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Name implements compute.Provider.

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // ensureNetwork returns the id of the bridge network name, creating it when
@@ -113,29 +114,28 @@ const dropRouteScript = `command -v ip >/dev/null || exit 127
 while ip route del default 2>/dev/null; do :; done
 ! grep -q '^[^[:space:]]*[[:space:]]00000000[[:space:]]' /proc/net/route`
 
-// dropDefaultRoute removes the default route of an isolated sandbox. The
-// sandbox itself has no NET_ADMIN, so this runs as a privileged exec; an image
-// without sh/ip gets a short-lived helper container from the base image that
-// shares the sandbox's network namespace instead.
+// dropDefaultRoute removes the default route of an isolated sandbox: Docker
+// 20.10 installs one even on an internal network (its iptables rules drop
+// the traffic; the sandbox must not even see a route out). Nothing runs
+// inside the sandbox for it: a short-lived helper container from the base
+// image shares the sandbox's network namespace, with NET_ADMIN as its only
+// extra capability and never privileged, so nothing the sandbox put on its
+// own filesystem (a replaced ip or sh) is ever executed with privileges. The
+// sandbox has no NET_ADMIN, so it cannot put the route back.
 func (p *Provider) dropDefaultRoute(ctx context.Context, id string) error {
-	res, _, err := p.runExec(ctx, id, container.ExecOptions{
-		User: "0", Privileged: true, Cmd: []string{"sh", "-c", dropRouteScript},
-	}, 0)
-	if err == nil && res.ExitCode == 0 {
-		return nil
-	}
-	if err := p.dropDefaultRouteWithHelper(ctx, id); err != nil {
+	if err := p.runRouteHelper(ctx, id); err != nil {
 		return compute.Errorf(compute.KindNetwork, "create", err,
 			"could not cut internet access of the sandbox (removing its default route failed: %v)", err)
 	}
 	return nil
 }
 
-func (p *Provider) dropDefaultRouteWithHelper(ctx context.Context, id string) error {
+func (p *Provider) runRouteHelper(ctx context.Context, id string) error {
+	hc := &container.HostConfig{NetworkMode: container.NetworkMode("container:" + id)}
+	hardening.Apply(hc, "NET_ADMIN")
+	hardening.HelperLimits.Set(&hc.Resources)
 	resp, err := p.cli.ContainerCreate(ctx,
-		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript}},
-		&container.HostConfig{NetworkMode: container.NetworkMode("container:" + id), CapAdd: []string{"NET_ADMIN"}},
-		nil, nil, "")
+		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript}}, hc, nil, nil, "")
 	if err != nil {
 		return err
 	}

@@ -130,3 +130,34 @@ func TestInputsAndRender(t *testing.T) {
 		t.Fatalf("Render: %q", out)
 	}
 }
+
+func TestCatalogRefusesPrivileges(t *testing.T) {
+	t.Parallel()
+	c := openTestCatalog(t)
+	var text string
+	for _, p := range c.Problems() {
+		if strings.Contains(p.Error(), "capabilities") {
+			text += p.Error() + "\n"
+		}
+	}
+	for _, want := range []string{
+		`service "box": cap_add: capability "SYS_ADMIN" cannot be added (allowed: NET_RAW)`,
+		`service "other": security_opt`, "unconfined is never allowed",
+		`service "other": runtime (set runtime in task.yaml`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the capabilities fixture's problems do not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `"NET_RAW" cannot`) {
+		t.Errorf("NET_RAW, which a task service may add back, was refused:\n%s", text)
+	}
+	ref, _ := ParseRef("raw-scanner")
+	if _, err := c.Resolve(context.Background(), ref, "x"); err != nil {
+		t.Errorf("a task adding NET_RAW back does not load: %v", err)
+	}
+	ref, _ = ParseRef("needs-runtime")
+	if tk, err := c.Resolve(context.Background(), ref, "x"); err != nil || tk.Runtime != "dn-no-such-runtime" {
+		t.Errorf("runtime of needs-runtime: %+v %v", tk, err)
+	}
+}

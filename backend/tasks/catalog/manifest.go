@@ -19,6 +19,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"gopkg.in/yaml.v3"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 // ManifestFile is the manifest's file name inside a task directory.
@@ -58,6 +60,10 @@ type Manifest struct {
 	E2BTemplates   map[string]string `yaml:"e2b_templates"`
 	// Compose names the compose file (default: compose.yaml and friends).
 	Compose string `yaml:"compose"`
+	// Runtime names the engine runtime every service runs on (e.g. runsc
+	// for gVisor, kata); "" is the engine's default. An environment of a
+	// task whose runtime the engine lacks is refused at create.
+	Runtime string `yaml:"runtime"`
 }
 
 // Service describes one compose service of a task.
@@ -84,7 +90,10 @@ type Task struct {
 // Ref is the task's canonical reference, org/name@version.
 func (t *Task) Ref() string { return t.Org + "/" + t.Name + "@" + t.Version }
 
-var inputRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+var (
+	inputRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	runtimeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
 
 // LoadTask reads and validates the task in dir. defaultOrg is used when the
 // manifest names none.
@@ -115,6 +124,9 @@ func LoadTask(ctx context.Context, dir, defaultOrg string) (*Task, error) {
 	}
 	if t.SemVer, err = semver.StrictNewVersion(t.Version); err != nil {
 		return nil, fmt.Errorf("%s: version %q is not a semantic version (MAJOR.MINOR.PATCH): %v", ManifestFile, t.Version, err)
+	}
+	if t.Runtime != "" && !runtimeRE.MatchString(t.Runtime) {
+		return nil, fmt.Errorf("%s: runtime %q is not a runtime name (letters, digits, '.', '_', '-')", ManifestFile, t.Runtime)
 	}
 	for name, in := range t.Inputs {
 		if !inputRE.MatchString(name) {
@@ -284,17 +296,23 @@ func checkSupported(p *types.Project) error {
 		if len(s.Devices) > 0 || len(s.DeviceCgroupRules) > 0 || len(s.Gpus) > 0 {
 			bad(name, "devices")
 		}
-		if len(s.CapAdd) > 0 {
-			bad(name, "cap_add")
+		for _, c := range s.CapAdd {
+			// Allowed ones stay inside the environment's own network.
+			if err := hardening.CheckCapAdd(c); err != nil {
+				errs = append(errs, fmt.Errorf("service %q: cap_add: %w", name, err))
+			}
 		}
 		if len(s.SecurityOpt) > 0 {
-			bad(name, "security_opt")
+			bad(name, "security_opt (every service runs with no-new-privileges and the engine's default seccomp and AppArmor profiles; unconfined is never allowed)")
 		}
 		if len(s.Secrets) > 0 || len(s.Configs) > 0 {
 			bad(name, "secrets and configs")
 		}
-		if s.CgroupParent != "" || s.Runtime != "" {
-			bad(name, "cgroup_parent and runtime")
+		if s.CgroupParent != "" {
+			bad(name, "cgroup_parent")
+		}
+		if s.Runtime != "" {
+			bad(name, "runtime (set runtime in task.yaml: it applies to every service)")
 		}
 		if s.UseAPISocket {
 			bad(name, "use_api_socket")

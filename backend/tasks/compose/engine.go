@@ -8,6 +8,7 @@
 package compose
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 )
 
@@ -58,6 +60,9 @@ type Options struct {
 	SubnetPool string
 	// BuildTimeout bounds one image build (default 10 minutes).
 	BuildTimeout time.Duration
+	// ServiceLimits apply to each limit a service's compose file leaves
+	// unset (a zero field: hardening.DefaultServiceLimits's).
+	ServiceLimits hardening.Limits
 }
 
 // Engine is safe for concurrent use.
@@ -68,6 +73,7 @@ type Engine struct {
 	log       *slog.Logger
 	pool      netip.Prefix
 	buildTO   time.Duration
+	limits    hardening.Limits // defaults of a service's limits
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -91,6 +97,8 @@ func New(opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	d, l := hardening.DefaultServiceLimits, opts.ServiceLimits
+	e.limits = hardening.Limits{MemoryBytes: cmp.Or(l.MemoryBytes, d.MemoryBytes), NanoCPUs: cmp.Or(l.NanoCPUs, d.NanoCPUs), Pids: cmp.Or(l.Pids, d.Pids)}
 	if e.buildTO <= 0 {
 		e.buildTO = 10 * time.Minute
 	}

@@ -41,6 +41,9 @@ type Up struct {
 	// e2b_templates) for runtimes that start templates instead of images
 	// (E2B); the Docker engine ignores it.
 	Templates map[string]string
+	// Runtime is the engine runtime of every service (task.yaml runtime;
+	// "" is the engine's default).
+	Runtime string
 }
 
 // UpResult is what a successful Up produced.
@@ -600,7 +603,6 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Init:           s.Init,
 		ReadonlyRootfs: s.ReadOnly,
-		CapDrop:        s.CapDrop,
 		ExtraHosts:     []string(s.ExtraHosts.AsList(":")),
 		ShmSize:        int64(s.ShmSize),
 		GroupAdd:       s.GroupAdd,
@@ -615,14 +617,8 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 			host.Tmpfs[path] = opts
 		}
 	}
-	host.Resources.Memory = int64(s.MemLimit)
 	host.Resources.MemoryReservation = int64(s.MemReservation)
-	if s.CPUS > 0 {
-		host.Resources.NanoCPUs = int64(float64(s.CPUS) * 1e9)
-	}
-	if s.PidsLimit > 0 {
-		host.Resources.PidsLimit = &s.PidsLimit
-	}
+	e.harden(host, s, u.Runtime)
 	if port, ok := u.Expose[name]; ok {
 		p := nat.Port(strconv.Itoa(port) + "/tcp")
 		cfg.ExposedPorts = nat.PortSet{p: {}}
