@@ -15,9 +15,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
-// maxFileSize bounds ReadFile so one request cannot exhaust the backend.
-const maxFileSize = 256 << 20
-
 // ReadFile implements compute.Provider. A symlink is followed; a missing
 // file is KindNotFound, a directory or a relative path KindInvalid.
 func (p *Provider) ReadFile(ctx context.Context, ref compute.Ref, name string) ([]byte, error) {
@@ -39,14 +36,14 @@ func (p *Provider) ReadFile(ctx context.Context, ref compute.Ref, name string) (
 			name = stat.LinkTarget
 			continue
 		}
-		if stat.Size > maxFileSize {
-			return nil, compute.Errorf(compute.KindInvalid, op, nil, "%s is larger than %d bytes", name, maxFileSize)
+		if stat.Size > compute.MaxFileBytes {
+			return nil, compute.Errorf(compute.KindInvalid, op, nil, "%s is larger than %d bytes", name, compute.MaxFileBytes)
 		}
 		tr := tar.NewReader(rc)
 		if _, err := tr.Next(); err != nil {
 			return nil, compute.Errorf(compute.KindInternal, op, err, "reading %s: %v", name, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxFileSize))
+		data, err := io.ReadAll(io.LimitReader(tr, compute.MaxFileBytes))
 		if err != nil {
 			return nil, classify(op, err)
 		}

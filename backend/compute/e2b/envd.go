@@ -188,8 +188,13 @@ func (p *Provider) WriteFile(ctx context.Context, ref compute.Ref, filePath stri
 	return err
 }
 
+// envdReadMax bounds each message envd sends (compute.MaxMessageBytes):
+// envd is the sandbox's own process, which its root can replace, so a
+// message's declared length is never allocated past it.
+var envdReadMax = connect.WithReadMaxBytes(compute.MaxMessageBytes)
+
 func (p *Provider) processClient(sandboxID string) processconnect.ProcessClient {
-	return processconnect.NewProcessClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"))
+	return processconnect.NewProcessClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"), envdReadMax)
 }
 
 func (p *Provider) startRequest(token string, cmd []string, env map[string]string, cwd string) *connect.Request[process.StartRequest] {
