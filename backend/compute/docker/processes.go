@@ -155,7 +155,7 @@ func checkFrame(typ byte, n int64) error {
 	case n > compute.MaxFrameBytes:
 		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent a frame of %d bytes, over the %d-byte bound: %s", n, compute.MaxFrameBytes, tampered)
 	case typ == 0 && n != 0, typ == 3 && n != 4:
-		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent a %s frame of %d bytes: %s", map[byte]string{0: "start", 3: "exit"}[typ], n, tampered)
+		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent %s frame of %d bytes: %s", map[byte]string{0: "a start", 3: "an exit"}[typ], n, tampered)
 	}
 	return nil
 }
