@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // forged is how much a hostile sandbox writes in each case below: enough
@@ -57,8 +61,8 @@ func fourAtOnce(f func(i int)) {
 
 // A sandbox that forges what the backend reads from it (a frame announcing
 // 1 GiB in a process's output file, a listing of 100k entries, a python3
-// that answers with 64 MiB without a newline, a /bin/sh that never writes
-// the pid line) costs the backend a bounded amount of memory, four requests
+// that answers with 64 MiB without a newline, 64 MiB of NUL bytes on both
+// streams of a buffered exec, a /bin/sh that never writes the pid line) costs the backend a bounded amount of memory, four requests
 // at once, and each forged answer is a clear error without host paths.
 // Not parallel: the heap is measured for the whole test process.
 func TestHostileSandboxOutputIsBounded(t *testing.T) {
@@ -152,7 +156,38 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 	r = do("GET", "/processes", nil, 502)
 	checkDetail("process list", r.json(t)["detail"].(string), "over the 4194304-byte bound")
 
-	// 4. A /bin/sh that never writes the pid line and prints 64 MiB on
+	// 4. 64 MiB of NUL bytes (six bytes each in JSON) on stdout and on
+	// stderr of a buffered exec: the first MiBs are kept, and encoded as
+	// they are sent.
+	sizes := make([]int64, 4)
+	grew = heapGrowth(func() {
+		fourAtOnce(func(i int) {
+			body := strings.NewReader(fmt.Sprintf(`{"cmd": ["bash", "-c", "head -c %d /dev/zero; head -c %d /dev/zero >&2"]}`, forged, forged))
+			req, _ := http.NewRequest("POST", ta.srv.URL+base+"/exec", body)
+			req.Header.Set("X-API-Key", ta.key)
+			req.Header.Set("X-Access-Token", tok)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				details[i] = err.Error()
+				return
+			}
+			defer res.Body.Close()
+			codes[i] = res.StatusCode
+			sizes[i], _ = io.Copy(io.Discard, res.Body)
+		})
+	})
+	t.Logf("buffered exec of 2 x 64 MiB: the heap grew by %d KiB", grew>>10)
+	if grew >= bound {
+		t.Errorf("four buffered execs of 2 x 64 MiB grew the heap by %d MiB", grew>>20)
+	}
+	want := int64(len(`{"exitCode":0,"stderr":"","stdout":""}`+"\n") + 2*len(`\u0000`)*compute.MaxExecOutputBytes)
+	for i := range codes {
+		if codes[i] != 200 || sizes[i] != want {
+			t.Errorf("buffered exec of 2 x 64 MiB: %d, %d bytes (want 200, %d bytes) %s", codes[i], sizes[i], want, details[i])
+		}
+	}
+
+	// 5. A /bin/sh that never writes the pid line and prints 64 MiB on
 	// stdout: the stream starts anyway (pid 0) and the output flows.
 	details = make([]string, 4)
 	sh(fmt.Sprintf(`printf '#!/bin/bash\nhead -c %d /dev/zero | tr "\\0" x\n' > /tmp/sh && chmod +x /tmp/sh && ln -sf /tmp/sh /bin/sh`, forged))

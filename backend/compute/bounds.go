@@ -10,7 +10,7 @@ package compute
 // error that says so (a provider_error, 502) instead of growing the backend.
 // With these, one hostile stream costs the backend a fixed amount of memory
 // (the largest, MaxExecOutputBytes, is for the output a caller asked to be
-// buffered; every streamed route holds well under 1 MiB).
+// buffered; every streamed route holds at most about 1 MiB).
 const (
 	// MaxFrameBytes bounds one frame of a Docker process's output log. The
 	// in-sandbox helper writes at most 64 KiB of output per frame; a larger
@@ -50,8 +50,10 @@ const (
 	MaxMessageBytes = 4 << 20
 
 	// MaxExecOutputBytes bounds what a buffered exec keeps of each of
-	// stdout and stderr; the rest is dropped (streamed exec keeps nothing).
-	MaxExecOutputBytes = 16 << 20
+	// stdout and stderr; the rest is dropped (streamed exec keeps nothing,
+	// so it is the way to read more). Four buffered execs at once hold at
+	// most 32 MiB this way; the answer is encoded as it is sent.
+	MaxExecOutputBytes = 4 << 20
 
 	// MaxFileBytes bounds a file read whole into memory (the buffered
 	// ReadFile; the /files route streams instead).

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -81,7 +80,7 @@ func (p *Provider) runExecKeeping(ctx context.Context, id string, opts container
 	}
 	defer hj.Close()
 
-	stdout, stderr := &cappedBuffer{max: keep}, &cappedBuffer{max: keep}
+	stdout, stderr := &compute.CappedBuffer{Max: keep}, &compute.CappedBuffer{Max: keep}
 	done := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
@@ -125,20 +124,6 @@ func (p *Provider) killExec(id, marker string) {
 	_, _, _ = p.runExecKeeping(ctx, id, container.ExecOptions{
 		User: "0", Cmd: []string{"sh", "-c", killScript, "sh", marker},
 	}, 0, 0)
-}
-
-// cappedBuffer keeps the first max bytes written and drops the rest.
-type cappedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
-		b.Buffer.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return b.Buffer.Write(p)
 }
 
 func randomHex(n int) string {

@@ -93,8 +93,7 @@ func (p *Provider) CreateFile(ctx context.Context, ref compute.Ref, name string,
 		}
 	}
 	if size < 0 {
-		var stderr cappedBuffer
-		stderr.max = 4 << 10
+		stderr := compute.CappedBuffer{Max: 4 << 10}
 		code, err := p.attach(ctx, ref.ID, streamExec{cmd: []string{"sh", "-c", `cat > "$1"`, "sh", name}, user: "0",
 			stdin: r, stdout: io.Discard, stderr: &stderr})
 		if err != nil {

@@ -26,7 +26,7 @@ var sandboxPy string
 
 // helper runs one sandbox.py command. Its exit codes map to provider kinds.
 func (p *Provider) helper(ctx context.Context, op, id string, args []string, env map[string]string, stdin io.Reader, stdout io.Writer) error {
-	stderr := cappedBuffer{max: compute.MaxErrorBytes}
+	stderr := compute.CappedBuffer{Max: compute.MaxErrorBytes}
 	if stdout == nil {
 		stdout = io.Discard
 	}
