@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -109,6 +110,9 @@ func (p *Provider) copyTo(ctx context.Context, id, dir string, rel []string, dat
 func fileError(op, name string, err error) error {
 	if cerrdefs.IsNotFound(err) && !isNoSuchContainer(err) {
 		return compute.Errorf(compute.KindNotFound, op, err, "no such file or directory: %s", name)
+	}
+	if strings.HasSuffix(daemonMessage(err), "not a directory") { // "lstat …: not a directory", "extraction point is not a directory"
+		return compute.Errorf(compute.KindInvalid, op, err, "a parent of %s is not a directory", name)
 	}
 	return classify(op, err)
 }
