@@ -110,3 +110,14 @@ func TestTailBuffer(t *testing.T) {
 		t.Fatalf("tail %q", got)
 	}
 }
+
+// A helper's traceback shows as its exception only.
+func TestLastLine(t *testing.T) {
+	tb := "Traceback (most recent call last):\n  File \"<string>\", line 230, in output\nValueError: invalid literal for int() with base 10: 'x'"
+	if got := lastLine(tb); got != "ValueError: invalid literal for int() with base 10: 'x'" {
+		t.Fatalf("%q", got)
+	}
+	if got := lastLine("no such process"); got != "no such process" {
+		t.Fatalf("%q", got)
+	}
+}

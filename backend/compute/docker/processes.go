@@ -48,7 +48,16 @@ func (p *Provider) helper(ctx context.Context, op, id string, args []string, env
 	case 126, 127:
 		return compute.Errorf(compute.KindInvalid, op, nil, "this sandbox's template has no python3, which processes and file listing need: %s", msg)
 	}
-	return compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper failed (exit %d): %s", code, msg)
+	return compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper failed (exit %d): %s", code, lastLine(msg))
+}
+
+// lastLine is the last line of a helper's stderr: a Python traceback's
+// exception, without the frames before it (they say nothing to the user).
+func lastLine(msg string) string {
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		return strings.TrimSpace(msg[i+1:])
+	}
+	return msg
 }
 
 func envList(m map[string]string) []string {
