@@ -14,11 +14,15 @@ const PIDScript = `printf 'DNPID %d\n' "$$" >&2 && exec "$@"`
 // PIDGate turns a streamed command's output into events: the start event
 // (with the pid from PIDScript's line) first, then stdout and stderr, then
 // the exit. Its writers must be called from one goroutine (as stdcopy does).
+// The pid line comes from the sandbox's own /bin/sh, which may be replaced:
+// at most 64 bytes of stderr and MaxPendingBytes of stdout wait for it, then
+// the stream starts without a pid (0) and the output flows on.
 type PIDGate struct {
 	emit    Emit
 	started bool
 	head    []byte         // stderr until pidScript's line is complete
 	pending []ProcessEvent // stdout that raced ahead of the start
+	held    int            // bytes in pending
 }
 
 func (g *PIDGate) start(pid int) error {
@@ -63,7 +67,10 @@ func (g *PIDGate) stdout(b []byte) error {
 	ev := ProcessEvent{Type: EventStdout, Data: bytes.Clone(b)}
 	if !g.started {
 		g.pending = append(g.pending, ev)
-		return nil
+		if g.held += len(b); g.held < MaxPendingBytes {
+			return nil
+		}
+		return g.startWithoutPID() // no pid line in time: stop holding output
 	}
 	return g.emit(ev)
 }
@@ -78,16 +85,25 @@ func (g *PIDGate) Stderr() io.Writer { return writerFunc(g.stderr) }
 // Exit emits the exit event (after a start event, whatever the command printed).
 func (g *PIDGate) Exit(code int) error {
 	if !g.started {
-		if err := g.start(0); err != nil {
+		if err := g.startWithoutPID(); err != nil {
 			return err
-		}
-		if len(g.head) > 0 {
-			if err := g.emit(ProcessEvent{Type: EventStderr, Data: g.head}); err != nil {
-				return err
-			}
 		}
 	}
 	return g.emit(ProcessEvent{Type: EventExit, ExitCode: code})
+}
+
+// startWithoutPID starts the stream with pid 0 and passes on the stderr
+// held while waiting for a pid line that did not come.
+func (g *PIDGate) startWithoutPID() error {
+	if err := g.start(0); err != nil {
+		return err
+	}
+	head := g.head
+	g.head = nil
+	if len(head) > 0 {
+		return g.emit(ProcessEvent{Type: EventStderr, Data: head})
+	}
+	return nil
 }
 
 type writerFunc func([]byte) error

@@ -34,3 +34,29 @@ func TestPIDGate(t *testing.T) {
 		t.Fatalf("events %q, want %q", got, want)
 	}
 }
+
+// A /bin/sh that never writes the pid line holds at most MaxPendingBytes of
+// stdout: then the stream starts with pid 0 and the output flows on.
+func TestPIDGateBoundsWhatWaitsForThePID(t *testing.T) {
+	var events []ProcessEvent
+	g := NewPIDGate(func(ev ProcessEvent) error { events = append(events, ev); return nil })
+	chunk := make([]byte, 32<<10)
+	for range 4 << 20 / len(chunk) {
+		_, _ = g.Stdout().Write(chunk)
+		if g.held > MaxPendingBytes {
+			t.Fatalf("%d bytes of stdout held waiting for the pid line", g.held)
+		}
+	}
+	_, _ = g.Stderr().Write([]byte("DNPID 42\n"))
+	_ = g.Exit(0)
+	n := 0
+	for _, ev := range events[1 : len(events)-1] {
+		n += len(ev.Data)
+	}
+	if events[0].Type != EventStart || events[0].PID != 0 || events[len(events)-1].Type != EventExit || n != 4<<20+len("DNPID 42\n") {
+		t.Fatalf("first %+v, last %+v, %d bytes of output", events[0], events[len(events)-1], n)
+	}
+	if len(g.pending) != 0 {
+		t.Fatalf("%d events still pending", len(g.pending))
+	}
+}

@@ -436,7 +436,7 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return providerErr("run the command in", err)
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"exitCode": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr)})
+	writeExecResult(w, res)
 	return nil
 }
 

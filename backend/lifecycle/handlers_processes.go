@@ -1,11 +1,16 @@
 package lifecycle
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 
@@ -67,6 +72,42 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 		return out.Finish(providerErr("run the command in", err))
 	}
 	return nil
+}
+
+// writeExecResult answers a buffered exec with {"exitCode", "stderr",
+// "stdout"}, as encoding/json would write it, but encodes the output (up to
+// compute.MaxExecOutputBytes per stream, from the sandbox) as it is sent:
+// escapes can make it six times its size, which is not held.
+func writeExecResult(w http.ResponseWriter, res compute.ExecResult) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	_, _ = fmt.Fprintf(bw, `{"exitCode":%d,"stderr":`, res.ExitCode)
+	writeJSONString(bw, res.Stderr)
+	_, _ = bw.WriteString(`,"stdout":`)
+	writeJSONString(bw, res.Stdout)
+	_, _ = bw.WriteString("}\n")
+	_ = bw.Flush()
+}
+
+// writeJSONString writes b as the JSON string encoding/json makes of
+// string(b), a chunk at a time. Chunks end before a character's first byte,
+// so no character is split (an invalid byte becomes U+FFFD either way).
+func writeJSONString(w io.Writer, b []byte) {
+	_, _ = w.Write([]byte{'"'})
+	for len(b) > 0 {
+		n := min(len(b), 16<<10)
+		for i := n; n < len(b) && i > n-utf8.UTFMax && i > 0; i-- {
+			if utf8.RuneStart(b[i]) {
+				n = i
+				break
+			}
+		}
+		enc, _ := json.Marshal(string(b[:n]))
+		_, _ = w.Write(enc[1 : len(enc)-1])
+		b = b[n:]
+	}
+	_, _ = w.Write([]byte{'"'})
 }
 
 // checkCommand validates the cmd, env and cwd of exec and processes.

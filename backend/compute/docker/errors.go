@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -55,10 +56,18 @@ func isStateConflict(msg string) bool {
 	return false
 }
 
-// daemonMessage strips the SDK's "Error response from daemon: " prefix.
+// daemonMessage strips the SDK's "Error response from daemon: " prefix and
+// the engine host's paths: the daemon names a file in a container by its
+// path on the host ("lstat /var/lib/docker/overlay2/<id>/merged/etc/x"),
+// which says nothing to the user and too much to an attacker.
 func daemonMessage(err error) string {
-	return strings.TrimPrefix(err.Error(), "Error response from daemon: ")
+	return hostPath.ReplaceAllString(strings.TrimPrefix(err.Error(), "Error response from daemon: "), "")
 }
+
+// hostPath is the host's part of a path into a container's filesystem: up
+// to the 64-hex layer or container id (every storage driver has one) and
+// the driver's subdirectory after it.
+var hostPath = regexp.MustCompile(`/[^\s:"']*/[0-9a-f]{64}(?:-init)?(?:/(?:merged|diff|rootfs))?`)
 
 // isNoSuchContainer tells a missing container from a missing file: both are
 // 404 answers of the archive endpoints.

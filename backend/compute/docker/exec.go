@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
-
-// maxExecOutput bounds what Exec keeps of each stream; the rest is dropped so
-// a chatty command cannot exhaust the backend's memory.
-const maxExecOutput = 16 << 20
 
 // execMarkerEnv is set on every Exec so that a timed-out command and all its
 // descendants can be found (via /proc/*/environ) and killed: Docker has no
@@ -60,7 +55,14 @@ func (p *Provider) Exec(ctx context.Context, ref compute.Ref, req compute.ExecRe
 
 // runExec runs one exec until it exits, timeout (when > 0) passes or ctx is
 // done. running reports that we stopped waiting while it may still run.
+// It keeps at most compute.MaxExecOutputBytes of each stream; the rest is
+// dropped so a chatty command cannot exhaust the backend's memory.
 func (p *Provider) runExec(ctx context.Context, id string, opts container.ExecOptions, timeout time.Duration) (res compute.ExecResult, running bool, err error) {
+	return p.runExecKeeping(ctx, id, opts, timeout, compute.MaxExecOutputBytes)
+}
+
+// runExecKeeping is runExec keeping at most keep bytes of each stream.
+func (p *Provider) runExecKeeping(ctx context.Context, id string, opts container.ExecOptions, timeout time.Duration, keep int) (res compute.ExecResult, running bool, err error) {
 	const op = "exec"
 	opts.AttachStdout, opts.AttachStderr = true, true
 	created, err := p.cli.ContainerExecCreate(ctx, id, opts)
@@ -78,7 +80,7 @@ func (p *Provider) runExec(ctx context.Context, id string, opts container.ExecOp
 	}
 	defer hj.Close()
 
-	stdout, stderr := &cappedBuffer{max: maxExecOutput}, &cappedBuffer{max: maxExecOutput}
+	stdout, stderr := &compute.CappedBuffer{Max: keep}, &compute.CappedBuffer{Max: keep}
 	done := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
@@ -114,27 +116,14 @@ func (p *Provider) runExec(ctx context.Context, id string, opts container.ExecOp
 	}
 }
 
-// killExec kills every process of one Exec (see execMarkerEnv).
+// killExec kills every process of one Exec (see execMarkerEnv). Its output
+// (from the sandbox's own sh) is not kept.
 func (p *Provider) killExec(id, marker string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _, _ = p.runExec(ctx, id, container.ExecOptions{
+	_, _, _ = p.runExecKeeping(ctx, id, container.ExecOptions{
 		User: "0", Cmd: []string{"sh", "-c", killScript, "sh", marker},
-	}, 0)
-}
-
-// cappedBuffer keeps the first max bytes written and drops the rest.
-type cappedBuffer struct {
-	bytes.Buffer
-	max int
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
-		b.Buffer.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return b.Buffer.Write(p)
+	}, 0, 0)
 }
 
 func randomHex(n int) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -14,9 +15,6 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
-
-// maxFileSize bounds ReadFile so one request cannot exhaust the backend.
-const maxFileSize = 256 << 20
 
 // ReadFile implements compute.Provider. A symlink is followed; a missing
 // file is KindNotFound, a directory or a relative path KindInvalid.
@@ -39,14 +37,14 @@ func (p *Provider) ReadFile(ctx context.Context, ref compute.Ref, name string) (
 			name = stat.LinkTarget
 			continue
 		}
-		if stat.Size > maxFileSize {
-			return nil, compute.Errorf(compute.KindInvalid, op, nil, "%s is larger than %d bytes", name, maxFileSize)
+		if stat.Size > compute.MaxFileBytes {
+			return nil, compute.Errorf(compute.KindInvalid, op, nil, "%s is larger than %d bytes", name, compute.MaxFileBytes)
 		}
 		tr := tar.NewReader(rc)
 		if _, err := tr.Next(); err != nil {
 			return nil, compute.Errorf(compute.KindInternal, op, err, "reading %s: %v", name, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxFileSize))
+		data, err := io.ReadAll(io.LimitReader(tr, compute.MaxFileBytes))
 		if err != nil {
 			return nil, classify(op, err)
 		}
@@ -112,6 +110,9 @@ func (p *Provider) copyTo(ctx context.Context, id, dir string, rel []string, dat
 func fileError(op, name string, err error) error {
 	if cerrdefs.IsNotFound(err) && !isNoSuchContainer(err) {
 		return compute.Errorf(compute.KindNotFound, op, err, "no such file or directory: %s", name)
+	}
+	if strings.HasSuffix(daemonMessage(err), "not a directory") { // "lstat …: not a directory", "extraction point is not a directory"
+		return compute.Errorf(compute.KindInvalid, op, err, "a parent of %s is not a directory", name)
 	}
 	return classify(op, err)
 }

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -94,8 +93,7 @@ func (p *Provider) CreateFile(ctx context.Context, ref compute.Ref, name string,
 		}
 	}
 	if size < 0 {
-		var stderr cappedBuffer
-		stderr.max = 4 << 10
+		stderr := compute.CappedBuffer{Max: 4 << 10}
 		code, err := p.attach(ctx, ref.ID, streamExec{cmd: []string{"sh", "-c", `cat > "$1"`, "sh", name}, user: "0",
 			stdin: r, stdout: io.Discard, stderr: &stderr})
 		if err != nil {
@@ -140,28 +138,37 @@ func (p *Provider) Remove(ctx context.Context, ref compute.Ref, name string) err
 	return p.helper(ctx, op, ref.ID, []string{"rm", name}, nil, nil, nil)
 }
 
-// ListDir implements compute.Files.
+// ListDir implements compute.Files. The helper writes one entry per line,
+// read as they come: at most compute.MaxListEntries are held, a listing with
+// more is refused (it would hold memory in proportion to what the sandbox
+// holds).
 func (p *Provider) ListDir(ctx context.Context, ref compute.Ref, name string, depth int) ([]compute.FileInfo, error) {
 	const op = "list"
 	name, err := absPath(op, name)
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	if err := p.helper(ctx, op, ref.ID, []string{"ls", name, strconv.Itoa(max(depth, 1))}, nil, nil, &out); err != nil {
+	depth = max(depth, 1)
+	var list []compute.FileInfo
+	lines := &lineWriter{op: op, fn: func(line []byte) error {
+		if len(list) == compute.MaxListEntries {
+			return compute.Errorf(compute.KindInvalid, op, nil,
+				"%s holds more than %d entries at depth %d, the most one listing returns: list a subdirectory or a lower depth, or download it with /archive",
+				name, compute.MaxListEntries, depth)
+		}
+		var e struct {
+			compute.FileInfo
+			MTime int64 `json:"mtime"`
+		}
+		if err := json.Unmarshal(line, &e); err != nil {
+			return compute.Errorf(compute.KindInternal, op, err, "the sandbox helper's listing is not JSON lines: %v", err)
+		}
+		e.ModifiedAt = time.Unix(0, e.MTime).UTC()
+		list = append(list, e.FileInfo)
+		return nil
+	}}
+	if err := p.helper(ctx, op, ref.ID, []string{"ls", name, strconv.Itoa(depth)}, nil, nil, lines); err != nil {
 		return nil, err
-	}
-	var raw []struct {
-		compute.FileInfo
-		MTime int64 `json:"mtime"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
-		return nil, compute.Errorf(compute.KindInternal, op, err, "the sandbox helper's listing is not JSON: %v", err)
-	}
-	list := make([]compute.FileInfo, len(raw))
-	for i, e := range raw {
-		list[i] = e.FileInfo
-		list[i].ModifiedAt = time.Unix(0, e.MTime).UTC()
 	}
 	return list, nil
 }
@@ -228,39 +235,22 @@ func (p *Provider) WriteArchive(ctx context.Context, ref compute.Ref, dir string
 }
 
 // WatchDir implements compute.Files with the helper's polling watcher (no
-// inotify tool is in the base image): changes show within about 50 ms.
+// inotify tool is in the base image): changes show within about 50 ms. Each
+// event is one line, at most compute.MaxLineBytes long.
 func (p *Provider) WatchDir(ctx context.Context, ref compute.Ref, dir string, emit func(compute.FileEvent) error) error {
 	const op = "watch"
 	dir, err := absPath(op, dir)
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var ev compute.FileEvent
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				pr.CloseWithError(err)
-				done <- err
-				return
-			}
-			if err := emit(ev); err != nil {
-				pr.CloseWithError(err)
-				done <- err
-				return
-			}
+	lines := &lineWriter{op: op, fn: func(line []byte) error {
+		var ev compute.FileEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return compute.Errorf(compute.KindInternal, op, err, "the sandbox helper's watch event is not JSON: %v", err)
 		}
-		done <- sc.Err()
-	}()
-	err = p.helper(ctx, op, ref.ID, []string{"watch", dir}, nil, nil, pw)
-	pw.CloseWithError(err)
-	if eerr := <-done; err == nil {
-		err = eerr
-	}
-	return err
+		return emit(ev)
+	}}
+	return p.helper(ctx, op, ref.ID, []string{"watch", dir}, nil, nil, lines)
 }
 
 var (

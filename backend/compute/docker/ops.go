@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,15 +105,13 @@ func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
 		return "", classify("logs", err)
 	}
 	defer rc.Close()
-	var buf bytes.Buffer
-	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+	// Lines are as long as the main process makes them: keep the last
+	// logMaxBytes as they come rather than the whole tail.
+	buf := &tailBuffer{max: logMaxBytes}
+	if _, err := stdcopy.StdCopy(buf, buf, rc); err != nil {
 		return "", classify("logs", err)
 	}
-	b := buf.Bytes()
-	if len(b) > logMaxBytes {
-		b = b[len(b)-logMaxBytes:]
-	}
-	return string(b), nil
+	return string(buf.Bytes()), nil
 }
 
 // Metrics implements compute.Provider. Reading the engine takes from a

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -27,8 +26,7 @@ var sandboxPy string
 
 // helper runs one sandbox.py command. Its exit codes map to provider kinds.
 func (p *Provider) helper(ctx context.Context, op, id string, args []string, env map[string]string, stdin io.Reader, stdout io.Writer) error {
-	var stderr cappedBuffer
-	stderr.max = 64 << 10
+	stderr := compute.CappedBuffer{Max: compute.MaxErrorBytes}
 	if stdout == nil {
 		stdout = io.Discard
 	}
@@ -50,7 +48,16 @@ func (p *Provider) helper(ctx context.Context, op, id string, args []string, env
 	case 126, 127:
 		return compute.Errorf(compute.KindInvalid, op, nil, "this sandbox's template has no python3, which processes and file listing need: %s", msg)
 	}
-	return compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper failed (exit %d): %s", code, msg)
+	return compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper failed (exit %d): %s", code, lastLine(msg))
+}
+
+// lastLine is the last line of a helper's stderr: a Python traceback's
+// exception, without the frames before it (they say nothing to the user).
+func lastLine(msg string) string {
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		return strings.TrimSpace(msg[i+1:])
+	}
+	return msg
 }
 
 func envList(m map[string]string) []string {
@@ -67,13 +74,13 @@ func (p *Provider) StartProcess(ctx context.Context, ref compute.Ref, req comput
 		return compute.Process{}, compute.Errorf(compute.KindInvalid, op, nil, "cmd must not be empty")
 	}
 	spec, _ := json.Marshal(map[string]any{"cmd": req.Cmd, "cwd": req.Cwd, "tag": req.Tag, "stdin": req.Stdin})
-	var out bytes.Buffer
-	if err := p.helper(ctx, op, ref.ID, []string{"start", string(spec)}, req.Env, nil, &out); err != nil {
+	out := newAnswer(op)
+	if err := p.helper(ctx, op, ref.ID, []string{"start", string(spec)}, req.Env, nil, out); err != nil {
 		return compute.Process{}, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
 	if err != nil {
-		return compute.Process{}, compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper answered %q instead of a pid", out.String())
+		return compute.Process{}, compute.Errorf(compute.KindInternal, op, nil, "the sandbox helper answered %q instead of a pid", head(out.Bytes()))
 	}
 	return compute.Process{PID: pid, Tag: req.Tag, Cmd: req.Cmd, Running: true, StartedAt: time.Now().UTC().Truncate(time.Second)}, nil
 }
@@ -81,8 +88,8 @@ func (p *Provider) StartProcess(ctx context.Context, ref compute.Ref, req comput
 // ListProcesses implements compute.Processes.
 func (p *Provider) ListProcesses(ctx context.Context, ref compute.Ref) ([]compute.Process, error) {
 	const op = "list processes"
-	var out bytes.Buffer
-	if err := p.helper(ctx, op, ref.ID, []string{"list"}, nil, nil, &out); err != nil {
+	out := newAnswer(op)
+	if err := p.helper(ctx, op, ref.ID, []string{"list"}, nil, nil, out); err != nil {
 		return nil, err
 	}
 	var ps []compute.Process
@@ -105,6 +112,9 @@ func (p *Provider) ProcessOutput(ctx context.Context, ref compute.Ref, pid int, 
 
 // frameWriter parses the helper's frames (type byte, uint32 length, data)
 // into events. Type 0 starts the stream, type 3 is the exit code (int32).
+// The frames come from a file inside the sandbox, which anything there can
+// rewrite: a length over compute.MaxFrameBytes, or one that does not fit
+// its type, ends the stream instead of being allocated.
 type frameWriter struct {
 	pid  int
 	buf  []byte
@@ -114,13 +124,16 @@ type frameWriter struct {
 func (w *frameWriter) Write(b []byte) (int, error) {
 	w.buf = append(w.buf, b...)
 	for len(w.buf) >= 5 {
-		n := int(binary.BigEndian.Uint32(w.buf[1:5]))
-		if len(w.buf) < 5+n {
+		typ, n := w.buf[0], int64(binary.BigEndian.Uint32(w.buf[1:5]))
+		if err := checkFrame(typ, n); err != nil {
+			return 0, err
+		}
+		if int64(len(w.buf)) < 5+n {
 			break
 		}
 		data := w.buf[5 : 5+n]
 		var ev compute.ProcessEvent
-		switch w.buf[0] {
+		switch typ {
 		case 0:
 			ev = compute.ProcessEvent{Type: compute.EventStart, PID: w.pid}
 		case 1:
@@ -129,8 +142,6 @@ func (w *frameWriter) Write(b []byte) (int, error) {
 			ev = compute.ProcessEvent{Type: compute.EventStderr, Data: bytes.Clone(data)}
 		case 3:
 			ev = compute.ProcessEvent{Type: compute.EventExit, ExitCode: int(int32(binary.BigEndian.Uint32(data)))}
-		default:
-			return 0, fmt.Errorf("the sandbox helper sent an unknown frame type %d", w.buf[0])
 		}
 		if err := w.emit(ev); err != nil {
 			return 0, err
@@ -141,6 +152,21 @@ func (w *frameWriter) Write(b []byte) (int, error) {
 		w.buf = w.buf[:0:0] // drop a large backing array
 	}
 	return len(b), nil
+}
+
+// checkFrame refuses a frame header the helper cannot have written.
+func checkFrame(typ byte, n int64) error {
+	const op = "process output"
+	tampered := "its output file in the sandbox was tampered with"
+	switch {
+	case typ > 3:
+		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent an unknown frame type %d: %s", typ, tampered)
+	case n > compute.MaxFrameBytes:
+		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent a frame of %d bytes, over the %d-byte bound: %s", n, compute.MaxFrameBytes, tampered)
+	case typ == 0 && n != 0, typ == 3 && n != 4:
+		return compute.Errorf(compute.KindInternal, op, nil, "the sandbox sent %s frame of %d bytes: %s", map[byte]string{0: "a start", 3: "an exit"}[typ], n, tampered)
+	}
+	return nil
 }
 
 // WriteStdin implements compute.Processes.

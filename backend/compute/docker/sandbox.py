@@ -342,16 +342,18 @@ def abspath(p):
 
 
 def ls(p, depth):
+    # One entry per line, written as it is found: the backend reads lines
+    # as they come and stops at its bound, so neither side holds it all.
     p = abspath(p)
     try:
         if not os.path.isdir(p):
-            json.dump([entry(p)], sys.stdout)
+            print(json.dumps(entry(p)))
             return
     except FileNotFoundError:
         pass
     if not os.path.lexists(p):
         fail(4, "no such file or directory: %s" % p)
-    out = []
+    out = sys.stdout
 
     def walk(d, level):
         try:
@@ -364,12 +366,11 @@ def ls(p, depth):
                 e = entry(full, n)
             except OSError:
                 continue
-            out.append(e)
+            out.write(json.dumps(e) + "\n")
             if e["type"] == "dir" and level < depth:
                 walk(full, level + 1)
 
     walk(p, 1)
-    json.dump(out, sys.stdout)
 
 
 def mkdir(p):

@@ -192,7 +192,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.ListPageSize = DefaultListPageSize
 	}
 	if cfg.MaxExecOutput <= 0 {
-		cfg.MaxExecOutput = 16 << 20
+		cfg.MaxExecOutput = compute.MaxExecOutputBytes
 	}
 	switch {
 	case cfg.TTLGrace == 0:
@@ -226,7 +226,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, hc: hc, apiURL: cfg.APIURL}
 	p.api = newResty(hc).SetBaseURL(cfg.APIURL).SetHeader("X-API-Key", cfg.APIKey)
-	p.envd = newResty(hc)
+	// envd is the sandbox's own process: a body it sends is read whole
+	// (a buffered file read, an error) only up to compute.MaxFileBytes.
+	p.envd = newResty(hc).SetResponseBodyLimit(compute.MaxFileBytes)
 	return p, nil
 }
 

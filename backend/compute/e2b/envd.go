@@ -188,8 +188,13 @@ func (p *Provider) WriteFile(ctx context.Context, ref compute.Ref, filePath stri
 	return err
 }
 
+// envdReadMax bounds each message envd sends (compute.MaxMessageBytes):
+// envd is the sandbox's own process, which its root can replace, so a
+// message's declared length is never allocated past it.
+var envdReadMax = connect.WithReadMaxBytes(compute.MaxMessageBytes)
+
 func (p *Provider) processClient(sandboxID string) processconnect.ProcessClient {
-	return processconnect.NewProcessClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"))
+	return processconnect.NewProcessClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"), envdReadMax)
 }
 
 func (p *Provider) startRequest(token string, cmd []string, env map[string]string, cwd string) *connect.Request[process.StartRequest] {
@@ -243,22 +248,21 @@ func (p *Provider) exec(ctx context.Context, ref compute.Ref, token string, req 
 	}
 	defer stream.Close()
 	var (
-		out, errOut limitedBuffer
-		pid         uint32
-		started     bool
-		ended       bool
-		end         *process.ProcessEvent_EndEvent
+		pid     uint32
+		started bool
+		ended   bool
+		end     *process.ProcessEvent_EndEvent
 	)
-	out.max, errOut.max = p.cfg.MaxExecOutput, p.cfg.MaxExecOutput
+	out, errOut := compute.CappedBuffer{Max: p.cfg.MaxExecOutput}, compute.CappedBuffer{Max: p.cfg.MaxExecOutput}
 	for !ended && stream.Receive() {
 		ev := stream.Msg().GetEvent()
 		switch e := ev.GetEvent().(type) {
 		case *process.ProcessEvent_Start:
 			started, pid = true, e.Start.GetPid()
 		case *process.ProcessEvent_Data:
-			out.add(e.Data.GetStdout())
-			errOut.add(e.Data.GetStderr())
-			out.add(e.Data.GetPty())
+			_, _ = out.Write(e.Data.GetStdout())
+			_, _ = errOut.Write(e.Data.GetStderr())
+			_, _ = out.Write(e.Data.GetPty())
 		case *process.ProcessEvent_End:
 			ended, end = true, e.End
 		}
@@ -377,27 +381,4 @@ func optional(s string) string {
 		return ""
 	}
 	return ": " + s
-}
-
-// limitedBuffer keeps at most max bytes.
-type limitedBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) add(p []byte) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		if len(p) > room {
-			p = p[:room]
-		}
-		b.buf.Write(p)
-	}
-}
-
-// Bytes returns what was kept (nil when nothing was).
-func (b *limitedBuffer) Bytes() []byte {
-	if b.buf.Len() == 0 {
-		return nil
-	}
-	return b.buf.Bytes()
 }

@@ -22,7 +22,7 @@ import (
 // so /archive is not offered on E2B.
 
 func (p *Provider) fsClient(sandboxID string) filesystemconnect.FilesystemClient {
-	return filesystemconnect.NewFilesystemClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"))
+	return filesystemconnect.NewFilesystemClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"), envdReadMax)
 }
 
 func absE2B(op, name string) (string, error) {
@@ -230,8 +230,13 @@ func (p *Provider) ListDir(ctx context.Context, ref compute.Ref, name string, de
 			return nil
 		}
 		res, err := p.fsClient(ref.ID).ListDir(ctx, withAuth(connect.NewRequest(&filesystem.ListDirRequest{Path: name, Depth: uint32(max(depth, 1))}), token))
-		if err != nil {
+		if connect.CodeOf(err) != connect.CodeResourceExhausted && err != nil {
 			return p.fsError(ctx, op, ref, name, err)
+		}
+		if err != nil || len(res.Msg.GetEntries()) > compute.MaxListEntries {
+			return compute.Errorf(compute.KindInvalid, op, err,
+				"%s holds more than %d entries (or %d bytes of them) at depth %d, the most one listing returns: list a subdirectory or a lower depth",
+				name, compute.MaxListEntries, compute.MaxMessageBytes, max(depth, 1))
 		}
 		out = make([]compute.FileInfo, 0, len(res.Msg.GetEntries()))
 		for _, e := range res.Msg.GetEntries() {

@@ -190,6 +190,9 @@ func (p *Provider) attempt(ctx context.Context, c *call) (*response, error) {
 		c.prepare(req)
 	}
 	resp, err := req.Execute(c.method, c.path)
+	if errors.Is(err, resty.ErrResponseBodyTooLarge) {
+		return nil, compute.Errorf(compute.KindInternal, c.op, err, "%s sent a body over the %d-byte bound", p.who(c), compute.MaxFileBytes)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, p.ctxError(c, ctx.Err())
