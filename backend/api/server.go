@@ -5,14 +5,12 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -50,7 +48,6 @@ type Config struct {
 
 type server struct {
 	cfg     Config
-	keys    sync.Map // [32]byte key digest -> org id; keys are immutable once issued
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 }
@@ -146,24 +143,37 @@ func (s *server) auth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "unauthenticated", "send your API key in the X-API-Key header (or Authorization: Bearer <key>)"))
 			return
 		}
-		hash := sha256.Sum256([]byte(key)) // the cache key; no hex string per request
-		org, ok := s.keys.Load(hash)
-		if !ok {
-			id, err := s.cfg.DB.OrgForKey(r.Context(), key)
-			if errors.Is(err, store.ErrNotFound) {
-				httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
-				return
-			}
-			if err != nil {
-				s.cfg.Logger.Error("looking up an API key failed", "err", err)
-				httpx.WriteErr(w, err)
-				return
-			}
-			s.keys.Store(hash, id)
-			org = id
+		k, err := s.cfg.DB.Authenticate(r.Context(), key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
+			return
+		case errors.Is(err, store.ErrKeyRevoked):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "api_key_revoked", "the API key was revoked; use another key of your org (dn keys create makes one)"))
+			return
+		case errors.Is(err, store.ErrKeyExpired):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "api_key_expired", "the API key has expired; use another key of your org (dn keys create makes one)"))
+			return
+		case err != nil:
+			s.cfg.Logger.Error("looking up an API key failed", "err", err)
+			httpx.WriteErr(w, err)
+			return
 		}
-		next.ServeHTTP(w, r.WithContext(httpx.WithOrg(r.Context(), org.(string))))
+		if k.Scope == store.ScopeRead && !readOnly(r.Method) {
+			httpx.WriteErr(w, httpx.NewError(http.StatusForbidden, "read_only_key",
+				"this API key has scope \"read\": it may only read (GET); "+r.Method+" needs a key with scope \"full\""))
+			return
+		}
+		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// readOnly reports whether a request of this method only reads. Writes
+// are every other method (create, pause, delete, exec, file writes), so a
+// route added later is a write unless it is a GET.
+func readOnly(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
 func (s *server) adminAuth(next http.Handler) http.Handler {

@@ -23,6 +23,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/keys"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
@@ -42,6 +43,7 @@ type App struct {
 	Billing    *billing.Service
 	Runtimes   *runtimes.Service
 	Admission  *admission.Admitter
+	Keys       *keys.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -144,11 +146,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
+	a.Keys = keys.New(db, log)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin},
+		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
@@ -258,6 +261,14 @@ func (a *App) bootstrap(ctx context.Context) error {
 	if key != "" {
 		if err := a.DB.EnsureAPIKey(ctx, o.ID, key); err != nil {
 			return fmt.Errorf("bootstrapping the API key of %s: %w", org, err)
+		}
+		// A bootstrap key replaced in the environment stops working.
+		n, err := a.DB.RetireBootstrapKeys(ctx, o.ID, key)
+		if err != nil {
+			return fmt.Errorf("revoking the replaced bootstrap keys of %s: %w", org, err)
+		}
+		if n > 0 {
+			a.Log.Info("revoked the previous bootstrap API key: the configured one replaces it", "org", org, "revoked", n)
 		}
 	}
 	return nil
