@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +146,54 @@ func TestExpiredKeyRefused(t *testing.T) {
 			t.Fatalf("a key expiring in the past: %d %s, want 400", r.code, r.body)
 		}
 	})
+}
+
+// §11: a read key is refused (403 read_only_key) on every write route,
+// and still reads. The routes come from the served OpenAPI document: every
+// operation but GET that an org's key authenticates (the document's
+// default security), so a route added later is covered without editing
+// this test. (Seen failing with the scope check removed from the auth
+// middleware: the writes ran, e.g. POST /sandboxes answered 201 or 400.)
+func TestReadKeyRefusedOnEveryWriteRoute(t *testing.T) {
+	fake := e2bfake.New(t)
+	ta := newReplica(t, filepath.Join(t.TempDir(), "db"), fake, false, withAdmin)
+	_, reader := adminKey(t, ta, "org1", map[string]any{"name": "dashboard", "scope": "read"})
+	if r := ta.reqKey(reader, http.MethodGet, "/api/v1/org/org1/keys", nil); r.code != http.StatusOK {
+		t.Fatalf("a read key reading: %d %s", r.code, r.body)
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if r := ta.req(http.MethodGet, "/openapi.json", nil); r.code != 200 || json.Unmarshal(r.body, &doc) != nil {
+		t.Fatalf("GET /openapi.json: %d", r.code)
+	}
+	param := regexp.MustCompile(`\{(\w+)\}`)
+	writes := 0
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			method = strings.ToUpper(method)
+			var op struct {
+				Security *[]map[string][]string `json:"security"`
+			}
+			if method == http.MethodGet || method == "PARAMETERS" || json.Unmarshal(raw, &op) != nil || strings.HasPrefix(path, "/admin/") ||
+				(op.Security != nil && len(*op.Security) == 0) { // operator routes and those a key does not authenticate
+				continue
+			}
+			writes++
+			concrete := param.ReplaceAllStringFunc(path, func(p string) string {
+				if p == "{org}" {
+					return "org1"
+				}
+				return "x"
+			})
+			r := ta.reqKey(reader, method, concrete, map[string]any{})
+			if r.code != http.StatusForbidden || r.json(t)["type"] != "read_only_key" {
+				t.Errorf("%s %s with a read key: %d %s, want 403 read_only_key", method, path, r.code, r.body)
+			}
+		}
+	}
+	if writes < 20 {
+		t.Fatalf("only %d write operations found in the OpenAPI document: is the filter wrong?", writes)
+	}
+	t.Logf("%d write operations refused to a read key", writes)
 }
