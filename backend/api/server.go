@@ -44,12 +44,16 @@ type Config struct {
 	OpenAPI []byte
 	// Checks are more dependencies /readyz reports, by name.
 	Checks map[string]func(context.Context) error
+	// Limits are the rate limits (zero: none).
+	Limits RateLimits
 }
 
 type server struct {
-	cfg     Config
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	cfg      Config
+	limits   *limiter
+	refusals refusalLog
+	reqs     *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
 // NewHandler returns the backend's http.Handler.
@@ -60,7 +64,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &server{cfg: cfg,
+	s := &server{cfg: cfg, limits: newLimiter(cfg.Limits), refusals: newRefusalLog(cfg.Logger),
 		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dreadnode_http_requests_total",
 			Help: "HTTP requests by route and status."}, []string{"method", "route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dreadnode_http_request_duration_seconds",
@@ -143,7 +147,29 @@ func (s *server) auth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "unauthenticated", "send your API key in the X-API-Key header (or Authorization: Bearer <key>)"))
 			return
 		}
-		k, err := s.cfg.DB.Authenticate(r.Context(), key)
+		addr, now := clientAddr(r), time.Now()
+		var k store.KeyAuth
+		var err error
+		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
+			// Over its limit of refused keys: only a key already known
+			// (cached) still works; anything else costs no lookup.
+			var ok bool
+			if k, ok = s.cfg.DB.CachedAuth(key); !ok {
+				s.refusals.log(addr, key, "too many refused keys from this address")
+				tooMany(w, lim, now, "too many requests with invalid API keys from this address; wait for Retry-After, then check DREADNODE_API_KEY")
+				return
+			}
+		} else {
+			k, err = s.cfg.DB.Authenticate(r.Context(), key)
+		}
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrKeyRevoked) || errors.Is(err, store.ErrKeyExpired) {
+			s.limits.authFailed(addr, now)
+			why := err.Error()
+			if errors.Is(err, store.ErrNotFound) {
+				why = "unknown key"
+			}
+			s.refusals.log(addr, key, why)
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
@@ -162,6 +188,9 @@ func (s *server) auth(next http.Handler) http.Handler {
 		if k.Scope == store.ScopeRead && !readOnly(r.Method) {
 			httpx.WriteErr(w, httpx.NewError(http.StatusForbidden, "read_only_key",
 				"this API key has scope \"read\": it may only read (GET); "+r.Method+" needs a key with scope \"full\""))
+			return
+		}
+		if !s.limits.allow(w, r, k.ID) {
 			return
 		}
 		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope})

@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Keys = keys.New(db, log)
 	a.Handler = api.NewHandler(api.Config{
-		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
+		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},

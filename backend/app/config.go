@@ -5,6 +5,7 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -52,6 +53,9 @@ type Config struct {
 	// may miss another replica's write acknowledged less than a
 	// notification's delivery ago (see DESIGN.md, coherence across replicas).
 	NoReadBarrier bool
+	// Limits are the rate limits (DREADNODE_RATE_*, ratelimits.go); the
+	// zero value, as in tests that build a Config, limits nothing.
+	Limits api.RateLimits
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -114,6 +118,9 @@ func ConfigFromEnv() (Config, error) {
 		c.NoReadBarrier = true
 	default:
 		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
+	}
+	if c.Limits, err = rateLimitsFromEnv(); err != nil {
+		return c, err
 	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err

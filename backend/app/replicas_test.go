@@ -23,6 +23,12 @@ import (
 // replicas would both drive every record).
 func newReplica(t *testing.T, url string, fake *e2bfake.Server, driving bool, mutate ...func(*Config)) *testApp {
 	t.Helper()
+	return newReplicaLog(t, url, fake, driving, slog.New(slog.NewTextHandler(io.Discard, nil)), mutate...)
+}
+
+// newReplicaLog is newReplica logging to log.
+func newReplicaLog(t *testing.T, url string, fake *e2bfake.Server, driving bool, log *slog.Logger, mutate ...func(*Config)) *testApp {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: url, TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "e2b", BootstrapOrg: "org1", BootstrapKey: "key-org1-replicas", BootstrapCredits: 1000,
@@ -32,7 +38,7 @@ func newReplica(t *testing.T, url string, fake *e2bfake.Server, driving bool, mu
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	a, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
