@@ -85,7 +85,10 @@ func NewHandler(cfg Config) http.Handler {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)
 	root.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
-	root.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{cfg.Registry, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	// Metrics name orgs and their use: the operator's only (or on a
+	// listener of their own, DREADNODE_METRICS_LISTEN; see MetricsHandler).
+	root.Handle("/metrics", s.operatorOnly(MetricsHandler(cfg.Registry),
+		"/metrics needs the operator key (DREADNODE_ADMIN_API_KEY) in X-API-Key or Authorization: Bearer, or serve them on DREADNODE_METRICS_LISTEN")).Methods(http.MethodGet)
 	root.HandleFunc("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(cfg.OpenAPI)
@@ -211,12 +214,38 @@ func (s *server) adminAuth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusNotFound, "not_found", "admin routes are disabled; set DREADNODE_ADMIN_API_KEY to enable them"))
 			return
 		}
-		if !ids.Matches(apiKey(r), store.HashSecret(s.cfg.AdminKey)) {
-			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_admin_key", "admin routes need the operator's admin key (DREADNODE_ADMIN_API_KEY) in X-API-Key"))
+		s.operatorOnly(next, "admin routes need the operator's admin key (DREADNODE_ADMIN_API_KEY) in X-API-Key").ServeHTTP(w, r)
+	})
+}
+
+// operatorOnly serves next to the holder of the operator key alone (401
+// with detail otherwise). Wrong keys count against the address's limit of
+// refused keys, so the operator key cannot be guessed at speed either.
+func (s *server) operatorOnly(next http.Handler, detail string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, now := clientAddr(r), time.Now()
+		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
+			tooMany(w, lim, now, "too many requests with invalid keys from this address; wait for Retry-After")
+			return
+		}
+		key := apiKey(r)
+		if s.cfg.AdminKey == "" || !ids.Matches(key, store.HashSecret(s.cfg.AdminKey)) {
+			if key != "" {
+				s.limits.authFailed(addr, now)
+				s.refusals.log(addr, key, "not the operator key")
+			}
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_admin_key", detail))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// MetricsHandler serves the Prometheus text format of reg and the process
+// collectors, unauthenticated: NewHandler puts it behind the operator key;
+// the binary also serves it alone on DREADNODE_METRICS_LISTEN.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})
 }
 
 // statusWriter remembers the status for metrics and logs.

@@ -49,6 +49,7 @@ type App struct {
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
 	DevKey      string
 	loops       []func(ctx context.Context) error
+	registry    *prometheus.Registry
 	transitions *prometheus.CounterVec
 	closer      []func() error
 }
@@ -102,6 +103,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	a.registry = reg
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
@@ -312,6 +314,17 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { errs <- srv.Serve(ln) }()
+	if a.Config.MetricsListen != "" {
+		mln, err := net.Listen("tcp", a.Config.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("DREADNODE_METRICS_LISTEN=%s: %w", a.Config.MetricsListen, err)
+		}
+		msrv := a.MetricsServer()
+		defer msrv.Close()
+		fmt.Printf("metrics on http://%s/metrics (no key: keep this address private)\n", mln.Addr())
+		go func() { errs <- msrv.Serve(mln) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errs:
@@ -321,6 +334,14 @@ func (a *App) Serve(ctx context.Context) error {
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	return err
+}
+
+// MetricsServer serves GET /metrics alone, without a key: the server of
+// DREADNODE_METRICS_LISTEN.
+func (a *App) MetricsServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", api.MetricsHandler(a.registry))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
 // Loops are the background loops Serve runs (for in-process use).

@@ -56,6 +56,10 @@ type Config struct {
 	// Limits are the rate limits (DREADNODE_RATE_*, ratelimits.go); the
 	// zero value, as in tests that build a Config, limits nothing.
 	Limits api.RateLimits
+	// MetricsListen (DREADNODE_METRICS_LISTEN), when set, is an address
+	// serving GET /metrics without a key (a private network or loopback
+	// for the scraper); on the API listener /metrics needs the operator key.
+	MetricsListen string
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -76,6 +80,7 @@ func ConfigFromEnv() (Config, error) {
 		BootstrapOrg:  os.Getenv("DREADNODE_BOOTSTRAP_ORG"),
 		BootstrapKey:  os.Getenv("DREADNODE_BOOTSTRAP_API_KEY"),
 		AdminKey:      os.Getenv("DREADNODE_ADMIN_API_KEY"),
+		MetricsListen: os.Getenv("DREADNODE_METRICS_LISTEN"),
 		DockerHost:    os.Getenv("DOCKER_HOST"),
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
@@ -133,6 +138,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return c, fmt.Errorf("DREADNODE_LISTEN: %q is not host:port: %v", c.Listen, err)
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
+		return c, fmt.Errorf("DREADNODE_METRICS_LISTEN: %q is not host:port: %v", c.MetricsListen, err)
 	}
 	return c, nil
 }

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -196,4 +200,67 @@ func TestReadKeyRefusedOnEveryWriteRoute(t *testing.T) {
 		t.Fatalf("only %d write operations found in the OpenAPI document: is the filter wrong?", writes)
 	}
 	t.Logf("%d write operations refused to a read key", writes)
+}
+
+// §11: /metrics (which names orgs and their use) answers only the
+// operator key, by X-API-Key or Bearer; an org's key or none gets 401.
+// /healthz and /readyz stay open and name no org. With
+// DREADNODE_METRICS_LISTEN the same series are served on that address
+// without a key. (Seen failing with /metrics served as before: anonymous
+// 200 with every series.)
+func TestMetricsArePrivate(t *testing.T) {
+	fake := e2bfake.New(t)
+	port := freePort(t)
+	ta := newReplica(t, filepath.Join(t.TempDir(), "db"), fake, false, withAdmin, func(c *Config) { c.MetricsListen = port })
+	ta.req(http.MethodGet, "/api/v1/org/org1/quotas", nil) // a request of org1's to count
+	for name, hdr := range map[string][]string{"anonymous": nil, "org key": {"X-API-Key", ta.key}, "org bearer": {"Authorization", "Bearer " + ta.key}} {
+		r := apitest.Do(t, ta.srv.URL, http.MethodGet, "/metrics", nil, hdr...)
+		if r.Code != http.StatusUnauthorized || strings.Contains(string(r.Body), "dreadnode_") {
+			t.Fatalf("/metrics, %s: %d %s, want 401", name, r.Code, r.Body)
+		}
+	}
+	want := `dreadnode_http_requests_total{code="200",method="GET",route="/api/v1/org/{org}/quotas"} 1`
+	for _, hdr := range [][]string{{"X-API-Key", testAdminKey}, {"Authorization", "Bearer " + testAdminKey}} {
+		r := apitest.Do(t, ta.srv.URL, http.MethodGet, "/metrics", nil, hdr...)
+		if r.Code != http.StatusOK || !strings.Contains(string(r.Body), want) {
+			t.Fatalf("/metrics with the operator key (%s): %d, want 200 with %s:\n%s", hdr[0], r.Code, want, r.Body)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := apitest.Do(t, ta.srv.URL, http.MethodGet, path, nil); r.Code != http.StatusOK || strings.Contains(string(r.Body), "org1") {
+			t.Fatalf("%s: %d %s", path, r.Code, r.Body)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ta.app.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get("http://" + port + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+				t.Fatalf("DREADNODE_METRICS_LISTEN /metrics: %d, want 200 with %s", res.StatusCode, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("DREADNODE_METRICS_LISTEN=%s never answered: %v", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freePort is a loopback address nothing listens on (just now).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
