@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -47,7 +48,9 @@ type App struct {
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
-	DevKey      string
+	DevKey string
+	// devKeyNew: DevKey was made by this start (the only one that shows it).
+	devKeyNew   bool
 	loops       []func(ctx context.Context) error
 	registry    *prometheus.Registry
 	transitions *prometheus.CounterVec
@@ -248,7 +251,7 @@ func (a *App) bootstrap(ctx context.Context) error {
 	if org == "" {
 		org = "dev"
 		var err error
-		if key, err = devKey(a.Config.DataDir); err != nil {
+		if key, a.devKeyNew, err = devKey(a.Config.DataDir); err != nil {
 			return err
 		}
 		a.DevKey = key
@@ -276,19 +279,50 @@ func (a *App) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-func devKey(dir string) (string, error) {
-	path := filepath.Join(dir, "dev-api-key")
+// devKey reads the dev org's key from dir, or makes it (created): kept
+// in a file of mode 0600, never in the log.
+func devKey(dir string) (key string, created bool, err error) {
+	path := devKeyPath(dir)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), nil
+		if err := os.Chmod(path, 0o600); err != nil { // a copy restored with looser rights
+			return "", false, fmt.Errorf("making %s private: %w", path, err)
+		}
+		return strings.TrimSpace(string(b)), false, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", false, err
 	}
-	key := ids.Token("dn_dev")
+	key = ids.Token("dn_dev")
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("saving the dev API key: %w", err)
+		return "", false, fmt.Errorf("saving the dev API key: %w", err)
 	}
-	return key, nil
+	return key, true, nil
+}
+
+func devKeyPath(dir string) string { return filepath.Join(dir, "dev-api-key") }
+
+// banner is what Serve prints at start: the URL and, for the dev org, where
+// its key is kept. The key itself is shown only by the start that made it
+// and only on a terminal: standard output is often a log (a container's,
+// a service manager's), and a key in a log outlives the terminal.
+func (a *App) banner(w io.Writer, url string, terminal bool) {
+	fmt.Fprintf(w, "dreadnode-backend listening on %s\n", url)
+	if a.DevKey == "" {
+		return
+	}
+	path := devKeyPath(a.Config.DataDir)
+	if a.devKeyNew && terminal {
+		fmt.Fprintf(w, "dev API key (shown this once; kept in %s, mode 0600): %s\n", path, a.DevKey)
+	} else {
+		fmt.Fprintf(w, "dev API key: kept in %s (mode 0600)\n", path)
+	}
+	fmt.Fprintf(w, "  export DREADNODE_API_URL=%s DREADNODE_API_KEY=$(cat %s) DREADNODE_ORG=dev\n", url, path)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Serve listens, prints the URL, runs the loops and serves until ctx ends.
@@ -297,11 +331,7 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("DREADNODE_LISTEN=%s: %w", a.Config.Listen, err)
 	}
-	url := "http://" + ln.Addr().String()
-	fmt.Printf("dreadnode-backend listening on %s\n", url)
-	if a.DevKey != "" {
-		fmt.Printf("dev API key: %s (org \"dev\"; export DREADNODE_API_URL=%s DREADNODE_API_KEY=%s DREADNODE_ORG=dev)\n", a.DevKey, url, a.DevKey)
-	}
+	a.banner(os.Stdout, "http://"+ln.Addr().String(), isTerminal(os.Stdout))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(a.loops)+1)
