@@ -46,6 +46,9 @@ type Config struct {
 	Checks map[string]func(context.Context) error
 	// Limits are the rate limits (zero: none).
 	Limits RateLimits
+	// MaxBodyBytes bounds every request body (uploads, archives, stdin,
+	// proxied requests): 413 above it; 0 is no bound.
+	MaxBodyBytes int64
 }
 
 type server struct {
@@ -80,7 +83,7 @@ func NewHandler(cfg Config) http.Handler {
 	root.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteErr(w, httpx.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /openapi.json"))
 	})
-	root.Use(s.recoverer, s.instrument)
+	root.Use(s.recoverer, s.instrument, s.limitBody)
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)

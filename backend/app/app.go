@@ -154,10 +154,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Keys = keys.New(db, log)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
-		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
-		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Routes:       []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
+		Checks:       map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
+		Admin:        []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Public:       []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
 }
@@ -342,7 +343,10 @@ func (a *App) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: uploads, streams (exec, logs, events)
+	// and long polls legitimately last long. Headers must come quickly and
+	// idle keep-alive connections are closed.
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20}
 	go func() { errs <- srv.Serve(ln) }()
 	if a.Config.MetricsListen != "" {
 		mln, err := net.Listen("tcp", a.Config.MetricsListen)

@@ -60,6 +60,11 @@ type Config struct {
 	// serving GET /metrics without a key (a private network or loopback
 	// for the scraper); on the API listener /metrics needs the operator key.
 	MetricsListen string
+	// MaxBodyBytes (DREADNODE_MAX_BODY_BYTES, default 4 GiB) bounds every
+	// request body: file uploads, archives, stdin, proxied requests (JSON
+	// bodies have their own, smaller bound). 0 in a Config built in code:
+	// no bound.
+	MaxBodyBytes int64
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -69,6 +74,10 @@ const minLeaseTTL = 500 * time.Millisecond
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
 // DREADNODE_BOOTSTRAP_CREDITS is unset.
 const DefaultBootstrapCredits = 1000
+
+// DefaultMaxBodyBytes bounds request bodies when DREADNODE_MAX_BODY_BYTES
+// is unset: generous for archives and uploads, finite.
+const DefaultMaxBodyBytes = 4 << 30
 
 // ConfigFromEnv reads the DREADNODE_* and provider variables.
 func ConfigFromEnv() (Config, error) {
@@ -124,6 +133,14 @@ func ConfigFromEnv() (Config, error) {
 	default:
 		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
+	maxBody, err := envInt("DREADNODE_MAX_BODY_BYTES", DefaultMaxBodyBytes)
+	if err != nil {
+		return c, err
+	}
+	if maxBody < 1 {
+		return c, fmt.Errorf("DREADNODE_MAX_BODY_BYTES: must be 1 or more, got %d", maxBody)
+	}
+	c.MaxBodyBytes = int64(maxBody)
 	if c.Limits, err = rateLimitsFromEnv(); err != nil {
 		return c, err
 	}

@@ -51,3 +51,19 @@ func TestConfigRateLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigMaxBodyBytes(t *testing.T) {
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != DefaultMaxBodyBytes {
+		t.Fatalf("default: %d, %v", cfg.MaxBodyBytes, err)
+	}
+	t.Setenv("DREADNODE_MAX_BODY_BYTES", "1048576")
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != 1<<20 {
+		t.Fatalf("1048576: %d, %v", cfg.MaxBodyBytes, err)
+	}
+	for _, v := range []string{"0", "big"} {
+		t.Setenv("DREADNODE_MAX_BODY_BYTES", v)
+		if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "DREADNODE_MAX_BODY_BYTES") {
+			t.Fatalf("%s: %v, want an error naming the variable", v, err)
+		}
+	}
+}
