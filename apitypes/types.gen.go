@@ -7,6 +7,42 @@ import (
 	"time"
 )
 
+// Defines values for APIKeyScope.
+const (
+	APIKeyScopeFull APIKeyScope = "full"
+	APIKeyScopeRead APIKeyScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyScope enum.
+func (e APIKeyScope) Valid() bool {
+	switch e {
+	case APIKeyScopeFull:
+		return true
+	case APIKeyScopeRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateAPIKeyScope.
+const (
+	CreateAPIKeyScopeFull CreateAPIKeyScope = "full"
+	CreateAPIKeyScopeRead CreateAPIKeyScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the CreateAPIKeyScope enum.
+func (e CreateAPIKeyScope) Valid() bool {
+	switch e {
+	case CreateAPIKeyScopeFull:
+		return true
+	case CreateAPIKeyScopeRead:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FileEventType.
 const (
 	FileEventTypeCreate FileEventType = "create"
@@ -241,10 +277,56 @@ func (e TaskEnvironmentState) Valid() bool {
 	}
 }
 
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+	Id        string     `json:"id"`
+
+	// Key the secret; only in the create response
+	Key *string `json:"key,omitempty"`
+
+	// LastUsedAt updated at most once a minute
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	Name       string     `json:"name"`
+
+	// Prefix the secret's first characters, to tell keys apart
+	Prefix string      `json:"prefix"`
+	Scope  APIKeyScope `json:"scope"`
+}
+
+// APIKeyScope defines model for APIKey.Scope.
+type APIKeyScope string
+
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
 	// Timeout seconds from now; endAt becomes at least now+timeout
 	Timeout *int `json:"timeout,omitempty"`
+}
+
+// CreateAPIKey defines model for CreateAPIKey.
+type CreateAPIKey struct {
+	// ExpiresAt when the key stops working (in the future); null: never
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Name what the key is for (1 to 100 characters)
+	Name string `json:"name"`
+
+	// Scope read: GET only
+	Scope *CreateAPIKeyScope `json:"scope,omitempty"`
+}
+
+// CreateAPIKeyScope read: GET only
+type CreateAPIKeyScope string
+
+// CreateOrg defines model for CreateOrg.
+type CreateOrg struct {
+	// Credits initial balance in credits (default 0)
+	Credits *float32 `json:"credits,omitempty"`
+
+	// Org the org's name and id: 1 to 63 of a-z, 0-9, '-', '_'
+	Org    string  `json:"org"`
+	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
 // CreateRuntime defines model for CreateRuntime.
@@ -407,6 +489,14 @@ type LedgerRecordSandboxKind string
 
 // LedgerRecordState defines model for LedgerRecord.State.
 type LedgerRecordState string
+
+// OrgInfo defines model for OrgInfo.
+type OrgInfo struct {
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	Credits   *float32   `json:"credits,omitempty"`
+	Org       *string    `json:"org,omitempty"`
+	Quotas    *Quotas    `json:"quotas,omitempty"`
+}
 
 // Process defines model for Process.
 type Process struct {

@@ -26,7 +26,7 @@ func TestCanceledClientIsNotAServerError(t *testing.T) {
 	defer slog.SetDefault(prev)
 
 	entered := make(chan struct{})
-	h := NewHandler(Config{Logger: slog.Default(), Public: []Registrar{func(r *mux.Router) {
+	h := NewHandler(Config{Logger: slog.Default(), AdminKey: "operator", Public: []Registrar{func(r *mux.Router) {
 		r.Handle("/slow", httpx.Handler(func(w http.ResponseWriter, r *http.Request) error {
 			close(entered)
 			<-r.Context().Done()
@@ -60,7 +60,9 @@ func TestCanceledClientIsNotAServerError(t *testing.T) {
 			t.Fatalf("the canceled request was never counted:\n%s", metrics)
 		}
 		time.Sleep(10 * time.Millisecond) // the server counts it when its handler returns
-		res, err := http.Get(srv.URL + "/metrics")
+		mreq, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		mreq.Header.Set("Authorization", "Bearer operator")
+		res, err := http.DefaultClient.Do(mreq)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,14 +5,12 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -46,13 +44,19 @@ type Config struct {
 	OpenAPI []byte
 	// Checks are more dependencies /readyz reports, by name.
 	Checks map[string]func(context.Context) error
+	// Limits are the rate limits (zero: none).
+	Limits RateLimits
+	// MaxBodyBytes bounds every request body (uploads, archives, stdin,
+	// proxied requests): 413 above it; 0 is no bound.
+	MaxBodyBytes int64
 }
 
 type server struct {
-	cfg     Config
-	keys    sync.Map // [32]byte key digest -> org id; keys are immutable once issued
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	cfg      Config
+	limits   *limiter
+	refusals refusalLog
+	reqs     *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
 // NewHandler returns the backend's http.Handler.
@@ -63,7 +67,7 @@ func NewHandler(cfg Config) http.Handler {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &server{cfg: cfg,
+	s := &server{cfg: cfg, limits: newLimiter(cfg.Limits), refusals: newRefusalLog(cfg.Logger),
 		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dreadnode_http_requests_total",
 			Help: "HTTP requests by route and status."}, []string{"method", "route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dreadnode_http_request_duration_seconds",
@@ -79,12 +83,15 @@ func NewHandler(cfg Config) http.Handler {
 	root.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteErr(w, httpx.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /openapi.json"))
 	})
-	root.Use(s.recoverer, s.instrument)
+	root.Use(s.recoverer, s.instrument, s.limitBody)
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)
 	root.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet)
-	root.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{cfg.Registry, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	// Metrics name orgs and their use: the operator's only (or on a
+	// listener of their own, DREADNODE_METRICS_LISTEN; see MetricsHandler).
+	root.Handle("/metrics", s.operatorOnly(MetricsHandler(cfg.Registry),
+		"/metrics needs the operator key (DREADNODE_ADMIN_API_KEY) in X-API-Key or Authorization: Bearer, or serve them on DREADNODE_METRICS_LISTEN")).Methods(http.MethodGet)
 	root.HandleFunc("/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(cfg.OpenAPI)
@@ -146,24 +153,62 @@ func (s *server) auth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "unauthenticated", "send your API key in the X-API-Key header (or Authorization: Bearer <key>)"))
 			return
 		}
-		hash := sha256.Sum256([]byte(key)) // the cache key; no hex string per request
-		org, ok := s.keys.Load(hash)
-		if !ok {
-			id, err := s.cfg.DB.OrgForKey(r.Context(), key)
-			if errors.Is(err, store.ErrNotFound) {
-				httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
+		addr, now := clientAddr(r), time.Now()
+		var k store.KeyAuth
+		var err error
+		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
+			// Over its limit of refused keys: only a key already known
+			// (cached) still works; anything else costs no lookup.
+			var ok bool
+			if k, ok = s.cfg.DB.CachedAuth(key); !ok {
+				s.refusals.log(addr, key, "too many refused keys from this address")
+				tooMany(w, lim, now, "too many requests with invalid API keys from this address; wait for Retry-After, then check DREADNODE_API_KEY")
 				return
 			}
-			if err != nil {
-				s.cfg.Logger.Error("looking up an API key failed", "err", err)
-				httpx.WriteErr(w, err)
-				return
-			}
-			s.keys.Store(hash, id)
-			org = id
+		} else {
+			k, err = s.cfg.DB.Authenticate(r.Context(), key)
 		}
-		next.ServeHTTP(w, r.WithContext(httpx.WithOrg(r.Context(), org.(string))))
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrKeyRevoked) || errors.Is(err, store.ErrKeyExpired) {
+			s.limits.authFailed(addr, now)
+			why := err.Error()
+			if errors.Is(err, store.ErrNotFound) {
+				why = "unknown key"
+			}
+			s.refusals.log(addr, key, why)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_api_key", "the API key is not valid; check DREADNODE_API_KEY"))
+			return
+		case errors.Is(err, store.ErrKeyRevoked):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "api_key_revoked", "the API key was revoked; use another key of your org (dn keys create makes one)"))
+			return
+		case errors.Is(err, store.ErrKeyExpired):
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "api_key_expired", "the API key has expired; use another key of your org (dn keys create makes one)"))
+			return
+		case err != nil:
+			s.cfg.Logger.Error("looking up an API key failed", "err", err)
+			httpx.WriteErr(w, err)
+			return
+		}
+		if k.Scope == store.ScopeRead && !readOnly(r.Method) {
+			httpx.WriteErr(w, httpx.NewError(http.StatusForbidden, "read_only_key",
+				"this API key has scope \"read\": it may only read (GET); "+r.Method+" needs a key with scope \"full\""))
+			return
+		}
+		if !s.limits.allow(w, r, k.ID) {
+			return
+		}
+		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// readOnly reports whether a request of this method only reads. Writes
+// are every other method (create, pause, delete, exec, file writes), so a
+// route added later is a write unless it is a GET.
+func readOnly(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
 func (s *server) adminAuth(next http.Handler) http.Handler {
@@ -172,12 +217,38 @@ func (s *server) adminAuth(next http.Handler) http.Handler {
 			httpx.WriteErr(w, httpx.NewError(http.StatusNotFound, "not_found", "admin routes are disabled; set DREADNODE_ADMIN_API_KEY to enable them"))
 			return
 		}
-		if !ids.Matches(apiKey(r), store.HashSecret(s.cfg.AdminKey)) {
-			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_admin_key", "admin routes need the operator's admin key (DREADNODE_ADMIN_API_KEY) in X-API-Key"))
+		s.operatorOnly(next, "admin routes need the operator's admin key (DREADNODE_ADMIN_API_KEY) in X-API-Key").ServeHTTP(w, r)
+	})
+}
+
+// operatorOnly serves next to the holder of the operator key alone (401
+// with detail otherwise). Wrong keys count against the address's limit of
+// refused keys, so the operator key cannot be guessed at speed either.
+func (s *server) operatorOnly(next http.Handler, detail string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, now := clientAddr(r), time.Now()
+		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
+			tooMany(w, lim, now, "too many requests with invalid keys from this address; wait for Retry-After")
+			return
+		}
+		key := apiKey(r)
+		if s.cfg.AdminKey == "" || !ids.Matches(key, store.HashSecret(s.cfg.AdminKey)) {
+			if key != "" {
+				s.limits.authFailed(addr, now)
+				s.refusals.log(addr, key, "not the operator key")
+			}
+			httpx.WriteErr(w, httpx.NewError(http.StatusUnauthorized, "invalid_admin_key", detail))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// MetricsHandler serves the Prometheus text format of reg and the process
+// collectors, unauthenticated: NewHandler puts it behind the operator key;
+// the binary also serves it alone on DREADNODE_METRICS_LISTEN.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})
 }
 
 // statusWriter remembers the status for metrics and logs.

@@ -97,7 +97,7 @@ func TestAdmissionQuotasQueueAndLimits(t *testing.T) {
 		!strings.Contains(fmt.Sprint(s["suggestedActions"]), "admission queue") {
 		t.Fatalf("summary: %v", s)
 	}
-	m := ta.req("GET", "/metrics", nil)
+	m := admin("GET", "/metrics", nil)
 	for _, want := range []string{`dreadnode_admission_queue_depth{org="org1"} 2`, `dreadnode_admission_use{org="org1",resource="sandboxes"} 2`,
 		`dreadnode_admission_quota{org="org1",resource="cpu"} 2`, `dreadnode_admission_capacity{provider="docker",resource="sandboxes"} 2`,
 		"dreadnode_admission_wait_seconds_count"} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/keys"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
@@ -42,11 +44,15 @@ type App struct {
 	Billing    *billing.Service
 	Runtimes   *runtimes.Service
 	Admission  *admission.Admitter
+	Keys       *keys.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
-	DevKey      string
+	DevKey string
+	// devKeyNew: DevKey was made by this start (the only one that shows it).
+	devKeyNew   bool
 	loops       []func(ctx context.Context) error
+	registry    *prometheus.Registry
 	transitions *prometheus.CounterVec
 	closer      []func() error
 }
@@ -100,6 +106,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	a.registry = reg
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
@@ -144,12 +151,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
+	a.Keys = keys.New(db, log)
 	a.Handler = api.NewHandler(api.Config{
-		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register},
-		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin},
-		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
+		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Routes:       []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
+		Checks:       map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
+		Admin:        []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Public:       []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
 }
@@ -260,7 +269,7 @@ func (a *App) bootstrap(ctx context.Context) error {
 	if org == "" {
 		org = "dev"
 		var err error
-		if key, err = devKey(a.Config.DataDir); err != nil {
+		if key, a.devKeyNew, err = devKey(a.Config.DataDir); err != nil {
 			return err
 		}
 		a.DevKey = key
@@ -276,23 +285,62 @@ func (a *App) bootstrap(ctx context.Context) error {
 		if err := a.DB.EnsureAPIKey(ctx, o.ID, key); err != nil {
 			return fmt.Errorf("bootstrapping the API key of %s: %w", org, err)
 		}
+		// A bootstrap key replaced in the environment stops working.
+		n, err := a.DB.RetireBootstrapKeys(ctx, o.ID, key)
+		if err != nil {
+			return fmt.Errorf("revoking the replaced bootstrap keys of %s: %w", org, err)
+		}
+		if n > 0 {
+			a.Log.Info("revoked the previous bootstrap API key: the configured one replaces it", "org", org, "revoked", n)
+		}
 	}
 	return nil
 }
 
-func devKey(dir string) (string, error) {
-	path := filepath.Join(dir, "dev-api-key")
+// devKey reads the dev org's key from dir, or makes it (created): kept
+// in a file of mode 0600, never in the log.
+func devKey(dir string) (key string, created bool, err error) {
+	path := devKeyPath(dir)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), nil
+		if err := os.Chmod(path, 0o600); err != nil { // a copy restored with looser rights
+			return "", false, fmt.Errorf("making %s private: %w", path, err)
+		}
+		return strings.TrimSpace(string(b)), false, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", false, err
 	}
-	key := ids.Token("dn_dev")
+	key = ids.Token("dn_dev")
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("saving the dev API key: %w", err)
+		return "", false, fmt.Errorf("saving the dev API key: %w", err)
 	}
-	return key, nil
+	return key, true, nil
+}
+
+func devKeyPath(dir string) string { return filepath.Join(dir, "dev-api-key") }
+
+// banner is what Serve prints at start: the URL and, for the dev org, where
+// its key is kept. The key itself is shown only by the start that made it
+// and only on a terminal: standard output is often a log (a container's,
+// a service manager's), and a key in a log outlives the terminal.
+func (a *App) banner(w io.Writer, url string, terminal bool) {
+	fmt.Fprintf(w, "dreadnode-backend listening on %s\n", url)
+	if a.DevKey == "" {
+		return
+	}
+	path := devKeyPath(a.Config.DataDir)
+	if a.devKeyNew && terminal {
+		fmt.Fprintf(w, "dev API key (shown this once; kept in %s, mode 0600): %s\n", path, a.DevKey)
+	} else {
+		fmt.Fprintf(w, "dev API key: kept in %s (mode 0600)\n", path)
+	}
+	fmt.Fprintf(w, "  export DREADNODE_API_URL=%s DREADNODE_API_KEY=$(cat %s) DREADNODE_ORG=dev\n", url, path)
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Serve listens, prints the URL, runs the loops and serves until ctx ends.
@@ -301,11 +349,7 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("DREADNODE_LISTEN=%s: %w", a.Config.Listen, err)
 	}
-	url := "http://" + ln.Addr().String()
-	fmt.Printf("dreadnode-backend listening on %s\n", url)
-	if a.DevKey != "" {
-		fmt.Printf("dev API key: %s (org \"dev\"; export DREADNODE_API_URL=%s DREADNODE_API_KEY=%s DREADNODE_ORG=dev)\n", a.DevKey, url, a.DevKey)
-	}
+	a.banner(os.Stdout, "http://"+ln.Addr().String(), isTerminal(os.Stdout))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(a.loops)+1)
@@ -316,8 +360,22 @@ func (a *App) Serve(ctx context.Context) error {
 			}
 		}()
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: uploads, streams (exec, logs, events)
+	// and long polls legitimately last long. Headers must come quickly and
+	// idle keep-alive connections are closed.
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20}
 	go func() { errs <- srv.Serve(ln) }()
+	if a.Config.MetricsListen != "" {
+		mln, err := net.Listen("tcp", a.Config.MetricsListen)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("DREADNODE_METRICS_LISTEN=%s: %w", a.Config.MetricsListen, err)
+		}
+		msrv := a.MetricsServer()
+		defer msrv.Close()
+		fmt.Printf("metrics on http://%s/metrics (no key: keep this address private)\n", mln.Addr())
+		go func() { errs <- msrv.Serve(mln) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errs:
@@ -327,6 +385,14 @@ func (a *App) Serve(ctx context.Context) error {
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	return err
+}
+
+// MetricsServer serves GET /metrics alone, without a key: the server of
+// DREADNODE_METRICS_LISTEN.
+func (a *App) MetricsServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", api.MetricsHandler(a.registry))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
 // Loops are the background loops Serve runs (for in-process use).

@@ -4,16 +4,18 @@ package app
 
 import (
 	"fmt"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 )
 
 // Config is the backend's configuration; see DESIGN.md for the variables.
@@ -59,6 +61,18 @@ type Config struct {
 	// may miss another replica's write acknowledged less than a
 	// notification's delivery ago (see DESIGN.md, coherence across replicas).
 	NoReadBarrier bool
+	// Limits are the rate limits (DREADNODE_RATE_*, ratelimits.go); the
+	// zero value, as in tests that build a Config, limits nothing.
+	Limits api.RateLimits
+	// MetricsListen (DREADNODE_METRICS_LISTEN), when set, is an address
+	// serving GET /metrics without a key (a private network or loopback
+	// for the scraper); on the API listener /metrics needs the operator key.
+	MetricsListen string
+	// MaxBodyBytes (DREADNODE_MAX_BODY_BYTES, default 4 GiB) bounds every
+	// request body: file uploads, archives, stdin, proxied requests (JSON
+	// bodies have their own, smaller bound). 0 in a Config built in code:
+	// no bound.
+	MaxBodyBytes int64
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -68,6 +82,10 @@ const minLeaseTTL = 500 * time.Millisecond
 // DefaultBootstrapCredits is the balance of a bootstrapped org when
 // DREADNODE_BOOTSTRAP_CREDITS is unset.
 const DefaultBootstrapCredits = 1000
+
+// DefaultMaxBodyBytes bounds request bodies when DREADNODE_MAX_BODY_BYTES
+// is unset: generous for archives and uploads, finite.
+const DefaultMaxBodyBytes = 4 << 30
 
 // ConfigFromEnv reads the DREADNODE_* and provider variables.
 func ConfigFromEnv() (Config, error) {
@@ -79,6 +97,7 @@ func ConfigFromEnv() (Config, error) {
 		BootstrapOrg:  os.Getenv("DREADNODE_BOOTSTRAP_ORG"),
 		BootstrapKey:  os.Getenv("DREADNODE_BOOTSTRAP_API_KEY"),
 		AdminKey:      os.Getenv("DREADNODE_ADMIN_API_KEY"),
+		MetricsListen: os.Getenv("DREADNODE_METRICS_LISTEN"),
 		DockerHost:    os.Getenv("DOCKER_HOST"),
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
@@ -129,6 +148,17 @@ func ConfigFromEnv() (Config, error) {
 	default:
 		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
+	maxBody, err := envInt("DREADNODE_MAX_BODY_BYTES", DefaultMaxBodyBytes)
+	if err != nil {
+		return c, err
+	}
+	if maxBody < 1 {
+		return c, fmt.Errorf("DREADNODE_MAX_BODY_BYTES: must be 1 or more, got %d", maxBody)
+	}
+	c.MaxBodyBytes = int64(maxBody)
+	if c.Limits, err = rateLimitsFromEnv(); err != nil {
+		return c, err
+	}
 	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
 		return c, err
 	}
@@ -140,6 +170,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return c, fmt.Errorf("DREADNODE_LISTEN: %q is not host:port: %v", c.Listen, err)
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
+		return c, fmt.Errorf("DREADNODE_METRICS_LISTEN: %q is not host:port: %v", c.MetricsListen, err)
 	}
 	return c, nil
 }

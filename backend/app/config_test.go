@@ -29,3 +29,41 @@ func TestConfigLeaseTTL(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigRateLimits(t *testing.T) {
+	cfg, err := ConfigFromEnv()
+	if err != nil || cfg.Limits.Class["read"] != defaultRates["read"] || cfg.Limits.AuthFailures != defaultRates["auth_failures"] {
+		t.Fatalf("defaults: %+v, %v", cfg.Limits, err)
+	}
+	t.Setenv("DREADNODE_RATE_READ", "5")
+	t.Setenv("DREADNODE_RATE_READ_BURST", "7")
+	t.Setenv("DREADNODE_RATE_CREATE", "off")
+	cfg, err = ConfigFromEnv()
+	if err != nil || cfg.Limits.Class["read"].PerSecond != 5 || cfg.Limits.Class["read"].Burst != 7 || cfg.Limits.Class["create"].PerSecond != 0 {
+		t.Fatalf("DREADNODE_RATE_READ=5, _BURST=7, CREATE=off: %+v, %v", cfg.Limits, err)
+	}
+	for name, val := range map[string]string{"DREADNODE_RATE_EXEC": "fast", "DREADNODE_RATE_WRITE_BURST": "0"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, val)
+			if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: %v, want an error naming it", name, val, err)
+			}
+		})
+	}
+}
+
+func TestConfigMaxBodyBytes(t *testing.T) {
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != DefaultMaxBodyBytes {
+		t.Fatalf("default: %d, %v", cfg.MaxBodyBytes, err)
+	}
+	t.Setenv("DREADNODE_MAX_BODY_BYTES", "1048576")
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != 1<<20 {
+		t.Fatalf("1048576: %d, %v", cfg.MaxBodyBytes, err)
+	}
+	for _, v := range []string{"0", "big"} {
+		t.Setenv("DREADNODE_MAX_BODY_BYTES", v)
+		if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "DREADNODE_MAX_BODY_BYTES") {
+			t.Fatalf("%s: %v, want an error naming the variable", v, err)
+		}
+	}
+}

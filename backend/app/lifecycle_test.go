@@ -398,9 +398,9 @@ func TestCreateIdempotencyKey(t *testing.T) {
 
 func TestPrometheusMetrics(t *testing.T) {
 	t.Parallel()
-	ta := newTestApp(t, nil)
+	ta := newTestApp(t, withAdmin)
 	ta.create(map[string]any{"waitReady": true})
-	m := ta.reqKey("", "GET", "/metrics", nil)
+	m := ta.reqKey(testAdminKey, "GET", "/metrics", nil)
 	for _, want := range []string{`dreadnode_sandbox_records{kind="runtime",phase="running"} 1`,
 		`dreadnode_sandbox_transitions_total{phase="running"}`, `dreadnode_http_requests_total{code="201",method="POST",route="/sandboxes"} 1`} {
 		if !strings.Contains(string(m.body), want) {

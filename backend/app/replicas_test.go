@@ -21,7 +21,13 @@ import (
 // the other only serves requests, so whatever happens to its records is
 // another replica's work (until leases share the work, two driving
 // replicas would both drive every record).
-func newReplica(t *testing.T, url string, fake *e2bfake.Server, driving bool) *testApp {
+func newReplica(t *testing.T, url string, fake *e2bfake.Server, driving bool, mutate ...func(*Config)) *testApp {
+	t.Helper()
+	return newReplicaLog(t, url, fake, driving, slog.New(slog.NewTextHandler(io.Discard, nil)), mutate...)
+}
+
+// newReplicaLog is newReplica logging to log.
+func newReplicaLog(t *testing.T, url string, fake *e2bfake.Server, driving bool, log *slog.Logger, mutate ...func(*Config)) *testApp {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: url, TasksDir: filepath.Join(dir, "tasks"),
@@ -29,7 +35,10 @@ func newReplica(t *testing.T, url string, fake *e2bfake.Server, driving bool) *t
 		MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond,
 		E2B: &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
 			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}}
-	a, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	a, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

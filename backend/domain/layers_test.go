@@ -25,7 +25,7 @@ var forbidden = map[string][]string{
 	"backend/compute": {"backend/", "apitypes", "client"},
 	// Adapters never reach up into services or the HTTP edge.
 	"backend/store": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
-		"backend/admission", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
+		"backend/admission", "backend/keys", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
 	// Services never import the wiring or the server.
 	"backend/reconciler": {"backend/app", "backend/api", "backend/lifecycle", "backend/tasks", "backend/billing",
 		"backend/runtimes", "backend/admission", "backend/httpx", "apitypes"},
@@ -34,13 +34,14 @@ var forbidden = map[string][]string{
 	"backend/runtimes":  {"backend/app", "backend/api", "backend/reconciler", "backend/tasks"},
 	"backend/lifecycle": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks"},
 	"backend/tasks":     {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
+	"backend/keys":      {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 }
 
 // services hold the packages whose non-handler files must not speak HTTP:
 // only files named handlers*.go (the HTTP edge of the package) import
 // net/http, so a service method can be called from anywhere with Go values.
 var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
-	"backend/admission", "backend/reconciler", "backend/store", "backend/domain", "backend/domain/sandbox",
+	"backend/admission", "backend/reconciler", "backend/keys", "backend/store", "backend/domain", "backend/domain/sandbox",
 	"backend/domain/taskenv"}
 
 func imports(t *testing.T, dir string) map[string][]string {

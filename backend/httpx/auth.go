@@ -21,6 +21,25 @@ func Org(r *http.Request) string {
 	return s
 }
 
+type keyKey struct{}
+
+// Key is the API key a request authenticated with.
+type Key struct {
+	ID    string
+	Scope string // "full" or "read"
+}
+
+// WithKey returns ctx carrying the request's key.
+func WithKey(ctx context.Context, k Key) context.Context {
+	return context.WithValue(ctx, keyKey{}, k)
+}
+
+// RequestKey is the key the request authenticated with (zero if none).
+func RequestKey(r *http.Request) Key {
+	k, _ := r.Context().Value(keyKey{}).(Key)
+	return k
+}
+
 // PathOrg checks the {org} path variable against the key's org. Another org's
 // path answers 404 so existence does not leak.
 func PathOrg(r *http.Request) (string, error) {

@@ -6,6 +6,7 @@ package httpx
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,6 +102,11 @@ func AsError(err error) *Error {
 	var he *Error
 	if errors.As(err, &he) && he != nil {
 		return he
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return NewError(http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("the request body exceeds the server's limit of %d bytes (DREADNODE_MAX_BODY_BYTES); send less", tooBig.Limit))
 	}
 	var (
 		notFound *domain.NotFoundError

@@ -95,22 +95,41 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 //     which sets none today) or whose value is one of those credentials.
 const backendCookiePrefix = "dreadnode"
 
+// maxKeyLookups bounds the database lookups one proxied request may cause
+// (each distinct cookie value or Authorization credential the key cache
+// does not know costs one): without it, a request with 50,000 cookies
+// cost 50,000 queries. Values past the budget are treated as ours and
+// dropped: losing an application cookie beats leaking a key, and no real
+// application sends this many distinct unknown cookies.
+const maxKeyLookups = 32
+
 // credentialStripper decides, once per request, which headers carry our
 // credentials, and returns the function that removes them from the
 // outgoing request.
 func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(http.Header) {
+	checked := map[string]bool{} // value -> ours, so repeats cost nothing
+	lookups := 0
 	ours := func(secret string) bool {
 		secret = strings.TrimSpace(secret)
 		if secret == "" {
 			return false
 		}
-		if ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token") {
-			return true
+		if v, ok := checked[secret]; ok {
+			return v
 		}
-		_, err := s.db.OrgForKey(r.Context(), secret)
-		// Unsure (database error): treat it as ours; dropping a header is
-		// safer than leaking a key.
-		return !errors.Is(err, store.ErrNotFound)
+		v := true
+		switch {
+		case ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token"):
+		case lookups >= maxKeyLookups: // over budget: ours, unchecked
+		default:
+			lookups++
+			_, err := s.db.OrgForKey(r.Context(), secret)
+			// Unsure (database error): treat it as ours; dropping a
+			// header is safer than leaking a key.
+			v = !errors.Is(err, store.ErrNotFound)
+		}
+		checked[secret] = v
+		return v
 	}
 	dropAuth := false
 	if a := r.Header.Get("Authorization"); a != "" {
@@ -121,7 +140,12 @@ func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(ht
 		dropAuth = ours(cred)
 	}
 	var keep []*http.Cookie
-	cookiesChanged := false
+	// The Cookie header is always rebuilt from the cookies that parsed and
+	// passed, never forwarded as sent: net/http's parser skips what it
+	// cannot parse (a name that is not a token) and parses nothing at all
+	// past 3,000 cookies, and either way the raw header would carry a key
+	// the loop below never saw.
+	cookiesChanged := len(r.Header.Values("Cookie")) > 0
 	for _, c := range r.Cookies() {
 		if strings.HasPrefix(strings.ToLower(c.Name), backendCookiePrefix) || ours(c.Value) {
 			cookiesChanged = true

@@ -43,6 +43,9 @@ type DB struct {
 	// stmts holds prepared list statements by SQL text (see prepared).
 	stmts  sync.Map
 	nstmts atomic.Int64
+	// keys caches API keys (keycache.go); keyLookups counts its misses.
+	keys       *keyCache
+	keyLookups atomic.Int64
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
@@ -79,7 +82,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, err
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()*2))
-	db := &DB{w: w, r: r, path: path, dialect: SQLite, cache: newRecordCache(100_000)}
+	db := &DB{w: w, r: r, path: path, dialect: SQLite, cache: newRecordCache(100_000), keys: newKeyCache()}
 	if err := w.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
@@ -122,7 +125,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 	pool.SetMaxOpenConns(pgMaxConns)
 	pool.SetMaxIdleConns(pgMaxConns)
 	pool.SetConnMaxIdleTime(5 * time.Minute)
-	db := &DB{w: pool, r: pool, path: shown, dialect: Postgres, cache: newRecordCache(100_000)}
+	db := &DB{w: pool, r: pool, path: shown, dialect: Postgres, cache: newRecordCache(100_000), keys: newKeyCache()}
 	if err := pool.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", shown, err)

@@ -50,6 +50,7 @@ import (
 const (
 	recordsChannel  = "dreadnode_records"
 	taskEnvsChannel = "dreadnode_task_envs"
+	apiKeysChannel  = "dreadnode_api_keys" // migration 00011: a key revoked (payload: its hash)
 )
 
 const (
@@ -198,7 +199,7 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		_ = c.Close(ctx)
 		return nil, err
 	}
-	for _, ch := range []string{recordsChannel, taskEnvsChannel, l.syncCh} {
+	for _, ch := range []string{recordsChannel, taskEnvsChannel, apiKeysChannel, l.syncCh} {
 		if _, err := c.Exec(cctx, "LISTEN "+ch); err != nil {
 			_ = c.Close(ctx)
 			return nil, err
@@ -270,6 +271,7 @@ func (l *listener) serve(ctx context.Context, c *pgx.Conn) error {
 	// (Notifications pgx received before the take-over are of commits
 	// before this reset: nothing cached after it can predate them.)
 	l.db.cache.reset(false)
+	l.db.keys.reset()
 	l.mu.Lock()
 	l.up, l.conn, l.restart, l.answered = true, hc.Conn, cancel, time.Now()
 	l.query = barrierQuery(hc.ParameterStatuses["server_version"], l.syncCh, l.notifyBarrier.Load())
@@ -280,6 +282,7 @@ func (l *listener) serve(ctx context.Context, c *pgx.Conn) error {
 	err = l.receive(hc.Frontend)
 
 	l.db.cache.reset(true)
+	l.db.keys.reset()
 	l.mu.Lock()
 	l.up, l.conn, l.restart = false, nil, nil
 	l.failRoundsLocked(errListenerDown)
@@ -332,6 +335,8 @@ func (l *listener) apply(pid uint32, channel, payload string) {
 			}
 			l.cbMu.RUnlock()
 		}
+	case apiKeysChannel:
+		l.db.keys.drop(payload)
 	case taskEnvsChannel:
 		if !l.pids.has(pid) {
 			l.cbMu.RLock()

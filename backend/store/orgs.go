@@ -65,21 +65,20 @@ func (db *DB) OrgByName(ctx context.Context, name string) (*Org, error) {
 	return &o, nil
 }
 
-// EnsureAPIKey binds the key (stored hashed) to org; idempotent.
+// EnsureAPIKey binds the key (stored hashed) to org as a full key named
+// "bootstrap"; idempotent (a key revoked since stays revoked).
 func (db *DB) EnsureAPIKey(ctx context.Context, orgID, key string) error {
-	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
-		HashSecret(key), orgID, time.Now().UnixNano())
+	hash := HashSecret(key)
+	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at, id, name, prefix, scope) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
+		hash, orgID, time.Now().UnixNano(), "key_"+hash[:20], bootstrapKeyName, KeyPrefix(key), ScopeFull)
 	return err
 }
 
-// OrgForKey returns the org id owning key, ErrNotFound for an unknown key.
+// OrgForKey returns the org id owning key: ErrNotFound for an unknown key,
+// ErrKeyRevoked or ErrKeyExpired for one that no longer works.
 func (db *DB) OrgForKey(ctx context.Context, key string) (string, error) {
-	var org string
-	err := db.r.QueryRowContext(ctx, `SELECT org_id FROM api_keys WHERE hash = ?`, HashSecret(key)).Scan(&org)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	return org, err
+	a, err := db.Authenticate(ctx, key)
+	return a.OrgID, err
 }
 
 // IdempotencyTTL is how long a create's Idempotency-Key is remembered.

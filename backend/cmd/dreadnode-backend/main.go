@@ -1,5 +1,6 @@
 // Command dreadnode-backend runs the sandbox backend ("serve", the default)
-// and its operator commands ("credits grant", "quotas set").
+// and its operator commands ("credits grant", "quotas set", "orgs create",
+// "keys create").
 package main
 
 import (
@@ -35,6 +36,10 @@ func main() {
 		err = credits(ctx, args)
 	case "quotas":
 		err = quotas(ctx, args)
+	case "orgs":
+		err = orgs(ctx, args)
+	case "keys":
+		err = keyCommand(ctx, args)
 	case "help":
 		usage()
 		return
@@ -56,6 +61,13 @@ func usage() {
   dreadnode-backend quotas set -org ORG [-max-running N] [-max-cpu N] [-max-memory-mb N]
                                                        set ORG's limits (an omitted one is unlimited)
   dreadnode-backend quotas show -org ORG               print ORG's limits and current use
+  dreadnode-backend orgs create -org ORG [-credits N] [-max-running N] [-max-cpu N] [-max-memory-mb N]
+                                                       create an org with its credits and quotas
+  dreadnode-backend orgs list                          list the orgs
+  dreadnode-backend keys create -org ORG -name NAME [-scope full|read] [-expires DURATION]
+                                                       make an API key (its secret is printed once)
+  dreadnode-backend keys list -org ORG                 list ORG's keys (never their secrets)
+  dreadnode-backend keys revoke -org ORG -id KEY_ID    revoke a key (refused by every replica within 1 s)
 `)
 }
 
@@ -118,6 +130,12 @@ func credits(ctx context.Context, args []string) error {
 // are its subcommands; flags adds its own) and opens the database named by
 // DREADNODE_DATABASE_URL or -database-url.
 func operatorCommand(ctx context.Context, name string, subs []string, args []string, flags func(fs *flag.FlagSet)) (sub, org string, db *store.DB, err error) {
+	return operatorDB(ctx, name, subs, args, flags, func(string) bool { return true })
+}
+
+// operatorDB is operatorCommand for commands whose subcommands need -org
+// only when needOrg says so.
+func operatorDB(ctx context.Context, name string, subs []string, args []string, flags func(fs *flag.FlagSet), needOrg func(sub string) bool) (sub, org string, db *store.DB, err error) {
 	if len(args) == 0 || !slices.Contains(subs, args[0]) {
 		usage()
 		return "", "", nil, fmt.Errorf("%s: expected %s", name, strings.Join(subs, " or "))
@@ -134,7 +152,7 @@ func operatorCommand(ctx context.Context, name string, subs []string, args []str
 	if err := fs.Parse(args[1:]); err != nil {
 		return "", "", nil, err
 	}
-	if *orgFlag == "" {
+	if *orgFlag == "" && needOrg(sub) {
 		return "", "", nil, fmt.Errorf("%s %s: -org is required", name, sub)
 	}
 	db, err = store.Open(ctx, cfg.DatabaseURL)
