@@ -303,6 +303,7 @@ func (s *Service) cancelWorker(id string, cause error) bool {
 // worker creating resources).
 func (d driver) Observe(ctx context.Context) error {
 	s := d.s
+	snapAt := s.now()
 	snap, snapErr := s.engine.Snapshot(ctx)
 	s.noteDocker(ctx, snapErr)
 	envs, err := s.liveEnvs(ctx)
@@ -329,6 +330,12 @@ func (d driver) Observe(ctx context.Context) error {
 		live[le.ID] = true
 		if s.due(le, now) {
 			continue // the lanes handle it
+		}
+		if le.UpdatedAt.After(snapAt) {
+			// Became ready after the engine was read: the snapshot may show
+			// its services as they were before they started ("created").
+			// The next period judges it.
+			continue
 		}
 		if msg := s.deadService(ctx, le.Env, snap.Containers[le.ID]); msg != "" {
 			id, state := le.ID, le.State
