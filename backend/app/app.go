@@ -102,6 +102,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	reg := prometheus.NewRegistry()
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
+	if v, ok := a.Provider.(egressCounter); ok {
+		reg.MustRegister(newEgressCollector(v))
+		logEgress(log, v, cfg.DockerEgress.Off)
+	}
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
@@ -181,7 +185,7 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
-			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
+			WarmPoolSize: cfg.WarmPoolSize, Scope: deployment, Egress: cfg.DockerEgress})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}

@@ -5,6 +5,7 @@ package app
 import (
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -32,6 +33,9 @@ type Config struct {
 	DockerHost        string
 	DockerNetwork     string
 	DockerImage       string
+	// DockerEgress is the host firewall of Docker sandboxes
+	// (DREADNODE_EGRESS, DREADNODE_EGRESS_ALLOW_PRIVATE).
+	DockerEgress docker.EgressConfig
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -78,6 +82,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error
+	if c.DockerEgress, err = docker.EgressConfigFromEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	if c.BootstrapCredits, err = envFloat("DREADNODE_BOOTSTRAP_CREDITS", DefaultBootstrapCredits); err != nil {
 		return c, err
 	}

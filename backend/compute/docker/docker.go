@@ -32,6 +32,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
 )
 
 // Defaults of Config, matching DESIGN.md's backend process contract.
@@ -65,6 +66,10 @@ type Config struct {
 	// own scope, so backends sharing one engine never sweep each other's
 	// containers. Default: Network.
 	Scope string
+	// Egress configures the host firewall rules (egress.go).
+	Egress EgressConfig
+
+	egressRunner egress.Runner // tests: nil runs nft
 }
 
 // ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
@@ -93,6 +98,8 @@ type Provider struct {
 	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
+
+	egress egressState // the host firewall (egress.go)
 
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
@@ -151,6 +158,7 @@ func New(cfg Config) (*Provider, error) {
 	if _, ok := p.images[BaseTemplate]; !ok {
 		p.images[BaseTemplate] = cfg.BaseImage
 	}
+	p.initEgress()
 	if cfg.WarmPoolSize > 0 {
 		p.pool = startPool(p, cfg.WarmPoolSize)
 	}
@@ -175,8 +183,10 @@ func (p *Provider) Name() string { return "docker" }
 
 // Ping implements compute.Provider.
 func (p *Provider) Ping(ctx context.Context) error {
-	_, err := p.cli.Ping(ctx)
-	return classify("ping", err)
+	if _, err := p.cli.Ping(ctx); err != nil {
+		return classify("ping", err)
+	}
+	return p.egressReady()
 }
 
 // Templates implements compute.Provider, sorted by id.
