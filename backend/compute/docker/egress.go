@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -67,6 +68,10 @@ func (p *Provider) initEgress() {
 		p.egress.err = fmt.Errorf("the Docker engine at %s is not on this host, and the rules must be installed on the engine's host", h)
 		return
 	}
+	if err := p.sameNetns(ctx); err != nil {
+		p.egress.err = err
+		return
+	}
 	fw := egress.New(egress.Config{AllowPrivate: p.cfg.Egress.AllowPrivate, Nameservers: egress.HostNameservers("/etc/resolv.conf")}, p.cfg.egressRunner)
 	if err := fw.Install(ctx); err != nil {
 		p.egress.err = err
@@ -74,6 +79,20 @@ func (p *Provider) initEgress() {
 	}
 	p.egress.fw = fw
 	_ = p.sweepEgress(ctx) // best effort: leftovers only cost a map entry
+}
+
+// sameNetns checks the backend sees the engine's bridges: rules installed
+// in another network namespace (a backend in a container of its own
+// network) would filter nothing while looking installed.
+func (p *Provider) sameNetns(ctx context.Context) error {
+	n, err := p.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil || n.Driver != "bridge" {
+		return nil // no default bridge to compare with; attach checks each network
+	}
+	if _, err := net.InterfaceByName(bridgeOf(network.Summary(n))); err != nil {
+		return fmt.Errorf("the Docker engine's bridge %s is not in the backend's network namespace (is the backend in a container? run it with network_mode: host and CAP_NET_ADMIN)", bridgeOf(network.Summary(n)))
+	}
+	return nil
 }
 
 // egressReady says why sandboxes cannot be filtered (nil: they are, or the
@@ -99,6 +118,10 @@ func bridgeOf(n network.Summary) string {
 func (p *Provider) attachEgress(ctx context.Context, n network.Summary) error {
 	if p.egress.fw == nil {
 		return p.egressReady()
+	}
+	if _, err := net.InterfaceByName(bridgeOf(n)); err != nil {
+		return compute.Errorf(compute.KindNetwork, "network", err,
+			"the bridge %s of Docker network %s is not in the backend's network namespace, so its egress cannot be filtered; run the backend on the engine's host", bridgeOf(n), n.Name)
 	}
 	if err := p.egress.fw.AttachNetwork(ctx, bridgeOf(n)); err != nil {
 		return compute.Errorf(compute.KindNetwork, "network", err, "could not filter the egress of Docker network %s: %v", n.Name, err)
