@@ -36,7 +36,7 @@ type egressCollector struct {
 
 func newEgressCollector(p egressCounter) *egressCollector {
 	return &egressCollector{p: p, desc: prometheus.NewDesc("dreadnode_egress_dropped_packets_total",
-		"Packets from sandboxes dropped by the egress rules, by reason (link_local, private, host, policy); host-wide.",
+		"Packets from sandboxes dropped by the egress rules, by reason (link_local, private, host, policy, offline); host-wide.",
 		[]string{"reason"}, nil)}
 }
 

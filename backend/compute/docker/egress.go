@@ -123,7 +123,7 @@ func (p *Provider) attachEgress(ctx context.Context, n network.Summary) error {
 		return compute.Errorf(compute.KindNetwork, "network", err,
 			"the bridge %s of Docker network %s is not in the backend's network namespace, so its egress cannot be filtered; run the backend on the engine's host", bridgeOf(n), n.Name)
 	}
-	if err := p.egress.fw.AttachNetwork(ctx, bridgeOf(n)); err != nil {
+	if err := p.egress.fw.AttachNetwork(ctx, bridgeOf(n), n.Internal); err != nil {
 		return compute.Errorf(compute.KindNetwork, "network", err, "could not filter the egress of Docker network %s: %v", n.Name, err)
 	}
 	return nil

@@ -48,7 +48,7 @@ func serve(t *testing.T, ln net.Listener) int {
 func gatewayOf(t *testing.T, p *Provider, name string) (gateway, bridge string) {
 	t.Helper()
 	ctx := context.Background()
-	id, err := p.ensureNetwork(ctx, name, false)
+	id, err := p.ensureNetwork(ctx, name, strings.HasSuffix(name, "-isolated"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,5 +247,35 @@ func TestEgressRefusesHostNames(t *testing.T) {
 	wantKind(t, err, compute.KindInvalid)
 	if !strings.Contains(err.Error(), "network.allowOut.1") {
 		t.Fatalf("the error must name the field: %v", err)
+	}
+}
+
+// TestEgressOfflineSandbox: a sandbox without internet access reaches no
+// host port (a listener on its internal network's gateway address) and
+// nothing beyond its bridge, even a private range the operator allowed;
+// its bridge's chain drops everything that leaves it, the engine's DNS
+// forwarding included (asserted on the installed rule).
+func TestEgressOfflineSandbox(t *testing.T) {
+	prefix, a, _, port := testHosts(t)
+	name := testNetwork + "-egress-offline"
+	p := newProvider(t, Config{Network: name, Egress: EgressConfig{AllowPrivate: []netip.Prefix{prefix}}})
+	gw, bridge := gatewayOf(t, p, name+"-isolated")
+	ln, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := serve(t, ln)
+	spec := testSpec()
+	spec.Network.AllowInternetAccess = ptr(false)
+	inst := mustCreate(t, p, spec)
+	if canConnect(t, p, inst, gw, hostPort) {
+		t.Errorf("an offline sandbox reached the host's address %s:%d", gw, hostPort)
+	}
+	if canConnect(t, p, inst, a, port) {
+		t.Errorf("an offline sandbox reached %s", a)
+	}
+	chain := nftList(t, "chain", "inet", egress.Table, "n-"+bridge)
+	if !strings.Contains(chain, `counter name "dropped_offline" drop`) {
+		t.Errorf("the offline bridge's chain does not drop what leaves it:\n%s", chain)
 	}
 }

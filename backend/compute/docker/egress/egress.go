@@ -43,6 +43,7 @@ const (
 	ReasonPrivate   = "private"
 	ReasonHost      = "host"
 	ReasonPolicy    = "policy"
+	ReasonOffline   = "offline"
 )
 
 // counterName is the nft counter of a reason (prefixed: some reasons are
@@ -50,7 +51,7 @@ const (
 func counterName(reason string) string { return "dropped_" + reason }
 
 // Reasons lists the counters in a stable order.
-var Reasons = []string{ReasonLinkLocal, ReasonPrivate, ReasonHost, ReasonPolicy}
+var Reasons = []string{ReasonLinkLocal, ReasonPrivate, ReasonHost, ReasonPolicy, ReasonOffline}
 
 // PrivateRanges are dropped unless the operator allows them: RFC 1918,
 // carrier-grade NAT, and IPv6 unique-local addresses.
@@ -140,8 +141,11 @@ var bridgeName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,15}$`)
 func netChain(bridge string) string { return "n-" + bridge }
 
 // AttachNetwork puts a sandbox bridge under the baseline (idempotent; the
-// bridge's chain is rewritten with this process's Config).
-func (f *Firewall) AttachNetwork(ctx context.Context, bridge string) error {
+// bridge's chain is rewritten with this process's Config). Nothing leaves an
+// offline bridge (the network of sandboxes without internet access): not
+// even the engine's DNS forwarding, which queries the host's resolvers
+// from the sandbox's own namespace, so external names do not resolve.
+func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline bool) error {
 	if !bridgeName.MatchString(bridge) {
 		return fmt.Errorf("bridge name %q is not a usable interface name", bridge)
 	}
@@ -152,6 +156,9 @@ func (f *Firewall) AttachNetwork(ctx context.Context, bridge string) error {
 		fmt.Fprintf(&b, "add rule inet %s %s %s\n", Table, c, fmt.Sprintf(format, a...))
 	}
 	rule(`oifname "%s" accept`, bridge) // between containers of the bridge: Docker's ICC setting decides
+	if offline {
+		rule("counter name %s drop", counterName(ReasonOffline))
+	}
 	rule("ip daddr 169.254.0.0/16 counter name %s drop", counterName(ReasonLinkLocal))
 	rule("ip6 daddr fe80::/10 counter name %s drop", counterName(ReasonLinkLocal))
 	var ns4, ns6 []string

@@ -63,7 +63,7 @@ func TestAttachRendersBaseline(t *testing.T) {
 	f := New(Config{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")},
 		Nameservers: []netip.Addr{netip.MustParseAddr("10.255.255.53")}},
 		func(_ context.Context, stdin string, _ ...string) (string, error) { script += stdin; return "", nil })
-	if err := f.AttachNetwork(context.Background(), "br-0123456789ab"); err != nil {
+	if err := f.AttachNetwork(context.Background(), "br-0123456789ab", false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -77,7 +77,7 @@ func TestAttachRendersBaseline(t *testing.T) {
 			t.Errorf("script lacks %q:\n%s", want, script)
 		}
 	}
-	if err := f.AttachNetwork(context.Background(), `br-x"; flush ruleset`); err == nil {
+	if err := f.AttachNetwork(context.Background(), `br-x"; flush ruleset`, false); err == nil {
 		t.Fatal("an unusable bridge name must be refused")
 	}
 }
