@@ -139,7 +139,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, DockerHost: cfg.DockerHost, CatalogDir: cfg.TasksDir, Logger: log,
-		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine}); err != nil {
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine,
+		FilterNetwork: taskNetworkFilter(a.Provider)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}

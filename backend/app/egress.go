@@ -15,6 +15,17 @@ type egressCounter interface {
 	EgressViolations(ctx context.Context) (map[string]uint64, error)
 }
 
+// taskNetworkFilter puts task environments' networks under the Docker
+// provider's egress rules (nil when the provider filters nothing here).
+func taskNetworkFilter(p any) func(ctx context.Context, networkID string) error {
+	if f, ok := p.(interface {
+		FilterNetwork(ctx context.Context, networkID string) error
+	}); ok {
+		return f.FilterNetwork
+	}
+	return nil
+}
+
 // logEgress says at start-up whether sandboxes are filtered, and why not.
 func logEgress(log *slog.Logger, p egressCounter, off bool) {
 	switch err := p.EgressReady(); {

@@ -46,6 +46,9 @@ func TestEgressDomainNameRefusedAndCounted(t *testing.T) {
 	if all := ta.req("GET", "/sandboxes?state=starting,running,paused,deleted,failed,completed", nil); strings.Contains(string(all.body), `"sandboxID"`) {
 		t.Fatalf("a refused create stored a record: %s", all.body)
 	}
+	if taskNetworkFilter(ta.app.Provider) == nil {
+		t.Fatal("task environments' networks are not put under the egress rules")
+	}
 	if r := ta.req("GET", "/readyz", nil); r.code != 200 {
 		t.Fatalf("/readyz with the rules installed: %d %s", r.code, r.body)
 	}

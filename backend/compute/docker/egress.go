@@ -129,6 +129,25 @@ func (p *Provider) attachEgress(ctx context.Context, n network.Summary) error {
 	return nil
 }
 
+// FilterNetwork puts another bridge network of this engine (a task
+// environment's) under the baseline rules.
+func (p *Provider) FilterNetwork(ctx context.Context, networkID string) error {
+	if p.cfg.Egress.Off {
+		return nil
+	}
+	n, err := p.cli.NetworkInspect(ctx, networkID, network.InspectOptions{})
+	if err != nil {
+		return classify("network", err)
+	}
+	if err := p.attachEgress(ctx, network.Summary(n)); err != nil {
+		return err
+	}
+	// Environment networks come and go with their environments: drop the
+	// chains of those gone, so the table does not grow until a restart.
+	_ = p.sweepEgress(ctx)
+	return nil
+}
+
 // policyRules reads the spec's allowOut/denyOut as canonical CIDR blocks;
 // field names the first entry the provider cannot enforce (a host name).
 func policyRules(n compute.Network) (allow, deny []string, field, reason string) {

@@ -58,6 +58,10 @@ type Options struct {
 	SubnetPool string
 	// BuildTimeout bounds one image build (default 10 minutes).
 	BuildTimeout time.Duration
+	// FilterNetwork, when set, puts an environment network under the
+	// host's egress rules before any service joins it; its error fails the
+	// environment rather than run it unfiltered.
+	FilterNetwork func(ctx context.Context, networkID string) error
 }
 
 // Engine is safe for concurrent use.
@@ -68,6 +72,7 @@ type Engine struct {
 	log       *slog.Logger
 	pool      netip.Prefix
 	buildTO   time.Duration
+	filter    func(ctx context.Context, networkID string) error
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -86,7 +91,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("compose: Owner is required")
 	}
-	e := &Engine{cli: opts.Client, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout,
+	e := &Engine{cli: opts.Client, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
 		builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
