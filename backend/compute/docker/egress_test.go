@@ -279,3 +279,30 @@ func TestEgressOfflineSandbox(t *testing.T) {
 		t.Errorf("the offline bridge's chain does not drop what leaves it:\n%s", chain)
 	}
 }
+
+// BenchmarkCreateRunningWithPolicy is BenchmarkCreateRunning for a sandbox
+// with allowOut/denyOut: its own chain is installed before it starts.
+func BenchmarkCreateRunningWithPolicy(b *testing.B) {
+	p := newProvider(b, Config{})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		spec := testSpec()
+		spec.Network.DenyOut, spec.Network.AllowOut = []string{"0.0.0.0/0"}, []string{"192.0.2.0/24"}
+		inst, err := p.Create(ctx, spec)
+		if err != nil || inst.Status != compute.StatusRunning {
+			b.Fatalf("create: %+v %v", inst, err)
+		}
+		b.StopTimer()
+		if err := p.Delete(ctx, inst.Ref); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkCreateRunningUnfiltered is BenchmarkCreateRunning with
+// DREADNODE_EGRESS=off: the cost of the rules on a default create.
+func BenchmarkCreateRunningUnfiltered(b *testing.B) {
+	benchCreate(b, newProvider(b, Config{Network: testNetwork + "-unfiltered", Egress: EgressConfig{Off: true}}))
+}
