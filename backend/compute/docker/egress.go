@@ -72,7 +72,7 @@ func (p *Provider) initEgress() {
 		p.egress.err = err
 		return
 	}
-	fw := egress.New(egress.Config{AllowPrivate: p.cfg.Egress.AllowPrivate, Nameservers: egress.HostNameservers("/etc/resolv.conf")}, p.cfg.egressRunner)
+	fw := egress.New(egress.Config{AllowPrivate: p.cfg.Egress.AllowPrivate, Nameservers: hostResolvers()}, p.cfg.egressRunner)
 	if err := fw.Install(ctx); err != nil {
 		p.egress.err = err
 		return
@@ -93,6 +93,13 @@ func (p *Provider) sameNetns(ctx context.Context) error {
 		return fmt.Errorf("the Docker engine's bridge %s is not in the backend's network namespace (is the backend in a container? run it with network_mode: host and CAP_NET_ADMIN)", bridgeOf(network.Summary(n)))
 	}
 	return nil
+}
+
+// hostResolvers are the resolvers the engine forwards to: those of
+// /etc/resolv.conf, or systemd-resolved's upstreams when the host's own
+// resolver is its loopback stub (the engine then uses those).
+func hostResolvers() []netip.Addr {
+	return append(egress.HostNameservers("/etc/resolv.conf"), egress.HostNameservers("/run/systemd/resolve/resolv.conf")...)
 }
 
 // egressReady says why sandboxes cannot be filtered (nil: they are, or the

@@ -162,7 +162,12 @@ func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline boo
 	rule("ip daddr 169.254.0.0/16 counter name %s drop", counterName(ReasonLinkLocal))
 	rule("ip6 daddr fe80::/10 counter name %s drop", counterName(ReasonLinkLocal))
 	var ns4, ns6 []string
+	seen := map[netip.Addr]bool{}
 	for _, a := range f.cfg.Nameservers {
+		if seen[a] {
+			continue // a duplicate element fails the whole transaction
+		}
+		seen[a] = true
 		if a.Unmap().Is4() {
 			ns4 = append(ns4, a.Unmap().String())
 		} else {

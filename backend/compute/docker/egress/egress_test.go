@@ -61,7 +61,7 @@ func TestParseRule(t *testing.T) {
 func TestAttachRendersBaseline(t *testing.T) {
 	var script string
 	f := New(Config{AllowPrivate: []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")},
-		Nameservers: []netip.Addr{netip.MustParseAddr("10.255.255.53")}},
+		Nameservers: []netip.Addr{netip.MustParseAddr("10.255.255.53"), netip.MustParseAddr("10.255.255.53")}},
 		func(_ context.Context, stdin string, _ ...string) (string, error) { script += stdin; return "", nil })
 	if err := f.AttachNetwork(context.Background(), "br-0123456789ab", false); err != nil {
 		t.Fatal(err)
