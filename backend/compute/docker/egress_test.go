@@ -283,22 +283,9 @@ func TestEgressOfflineSandbox(t *testing.T) {
 // BenchmarkCreateRunningWithPolicy is BenchmarkCreateRunning for a sandbox
 // with allowOut/denyOut: its own chain is installed before it starts.
 func BenchmarkCreateRunningWithPolicy(b *testing.B) {
-	p := newProvider(b, Config{})
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		spec := testSpec()
+	benchCreate(b, newProvider(b, Config{}), func(spec *compute.Spec) {
 		spec.Network.DenyOut, spec.Network.AllowOut = []string{"0.0.0.0/0"}, []string{"192.0.2.0/24"}
-		inst, err := p.Create(ctx, spec)
-		if err != nil || inst.Status != compute.StatusRunning {
-			b.Fatalf("create: %+v %v", inst, err)
-		}
-		b.StopTimer()
-		if err := p.Delete(ctx, inst.Ref); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
+	})
 }
 
 // BenchmarkCreateRunningUnfiltered is BenchmarkCreateRunning with
