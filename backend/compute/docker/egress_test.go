@@ -9,6 +9,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -292,4 +293,48 @@ func BenchmarkCreateRunningWithPolicy(b *testing.B) {
 // DREADNODE_EGRESS=off: the cost of the rules on a default create.
 func BenchmarkCreateRunningUnfiltered(b *testing.B) {
 	benchCreate(b, newProvider(b, Config{Network: testNetwork + "-unfiltered", Egress: EgressConfig{Off: true}}))
+}
+
+// TestEgressSweepsOrphans: at start-up the rules of a sandbox whose
+// container is gone, and of a bridge whose network is gone, are removed;
+// those of a live sandbox stay.
+func TestEgressSweepsOrphans(t *testing.T) {
+	p := newProvider(t, Config{Network: testNetwork + "-egress-sweep"})
+	spec := testSpec()
+	spec.Network.DenyOut = []string{"192.0.2.0/24"}
+	live := mustCreate(t, p, spec)
+	c, err := p.cli.ContainerInspect(context.Background(), live.Ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveChain := egress.SandboxChain(c.Config.Labels[labelEgressMAC])
+
+	ctx := context.Background()
+	orphanMAC, orphanBridge := egress.NewMAC(), "br-0rphan"+randomHex(2)
+	if err := p.egress.fw.SetSandbox(ctx, orphanMAC, egress.Policy{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.egress.fw.AttachNetwork(ctx, orphanBridge, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.egress.fw.RemoveSandbox(ctx, orphanMAC)
+		_ = p.egress.fw.DetachNetwork(ctx, orphanBridge)
+	})
+
+	newProvider(t, Config{Network: testNetwork + "-egress-sweep"}) // a restart sweeps
+	bridges, macs, err := p.egress.fw.Installed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := map[string]bool{}
+	for _, m := range macs {
+		chains[egress.SandboxChain(m)] = true
+	}
+	if chains[egress.SandboxChain(orphanMAC)] || slices.Contains(bridges, orphanBridge) {
+		t.Errorf("orphans left: sandbox chains %v, bridges %v", macs, bridges)
+	}
+	if !chains[liveChain] {
+		t.Errorf("the live sandbox's chain %s was swept: %v", liveChain, macs)
+	}
 }
