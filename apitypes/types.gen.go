@@ -653,10 +653,14 @@ type SandboxMetrics struct {
 // SandboxNetwork defines model for SandboxNetwork.
 type SandboxNetwork struct {
 	// AllowInternetAccess false cuts all egress
-	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
-	AllowOut            []string `json:"allowOut,omitempty"`
-	AllowPublicTraffic  *bool    `json:"allowPublicTraffic,omitempty"`
-	DenyOut             []string `json:"denyOut,omitempty"`
+	AllowInternetAccess *bool `json:"allowInternetAccess,omitempty"`
+
+	// AllowOut IP addresses or CIDR blocks the sandbox may reach even when denyOut covers them (allowOut wins). Docker enforces IPs and CIDRs and refuses domain names (400 naming the entry); E2B also takes domain names. Link-local, the Docker host's own addresses and private ranges the operator did not allow stay unreachable on Docker whatever this says.
+	AllowOut           []string `json:"allowOut,omitempty"`
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
+
+	// DenyOut IP addresses or CIDR blocks the sandbox may not reach; 0.0.0.0/0 with an allowOut list means only those.
+	DenyOut []string `json:"denyOut,omitempty"`
 }
 
 // SandboxResources defines model for SandboxResources.

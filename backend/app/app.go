@@ -109,6 +109,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.registry = reg
 	a.transitions = prometheus.NewCounterVec(transitionsHelp, []string{"phase"})
 	reg.MustRegister(newRecordCollector(db), a.transitions)
+	if v, ok := a.Provider.(egressCounter); ok {
+		reg.MustRegister(newEgressCollector(v))
+		logEgress(log, v, cfg.DockerEgress.Off)
+	}
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
@@ -142,7 +146,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, DockerHost: cfg.DockerHost, CatalogDir: cfg.TasksDir, Logger: log,
-		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine}); err != nil {
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine,
+		FilterNetwork: taskNetworkFilter(a.Provider)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -190,7 +195,8 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
-			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment})
+			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment,
+			Egress: cfg.DockerEgress})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}

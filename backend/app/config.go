@@ -41,6 +41,9 @@ type Config struct {
 	// DockerDiskLimitMB (DOCKER_DISK_LIMIT_MB) caps each container's
 	// writable layer where the storage driver supports it; 0: no cap.
 	DockerDiskLimitMB int
+	// DockerEgress is the host firewall of Docker sandboxes
+	// (DREADNODE_EGRESS, DREADNODE_EGRESS_ALLOW_PRIVATE).
+	DockerEgress docker.EgressConfig
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -105,6 +108,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error
+	if c.DockerEgress, err = docker.EgressConfigFromEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	if c.BootstrapCredits, err = envFloat("DREADNODE_BOOTSTRAP_CREDITS", DefaultBootstrapCredits); err != nil {
 		return c, err
 	}

@@ -203,8 +203,11 @@ func TestFailureDiagnostics(t *testing.T) {
 	if d, _ := sb["diagnostic"].(string); !strings.HasPrefix(d, "entrypoint error") {
 		t.Fatalf("diagnostic for a missing entrypoint: %q", d)
 	}
-	egress, _ := ta.create(map[string]any{"network": map[string]any{"allowOut": []string{"10.0.0.0/8"}}})
-	sb = ta.waitState(egress, 30*time.Second, "failed")
+	// allowOut is enforced on Docker now; it is unenforceable with the rules
+	// turned off (DREADNODE_EGRESS=off).
+	unfiltered := newTestApp(t, func(c *Config) { c.DockerEgress.Off = true })
+	egress, _ := unfiltered.create(map[string]any{"network": map[string]any{"allowOut": []string{"10.0.0.0/8"}}})
+	sb = unfiltered.waitState(egress, 30*time.Second, "failed")
 	if d, _ := sb["diagnostic"].(string); !strings.HasPrefix(d, "network policy") {
 		t.Fatalf("diagnostic for unenforceable egress rules: %q", d)
 	}

@@ -171,6 +171,14 @@ type Provider interface {
 	Metrics(ctx context.Context, ref Ref) (Metrics, error)
 }
 
+// NetworkChecker is implemented by providers that enforce only part of
+// Network: CheckNetwork names the first field of n they cannot enforce for
+// template and why ("" when all of it holds), so the API refuses the
+// request (400) before any record exists, rather than failing it later.
+type NetworkChecker interface {
+	CheckNetwork(template string, n Network) (field, reason string)
+}
+
 // Event reports a change the provider observed without being asked (e.g. a
 // container's main process exited). The reconciler re-reads the record.
 type Event struct {

@@ -157,6 +157,11 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 	if err != nil {
 		return Created{}, err
 	}
+	if c, ok := s.prov.(compute.NetworkChecker); ok {
+		if field, reason := c.CheckNetwork(spec.TemplateID, spec.Network); field != "" {
+			return Created{}, domain.Invalid(field, reason)
+		}
+	}
 	if s.cfg.Admit != nil {
 		if err := s.cfg.Admit(ctx, orgID); err != nil {
 			return Created{}, err

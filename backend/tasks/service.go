@@ -78,6 +78,9 @@ type Config struct {
 	// SubnetPool is the IPv4 range environment networks are carved from
 	// (/26 each; default 10.213.0.0/16).
 	SubnetPool string
+	// FilterNetwork, when set, puts each environment network under the
+	// host's egress rules (the Docker provider's) before a service joins it.
+	FilterNetwork func(ctx context.Context, networkID string) error
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); the error it returns (a domain error) is the answer.
 	Admit func(ctx context.Context, orgID string) error
@@ -184,7 +187,7 @@ func New(cfg Config) (*Service, error) {
 	eng := cfg.Engine
 	if eng == nil {
 		ce, err := compose.New(compose.Options{Client: cfg.Docker, Host: cfg.DockerHost, Owner: owner, Logger: cfg.Logger,
-			SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline})
+			SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline, FilterNetwork: cfg.FilterNetwork})
 		if err != nil {
 			return nil, fmt.Errorf("tasks: %w", err)
 		}

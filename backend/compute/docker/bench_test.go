@@ -25,7 +25,8 @@ func BenchmarkCreateRunningWarmPool(b *testing.B) {
 	benchCreate(b, p)
 }
 
-func benchCreate(b *testing.B, p *Provider) {
+// benchCreate times creates of testSpec, changed by each mutate.
+func benchCreate(b *testing.B, p *Provider, mutate ...func(*compute.Spec)) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -40,7 +41,11 @@ func benchCreate(b *testing.B, p *Provider) {
 			}
 			b.StartTimer()
 		}
-		inst, err := p.Create(ctx, testSpec())
+		spec := testSpec()
+		for _, m := range mutate {
+			m(&spec)
+		}
+		inst, err := p.Create(ctx, spec)
 		if err != nil || inst.Status != compute.StatusRunning {
 			b.Fatalf("create: %+v %v", inst, err)
 		}

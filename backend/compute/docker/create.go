@@ -39,10 +39,8 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if !ok {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "unknown template %q", spec.Template)
 	}
-	if len(spec.Network.AllowOut) > 0 || len(spec.Network.DenyOut) > 0 {
-		// Refuse rather than ignore: a sandbox must never look safer than it is.
-		return compute.Instance{}, compute.Errorf(compute.KindNetwork, op, nil,
-			"the docker provider cannot enforce allowOut/denyOut egress rules; set allowInternetAccess=false to cut all egress, or use the e2b provider")
+	if err := p.egressReady(); err != nil {
+		return compute.Instance{}, err // never a sandbox without its egress rules
 	}
 	if err := hardening.CheckRuntime(ctx, p.cli, "template "+spec.Template+": runtime", tmpl.Runtime); err != nil {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, err, "%v", err)
@@ -72,6 +70,9 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if isolated {
 		labels[labelNetwork] = isolatedValue
 	}
+	if err := egressLabels(spec, labels); err != nil {
+		return compute.Instance{}, err
+	}
 	name := containerName(spec.RecordID)
 	// Retry the races that resolve themselves within moments: a concurrent
 	// Create holds the name but its container is not visible yet, or a
@@ -87,10 +88,14 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		} else if err != nil && (!isNetworkRace(err) || attempt == 10) {
 			return compute.Instance{}, p.createError(op, image, err)
 		} else if err == nil {
+			if err := p.sandboxEgress(ctx, labels); err != nil {
+				p.removeQuietly(id)
+				return compute.Instance{}, err
+			}
 			if err := p.start(ctx, op, id, isolated); err != nil {
 				return compute.Instance{}, err
 			}
-			return p.get(ctx, op, id)
+			return p.getChecked(ctx, op, id, labels)
 		}
 		select {
 		case <-ctx.Done():
@@ -166,6 +171,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		return "", err
 	}
 	hc.NetworkMode = container.NetworkMode(netID)
+	egressMAC(cfg, hc, netName)
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
@@ -245,6 +251,9 @@ func (p *Provider) adopt(ctx context.Context, name string) (compute.Instance, er
 	}
 	if c.State != nil && c.State.Status == "created" {
 		isolated := c.Config != nil && c.Config.Labels[labelNetwork] == isolatedValue
+		if err := p.sandboxEgress(ctx, c.Config.Labels); err != nil {
+			return compute.Instance{}, err
+		}
 		if err := p.start(ctx, op, c.ID, isolated); err != nil {
 			return compute.Instance{}, err
 		}

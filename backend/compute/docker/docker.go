@@ -33,6 +33,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
@@ -75,6 +76,10 @@ type Config struct {
 	// own scope, so backends sharing one engine never sweep each other's
 	// containers. Default: Network.
 	Scope string
+	// Egress configures the host firewall rules (egress.go).
+	Egress EgressConfig
+
+	egressRunner egress.Runner // tests: nil runs nft
 }
 
 // ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
@@ -105,7 +110,8 @@ type Provider struct {
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
 
 	diskMu    sync.Mutex
-	diskKnown *bool // whether the engine caps writable layers; nil until asked
+	diskKnown *bool       // whether the engine caps writable layers; nil until asked
+	egress    egressState // the host firewall (egress.go)
 
 	pool      *pool // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
@@ -167,6 +173,7 @@ func New(cfg Config) (*Provider, error) {
 	if _, ok := p.images[BaseTemplate]; !ok {
 		p.images[BaseTemplate] = cfg.BaseImage
 	}
+	p.initEgress()
 	if cfg.WarmPoolSize > 0 {
 		p.pool = startPool(p, cfg.WarmPoolSize)
 	}
@@ -204,8 +211,10 @@ func (p *Provider) Name() string { return "docker" }
 
 // Ping implements compute.Provider.
 func (p *Provider) Ping(ctx context.Context) error {
-	_, err := p.cli.Ping(ctx)
-	return classify("ping", err)
+	if _, err := p.cli.Ping(ctx); err != nil {
+		return classify("ping", err)
+	}
+	return p.egressReady()
 }
 
 // Templates implements compute.Provider, sorted by id.

@@ -61,7 +61,9 @@ func removeTestNetworks() {
 	nets, _ := p.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", testNetwork))})
 	for _, n := range nets {
 		if strings.HasPrefix(n.Name, testNetwork) {
-			_ = p.cli.NetworkRemove(ctx, n.ID)
+			if p.cli.NetworkRemove(ctx, n.ID) == nil && p.egress.fw != nil {
+				_ = p.egress.fw.DetachNetwork(ctx, bridgeOf(n)) // the network's egress chain goes with it
+			}
 		}
 	}
 }

@@ -60,6 +60,9 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 		return "", compute.Errorf(compute.KindNetwork, "network", nil,
 			"Docker network %s exists but is not internal; remove it so that sandboxes without internet access stay cut off", name)
 	}
+	if err := p.attachEgress(ctx, *net); err != nil {
+		return "", err
+	}
 	p.netIDs[name] = net.ID
 	return net.ID, nil
 }

@@ -60,9 +60,11 @@ func startPool(p *Provider, size int) *pool {
 
 // poolCompatible reports whether a pool container can serve spec: env vars
 // and the main command are fixed at creation, and pool containers sit on the
-// default (internet) network. Resources can be changed by ContainerUpdate.
+// default (internet) network without an allowOut/denyOut of their own.
+// Resources can be changed by ContainerUpdate.
 func poolCompatible(spec compute.Spec) bool {
 	return len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
+		len(spec.Network.AllowOut) == 0 && len(spec.Network.DenyOut) == 0 && // their rules are keyed at creation
 		(spec.Network.AllowInternetAccess == nil || *spec.Network.AllowInternetAccess)
 }
 

@@ -67,6 +67,19 @@ func (p *Provider) ProviderFor(template string) string {
 	return p.def.Name()
 }
 
+// CheckNetwork implements compute.NetworkChecker with the provider that
+// creates template's instances.
+func (p *Provider) CheckNetwork(template string, n compute.Network) (field, reason string) {
+	sub, ok := p.byName[p.ProviderFor(template)]
+	if !ok {
+		sub = p.def
+	}
+	if c, ok := sub.(compute.NetworkChecker); ok {
+		return c.CheckNetwork(template, n)
+	}
+	return "", ""
+}
+
 func (p *Provider) of(ref compute.Ref) compute.Provider {
 	if sub, ok := p.byName[ref.Provider]; ok {
 		return sub

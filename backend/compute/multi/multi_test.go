@@ -32,3 +32,33 @@ func TestRoutesNeedTheirProvider(t *testing.T) {
 		t.Fatalf("routing: %v", err)
 	}
 }
+
+// checking is a docker-named provider refusing every allowOut entry.
+type checking struct{ named }
+
+func (checking) CheckNetwork(_ string, n compute.Network) (string, string) {
+	if len(n.AllowOut) > 0 {
+		return "network.allowOut.0", "not here"
+	}
+	return "", ""
+}
+
+type e2bNamed struct{ compute.Provider }
+
+func (e2bNamed) Name() string { return "e2b" }
+
+// The network check is the routed provider's: a template going to a
+// provider without a check passes, one going to a checking provider does not.
+func TestCheckNetworkFollowsTheRoute(t *testing.T) {
+	p, err := New(checking{}, []compute.Provider{e2bNamed{}}, map[string]string{"gpu": "e2b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := compute.Network{AllowOut: []string{"example.com"}}
+	if f, _ := p.CheckNetwork("base", n); f != "network.allowOut.0" {
+		t.Errorf("the default provider's check was skipped: %q", f)
+	}
+	if f, why := p.CheckNetwork("gpu", n); f != "" {
+		t.Errorf("a template routed to e2b was checked by docker: %q %q", f, why)
+	}
+}

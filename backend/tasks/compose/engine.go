@@ -63,6 +63,10 @@ type Options struct {
 	// ServiceLimits apply to each limit a service's compose file leaves
 	// unset (a zero field: hardening.DefaultServiceLimits's).
 	ServiceLimits hardening.Limits
+	// FilterNetwork, when set, puts an environment network under the
+	// host's egress rules before any service joins it; its error fails the
+	// environment rather than run it unfiltered.
+	FilterNetwork func(ctx context.Context, networkID string) error
 }
 
 // Engine is safe for concurrent use.
@@ -74,6 +78,7 @@ type Engine struct {
 	pool      netip.Prefix
 	buildTO   time.Duration
 	limits    hardening.Limits // defaults of a service's limits
+	filter    func(ctx context.Context, networkID string) error
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -92,7 +97,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("compose: Owner is required")
 	}
-	e := &Engine{cli: opts.Client, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout,
+	e := &Engine{cli: opts.Client, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
 		builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

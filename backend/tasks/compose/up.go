@@ -628,8 +628,19 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 }
 
 // ensureNetwork returns the environment's network, creating it with a
-// subnet from the pool when missing.
+// subnet from the pool when missing, under the egress rules when the
+// engine filters.
 func (e *Engine) ensureNetwork(ctx context.Context, t Target) (string, error) {
+	id, err := e.createNetwork(ctx, t)
+	if err == nil && e.filter != nil {
+		if ferr := e.filter(ctx, id); ferr != nil {
+			return "", &ProviderError{Op: "filtering the environment's network", Err: ferr}
+		}
+	}
+	return id, err
+}
+
+func (e *Engine) createNetwork(ctx context.Context, t Target) (string, error) {
 	name := NetworkName(t.EnvID)
 	if n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
 		if n.Labels[LabelEnv] != t.EnvID {
