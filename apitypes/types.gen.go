@@ -118,6 +118,102 @@ func (e LedgerRecordState) Valid() bool {
 	}
 }
 
+// Defines values for LifecycleEventCause.
+const (
+	Admission  LifecycleEventCause = "admission"
+	Credits    LifecycleEventCause = "credits"
+	Provider   LifecycleEventCause = "provider"
+	Reconciler LifecycleEventCause = "reconciler"
+	Recovery   LifecycleEventCause = "recovery"
+	Ttl        LifecycleEventCause = "ttl"
+	User       LifecycleEventCause = "user"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventCause enum.
+func (e LifecycleEventCause) Valid() bool {
+	switch e {
+	case Admission:
+		return true
+	case Credits:
+		return true
+	case Provider:
+		return true
+	case Reconciler:
+		return true
+	case Recovery:
+		return true
+	case Ttl:
+		return true
+	case User:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventEventCategory.
+const (
+	Lifecycle LifecycleEventEventCategory = "lifecycle"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventEventCategory enum.
+func (e LifecycleEventEventCategory) Valid() bool {
+	switch e {
+	case Lifecycle:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventEventLabel.
+const (
+	LifecycleEventEventLabelCompleted LifecycleEventEventLabel = "completed"
+	LifecycleEventEventLabelCreated   LifecycleEventEventLabel = "created"
+	LifecycleEventEventLabelFailed    LifecycleEventEventLabel = "failed"
+	LifecycleEventEventLabelKilled    LifecycleEventEventLabel = "killed"
+	LifecycleEventEventLabelPaused    LifecycleEventEventLabel = "paused"
+	LifecycleEventEventLabelResumed   LifecycleEventEventLabel = "resumed"
+	LifecycleEventEventLabelUpdated   LifecycleEventEventLabel = "updated"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventEventLabel enum.
+func (e LifecycleEventEventLabel) Valid() bool {
+	switch e {
+	case LifecycleEventEventLabelCompleted:
+		return true
+	case LifecycleEventEventLabelCreated:
+		return true
+	case LifecycleEventEventLabelFailed:
+		return true
+	case LifecycleEventEventLabelKilled:
+		return true
+	case LifecycleEventEventLabelPaused:
+		return true
+	case LifecycleEventEventLabelResumed:
+		return true
+	case LifecycleEventEventLabelUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventVersion.
+const (
+	V1 LifecycleEventVersion = "v1"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventVersion enum.
+func (e LifecycleEventVersion) Valid() bool {
+	switch e {
+	case V1:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProcessEventType.
 const (
 	ProcessEventTypeError  ProcessEventType = "error"
@@ -336,6 +432,12 @@ type Error struct {
 	Type string `json:"type"`
 }
 
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Items      []LifecycleEvent `json:"items"`
+	NextCursor *string          `json:"nextCursor"`
+}
+
 // FileEvent defines model for FileEvent.
 type FileEvent struct {
 	Path *string        `json:"path,omitempty"`
@@ -407,6 +509,62 @@ type LedgerRecordSandboxKind string
 
 // LedgerRecordState defines model for LedgerRecord.State.
 type LedgerRecordState string
+
+// LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, eventData), plus cause and sandboxMetadata.
+type LifecycleEvent struct {
+	// Cause what decided the change (on an end: what decided the stop)
+	Cause         LifecycleEventCause         `json:"cause"`
+	EventCategory LifecycleEventEventCategory `json:"eventCategory"`
+	EventData     LifecycleEventData          `json:"eventData"`
+	EventLabel    LifecycleEventEventLabel    `json:"eventLabel"`
+
+	// Id unique; the same in every listing, stream and delivery
+	Id              string            `json:"id"`
+	SandboxId       string            `json:"sandboxId"`
+	SandboxMetadata map[string]string `json:"sandboxMetadata"`
+
+	// SandboxTeamId the org
+	SandboxTeamId     string    `json:"sandboxTeamId"`
+	SandboxTemplateId string    `json:"sandboxTemplateId"`
+	Timestamp         time.Time `json:"timestamp"`
+
+	// Type sandbox.lifecycle.{created,updated,paused,resumed,killed,completed,failed}, or environment.lifecycle.* for task environments
+	Type    string                `json:"type"`
+	Version LifecycleEventVersion `json:"version"`
+}
+
+// LifecycleEventCause what decided the change (on an end: what decided the stop)
+type LifecycleEventCause string
+
+// LifecycleEventEventCategory defines model for LifecycleEvent.EventCategory.
+type LifecycleEventEventCategory string
+
+// LifecycleEventEventLabel defines model for LifecycleEvent.EventLabel.
+type LifecycleEventEventLabel string
+
+// LifecycleEventVersion defines model for LifecycleEvent.Version.
+type LifecycleEventVersion string
+
+// LifecycleEventData defines model for LifecycleEventData.
+type LifecycleEventData struct {
+	// EndAt the new end, on updated
+	EndAt *time.Time `json:"end_at,omitempty"`
+
+	// EnvironmentId environment.lifecycle.* only
+	EnvironmentId *string `json:"environment_id,omitempty"`
+
+	// Execution on paused, killed, completed and failed: the run that ended
+	Execution *struct {
+		// ExecutionTime running time in milliseconds
+		ExecutionTime int64     `json:"execution_time"`
+		MemoryMb      int       `json:"memory_mb"`
+		StartedAt     time.Time `json:"started_at"`
+		VcpuCount     int       `json:"vcpu_count"`
+	} `json:"execution,omitempty"`
+	ExitCode        *int              `json:"exit_code,omitempty"`
+	KillReason      *string           `json:"kill_reason,omitempty"`
+	SandboxMetadata map[string]string `json:"sandbox_metadata"`
+}
 
 // Process defines model for Process.
 type Process struct {
@@ -747,6 +905,18 @@ type AccessToken = string
 
 // EnvironmentID defines model for EnvironmentID.
 type EnvironmentID = string
+
+// EventCursor defines model for EventCursor.
+type EventCursor = string
+
+// EventLimit defines model for EventLimit.
+type EventLimit = int
+
+// EventSince defines model for EventSince.
+type EventSince = time.Time
+
+// EventType defines model for EventType.
+type EventType = []string
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string

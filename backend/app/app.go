@@ -22,6 +22,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -38,6 +39,7 @@ type App struct {
 	Provider   compute.Provider
 	Reconciler *reconciler.Reconciler
 	Lifecycle  *lifecycle.Service
+	Events     *events.Service
 	Tasks      *tasks.Service
 	Billing    *billing.Service
 	Runtimes   *runtimes.Service
@@ -143,10 +145,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
-	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
+	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention})
+	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
+			a.Events.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},

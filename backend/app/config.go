@@ -7,6 +7,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"net"
 	"os"
@@ -52,6 +53,9 @@ type Config struct {
 	// may miss another replica's write acknowledged less than a
 	// notification's delivery ago (see DESIGN.md, coherence across replicas).
 	NoReadBarrier bool
+	// EventRetention (DREADNODE_EVENT_RETENTION, default 7 days) is how
+	// long lifecycle events are kept.
+	EventRetention time.Duration
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -98,6 +102,12 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.LeaseTTL < minLeaseTTL {
 		return c, fmt.Errorf("DREADNODE_LEASE_TTL: must be at least %s (leases are renewed every third of it), got %s", minLeaseTTL, c.LeaseTTL)
+	}
+	if c.EventRetention, err = envDuration("DREADNODE_EVENT_RETENTION", events.DefaultRetention); err != nil {
+		return c, err
+	}
+	if c.EventRetention < time.Minute {
+		return c, fmt.Errorf("DREADNODE_EVENT_RETENTION: must be at least 1m, got %s", c.EventRetention)
 	}
 	if c.Capacity, err = capacityConfig(); err != nil {
 		return c, err

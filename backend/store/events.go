@@ -212,3 +212,37 @@ func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error
 	}
 	return res.RowsAffected()
 }
+
+// EventSettle is how long a gap in the event sequence is taken for a
+// transaction still in flight. On PostgreSQL a seq is taken at the insert
+// and becomes visible at the commit, so seq 11 can be visible before seq 10
+// is; a reader that moved past the gap would never see 10. A gap older
+// than this is a rolled-back transaction (or deleted by retention).
+const EventSettle = 2 * time.Second
+
+// EventsAfter reads every org's events after seq, in seq order, stopping
+// before a gap younger than settle (see EventSettle): a follower (stream,
+// webhook dispatcher) that resumes from the last seq it returns misses
+// none. held says it stopped at such a gap (read again soon).
+func (db *DB) EventsAfter(ctx context.Context, seq int64, limit int, settle time.Duration, now time.Time) (evs []*Event, held bool, err error) {
+	all, err := QueryAll(ctx, db.r, scanEvent, `SELECT `+eventColumns+` FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, seq, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	prev := seq
+	for i, e := range all {
+		if e.Seq != prev+1 && now.Sub(e.At) < settle && prev != 0 {
+			return all[:i], true, nil
+		}
+		prev = e.Seq
+	}
+	return all, false, nil
+}
+
+// LastEventSeq is the largest seq written so far (0: none): where a
+// follower without a position starts.
+func (db *DB) LastEventSeq(ctx context.Context) (int64, error) {
+	var seq sql.NullInt64
+	err := db.r.QueryRowContext(ctx, `SELECT MAX(seq) FROM events`).Scan(&seq)
+	return seq.Int64, err
+}
