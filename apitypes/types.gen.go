@@ -337,6 +337,27 @@ func (e TaskEnvironmentState) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusDelivered WebhookDeliveryStatus = "delivered"
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusDelivered:
+		return true
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
 	// Timeout seconds from now; endAt becomes at least now+timeout
@@ -900,6 +921,59 @@ type VolumeMount struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
+// Webhook defines model for Webhook.
+type Webhook struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// DisabledReason why the backend disabled it
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+	Id             string   `json:"id"`
+	Name           string   `json:"name"`
+
+	// TeamId the org
+	TeamId string `json:"teamId"`
+	Url    string `json:"url"`
+}
+
+// WebhookBody defines model for WebhookBody.
+type WebhookBody struct {
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events event types to send; empty: all
+	Events *[]string `json:"events,omitempty"`
+	Name   *string   `json:"name,omitempty"`
+
+	// SignatureSecret signs deliveries; required on POST, never shown again
+	SignatureSecret *string `json:"signatureSecret,omitempty"`
+
+	// Url http(s) URL resolving to public addresses; required on POST
+	Url *string `json:"url,omitempty"`
+}
+
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempts    int        `json:"attempts"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	EventId     string     `json:"eventId"`
+	EventType   string     `json:"eventType"`
+
+	// Id e2b-delivery-id; the same for every attempt
+	Id        string  `json:"id"`
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastStatus the receiver's last HTTP status (absent: no answer)
+	LastStatus    *int                  `json:"lastStatus,omitempty"`
+	NextAttemptAt *time.Time            `json:"nextAttemptAt,omitempty"`
+	SandboxId     string                `json:"sandboxId"`
+	Status        WebhookDeliveryStatus `json:"status"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
 // AccessToken defines model for AccessToken.
 type AccessToken = string
 
@@ -938,6 +1012,9 @@ type RuntimeID = string
 
 // SandboxID defines model for SandboxID.
 type SandboxID = string
+
+// WebhookID defines model for WebhookID.
+type WebhookID = string
 
 // Workspace defines model for Workspace.
 type Workspace = string

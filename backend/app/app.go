@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
-	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention})
+	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg,

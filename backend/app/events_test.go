@@ -17,7 +17,7 @@ import (
 
 // eventsApp is an app on the E2B fake (no Docker needed to drive the
 // lifecycle) on the named database.
-func eventsApp(t *testing.T, db string) (*testApp, *e2bfake.Server) {
+func eventsApp(t *testing.T, db string, mutate func(*Config)) (*testApp, *e2bfake.Server) {
 	t.Helper()
 	fake := e2bfake.New(t)
 	url := ""
@@ -31,6 +31,9 @@ func eventsApp(t *testing.T, db string) (*testApp, *e2bfake.Server) {
 		c.Provider = "e2b"
 		c.E2B = &e2b.Config{APIKey: fake.APIKey, APIURL: fake.URL, Domain: fake.Domain, HTTPClient: fake.HTTPClient(),
 			EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
+		if mutate != nil {
+			mutate(c)
+		}
 	})
 	return ta, fake
 }
@@ -88,6 +91,21 @@ func (ta *testApp) waitEvents(id, last string) []eventItem {
 	return nil
 }
 
+// pauseResumeDelete pauses the sandbox, resumes it by connect (with a new
+// timeout) and deletes it.
+func (ta *testApp) pauseResumeDelete(id string) {
+	ta.t.Helper()
+	if p := ta.req("POST", "/sandboxes/"+id+"/pause", nil); p.code != 204 {
+		ta.t.Fatalf("pause: %d %s", p.code, p.body)
+	}
+	if c := ta.req("POST", "/sandboxes/"+id+"/connect", map[string]any{"timeout": 120}); c.code != 201 {
+		ta.t.Fatalf("connect: %d %s", c.code, c.body)
+	}
+	if d := ta.req("DELETE", "/sandboxes/"+id, nil); d.code != 204 {
+		ta.t.Fatalf("delete: %d %s", d.code, d.body)
+	}
+}
+
 func labels(items []eventItem) []string {
 	out := make([]string, len(items))
 	for i, e := range items {
@@ -102,17 +120,9 @@ func TestLifecycleEvents(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			ta, _ := eventsApp(t, db)
+			ta, _ := eventsApp(t, db, nil)
 			id, _ := ta.create(map[string]any{"waitReady": true, "timeout": 120, "metadata": map[string]string{"who": "events"}})
-			if p := ta.req("POST", "/sandboxes/"+id+"/pause", nil); p.code != 204 {
-				t.Fatalf("pause: %d %s", p.code, p.body)
-			}
-			if c := ta.req("POST", "/sandboxes/"+id+"/connect", map[string]any{"timeout": 120}); c.code != 201 {
-				t.Fatalf("connect: %d %s", c.code, c.body)
-			}
-			if d := ta.req("DELETE", "/sandboxes/"+id, nil); d.code != 204 {
-				t.Fatalf("delete: %d %s", d.code, d.body)
-			}
+			ta.pauseResumeDelete(id)
 			items := ta.waitEvents(id, "sandbox.lifecycle.killed")
 			// connect's timeout sets a new end before the resume: updated.
 			if got, want := labels(items), []string{"created/reconciler", "paused/reconciler", "updated/user", "resumed/reconciler", "killed/user"}; !slices.Equal(got, want) {
@@ -235,7 +245,7 @@ func TestEventStream(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			ta, _ := eventsApp(t, db)
+			ta, _ := eventsApp(t, db, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			live := ta.openStream(ctx, ta.key, "")

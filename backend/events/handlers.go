@@ -19,6 +19,7 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle("/events", httpx.Handler(s.handleList)).Methods(http.MethodGet)
 	r.Handle("/events/stream", httpx.Handler(s.handleStream)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/events", httpx.Handler(s.handleSandboxList)).Methods(http.MethodGet)
+	s.registerWebhooks(r)
 }
 
 // Page is a page of events.

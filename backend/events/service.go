@@ -24,12 +24,15 @@ type Config struct {
 	// reads again (0: 2 s).
 	Poll time.Duration
 	Now  func() time.Time
+	// Delivery configures webhook deliveries.
+	Delivery DeliveryConfig
 }
 
 // Service serves events.
 type Service struct {
-	cfg Config
-	db  *store.DB
+	cfg  Config
+	db   *store.DB
+	disp *dispatcher
 }
 
 // New builds the service.
@@ -46,12 +49,22 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, db: cfg.DB}
+	cfg.Delivery.defaults()
+	return &Service{cfg: cfg, db: cfg.DB, disp: newDispatcher(cfg.DB, cfg.Delivery, cfg.Logger, cfg.Now)}
 }
 
-// Run sweeps expired events until ctx ends: every hour, or every tenth of
-// the retention when that is shorter. It returns nil when ctx ends.
+// Run delivers webhooks and sweeps expired events until ctx ends, then
+// returns nil.
 func (s *Service) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.disp.run(ctx) }()
+	defer func() { <-done }()
+	return s.sweep(ctx)
+}
+
+// sweep deletes expired events every hour, or every tenth of the retention
+// when that is shorter.
+func (s *Service) sweep(ctx context.Context) error {
 	every := min(time.Hour, s.cfg.Retention/10)
 	t := time.NewTicker(every)
 	defer t.Stop()

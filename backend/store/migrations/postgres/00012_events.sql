@@ -23,5 +23,52 @@ CREATE INDEX events_org_seq ON events (org_id, seq);
 CREATE INDEX events_sandbox_seq ON events (sandbox_id, seq);
 CREATE INDEX events_at ON events (at);
 
+-- Webhooks (API §12): an org's subscriptions, the fan-out position (the
+-- last event seq turned into deliveries; one replica advances it at a
+-- time, conditionally on the value it read), and one delivery per event
+-- and webhook (its id is reused by every attempt), claimed by a replica
+-- until claim_expires so a replica dying mid-delivery only delays it.
+CREATE TABLE webhooks (
+	id TEXT PRIMARY KEY,
+	org_id TEXT NOT NULL,
+	name TEXT NOT NULL DEFAULT '',
+	url TEXT NOT NULL,
+	enabled BIGINT NOT NULL DEFAULT 1,
+	events TEXT NOT NULL DEFAULT '[]',
+	secret TEXT NOT NULL,
+	created_at BIGINT NOT NULL,
+	disabled_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX webhooks_org ON webhooks (org_id);
+CREATE TABLE webhook_fanout (
+	id BIGINT PRIMARY KEY,
+	seq BIGINT NOT NULL
+);
+INSERT INTO webhook_fanout (id, seq) VALUES (1, 0);
+CREATE TABLE webhook_deliveries (
+	id TEXT PRIMARY KEY,
+	webhook_id TEXT NOT NULL,
+	event_seq BIGINT NOT NULL,
+	event_id TEXT NOT NULL,
+	event_type TEXT NOT NULL,
+	sandbox_id TEXT NOT NULL,
+	body TEXT NOT NULL,
+	status TEXT NOT NULL,
+	attempts BIGINT NOT NULL DEFAULT 0,
+	created_at BIGINT NOT NULL,
+	next_at BIGINT NOT NULL,
+	claimed_by TEXT,
+	claim_expires BIGINT,
+	last_status BIGINT NOT NULL DEFAULT 0,
+	last_error TEXT NOT NULL DEFAULT '',
+	delivered_at BIGINT
+);
+CREATE UNIQUE INDEX webhook_deliveries_event ON webhook_deliveries (webhook_id, event_seq);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_at);
+CREATE INDEX webhook_deliveries_chain ON webhook_deliveries (webhook_id, sandbox_id, event_seq);
+
 -- +goose Down
+DROP TABLE webhook_deliveries;
+DROP TABLE webhook_fanout;
+DROP TABLE webhooks;
 DROP TABLE events;
