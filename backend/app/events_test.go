@@ -281,3 +281,21 @@ func TestEventStream(t *testing.T) {
 		})
 	}
 }
+
+// On the real Docker provider: a create and a delete are created then
+// killed by the user; a main process that exits non-zero ends failed.
+func TestLifecycleEventsOnDocker(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	id, _ := ta.create(map[string]any{"waitReady": true})
+	if d := ta.req("DELETE", "/sandboxes/"+id, nil); d.code != 204 {
+		t.Fatalf("delete: %d %s", d.code, d.body)
+	}
+	if got, want := labels(ta.waitEvents(id, "sandbox.lifecycle.killed")), []string{"created/reconciler", "killed/user"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	failed, _ := ta.create(map[string]any{"waitReady": true, "command": []string{"sh", "-c", "sleep 1; exit 3"}})
+	if got, want := labels(ta.waitEvents(failed, "sandbox.lifecycle.failed")), []string{"created/reconciler", "failed/provider"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
