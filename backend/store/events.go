@@ -206,7 +206,7 @@ func (db *DB) EventSeq(ctx context.Context, orgID, id string) (int64, error) {
 // DeleteEventsBefore deletes the events older than t (retention), and the
 // finished webhook deliveries made before t, and says how many events went.
 func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
-	if _, err := db.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE created_at < ? AND status <> 'pending'`, t.UnixNano()); err != nil {
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE created_at < ? AND status <> ?`, t.UnixNano(), DeliveryPending); err != nil {
 		return 0, err
 	}
 	res, err := db.w.ExecContext(ctx, `DELETE FROM events WHERE at < ?`, t.UnixNano())

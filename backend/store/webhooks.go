@@ -99,7 +99,7 @@ type Delivery struct {
 	DeliveredAt time.Time
 }
 
-// Delivery statuses.
+// Delivery statuses (not phases, though two share a phase's name).
 const (
 	DeliveryPending   = "pending"
 	DeliveryDelivered = "delivered"
@@ -155,9 +155,9 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 					continue
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,
-					sandbox_id, body, status, created_at, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+					sandbox_id, body, status, created_at, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 					ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
-					newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, string(render(e)), now.UnixNano(), now.UnixNano()); err != nil {
+					newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, string(render(e)), DeliveryPending, now.UnixNano(), now.UnixNano()); err != nil {
 					return err
 				}
 			}
@@ -178,19 +178,19 @@ var errFanOutRaced = errors.New("another replica fanned these events out")
 // holder died expires and is taken again (at least once).
 func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, hold time.Duration, limit int) ([]*Delivery, error) {
 	ids, err := QueryStrings(ctx, db.r, `SELECT d.id FROM webhook_deliveries d
-		WHERE d.status = 'pending' AND d.next_at <= ? AND (d.claim_expires IS NULL OR d.claim_expires < ?)
+		WHERE d.status = ? AND d.next_at <= ? AND (d.claim_expires IS NULL OR d.claim_expires < ?)
 		AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1)
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.sandbox_id = d.sandbox_id
-			AND e.status = 'pending' AND e.event_seq < d.event_seq)
-		ORDER BY d.event_seq LIMIT ?`, now.UnixNano(), now.UnixNano(), limit)
+			AND e.status = ? AND e.event_seq < d.event_seq)
+		ORDER BY d.event_seq LIMIT ?`, DeliveryPending, now.UnixNano(), now.UnixNano(), DeliveryPending, limit)
 	if err != nil {
 		return nil, err
 	}
 	var out []*Delivery
 	for _, id := range ids {
 		res, err := db.w.ExecContext(ctx, `UPDATE webhook_deliveries SET claimed_by = ?, claim_expires = ?
-			WHERE id = ? AND status = 'pending' AND (claim_expires IS NULL OR claim_expires < ?)`,
-			owner, now.Add(hold).UnixNano(), id, now.UnixNano())
+			WHERE id = ? AND status = ? AND (claim_expires IS NULL OR claim_expires < ?)`,
+			owner, now.Add(hold).UnixNano(), id, DeliveryPending, now.UnixNano())
 		if err != nil {
 			return out, err
 		}
@@ -251,8 +251,8 @@ func (db *DB) ListDeliveries(ctx context.Context, webhookID string, limit int) (
 // Redeliver makes a delivery of webhookID due again now (same id), with a
 // fresh retry window.
 func (db *DB) Redeliver(ctx context.Context, webhookID, id string, now time.Time) (*Delivery, error) {
-	res, err := db.w.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_at = ?, created_at = ?,
-		claimed_by = NULL, claim_expires = NULL WHERE id = ? AND webhook_id = ?`, now.UnixNano(), now.UnixNano(), id, webhookID)
+	res, err := db.w.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, next_at = ?, created_at = ?,
+		claimed_by = NULL, claim_expires = NULL WHERE id = ? AND webhook_id = ?`, DeliveryPending, now.UnixNano(), now.UnixNano(), id, webhookID)
 	if err != nil {
 		return nil, err
 	}
