@@ -180,3 +180,38 @@ func typesOf(evs []*Event) []string {
 	}
 	return out
 }
+
+// A kill for credits carries its cause; a task environment's record
+// produces environment.lifecycle.* events naming its environment.
+func TestCreditsKillAndEnvironmentEvents(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		rec := newRecord(t, db, "r1")
+		moveAll(t, db, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, sandbox.PhaseRunning, sandbox.CauseReconciler,
+			sandbox.PhaseStopping, sandbox.CauseCredits, sandbox.PhaseDeleted, sandbox.CauseReconciler)
+		env := &Record{ID: "t1", OrgID: rec.OrgID, Kind: sandbox.KindTask, Provider: "docker", Phase: sandbox.PhasePending,
+			TemplateID: "task@1", EnvironmentID: "env-1"}
+		if err := db.InsertRecord(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+		moveAll(t, db, "t1", sandbox.PhaseRunning, sandbox.CauseReconciler, sandbox.PhaseDeleted, sandbox.CauseUser)
+		evs := eventTypes(t, db, EventFilter{OrgID: rec.OrgID})
+		got := make([]string, len(evs))
+		for i, e := range evs {
+			got[i] = e.Type + "/" + string(e.Cause)
+		}
+		want := []string{"sandbox.lifecycle.created/reconciler", "sandbox.lifecycle.killed/credits",
+			"environment.lifecycle.created/reconciler", "environment.lifecycle.killed/user"}
+		if len(got) != len(want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+		}
+		if evs[3].Data.EnvironmentID != "env-1" {
+			t.Errorf("environment event without its environment: %+v", evs[3].Data)
+		}
+	})
+}
