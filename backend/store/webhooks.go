@@ -21,15 +21,16 @@ type Webhook struct {
 	Secret         string   // signs deliveries; never shown after registration
 	CreatedAt      time.Time
 	DisabledReason string // why the backend disabled it (deliveries kept failing)
+	FromSeq        int64  // the last event before its registration: it gets the later ones
 }
 
-const webhookColumns = `id, org_id, name, url, enabled, events, secret, created_at, disabled_reason`
+const webhookColumns = `id, org_id, name, url, enabled, events, secret, created_at, disabled_reason, from_seq`
 
 func scanWebhook(s Scanner) (*Webhook, error) {
 	var w Webhook
 	var enabled int
 	var events string
-	err := s.Scan(&w.ID, &w.OrgID, &w.Name, &w.URL, &enabled, &events, &w.Secret, nsTime(&w.CreatedAt), &w.DisabledReason)
+	err := s.Scan(&w.ID, &w.OrgID, &w.Name, &w.URL, &enabled, &events, &w.Secret, nsTime(&w.CreatedAt), &w.DisabledReason, &w.FromSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -46,10 +47,12 @@ func scanWebhook(s Scanner) (*Webhook, error) {
 // Wants reports whether w subscribes to events of type t.
 func (w *Webhook) Wants(t string) bool { return len(w.Events) == 0 || slices.Contains(w.Events, t) }
 
-// PutWebhook inserts w, or replaces the webhook of w's org with w's id.
+// PutWebhook inserts w, or replaces the webhook of w's org with w's id. A
+// new webhook gets the events written after its registration.
 func (db *DB) PutWebhook(ctx context.Context, w *Webhook) error {
 	events, _ := json.Marshal(nonNilSlice(w.Events))
-	_, err := db.w.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := db.w.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,
+		(SELECT COALESCE(MAX(seq), 0) FROM events))
 		ON CONFLICT (id) DO UPDATE SET name = excluded.name, url = excluded.url, enabled = excluded.enabled,
 		events = excluded.events, secret = excluded.secret, disabled_reason = excluded.disabled_reason`,
 		w.ID, w.OrgID, w.Name, w.URL, b2i(w.Enabled), string(events), w.Secret, w.CreatedAt.UnixNano(), w.DisabledReason)
@@ -128,17 +131,24 @@ func scanDelivery(s Scanner) (*Delivery, error) {
 // read: of replicas racing, one wins and the others find nothing to do.
 // render makes a delivery's body; newID its id. It returns how many events
 // it consumed (0: nothing new).
+//
+// Without an enabled webhook it reads one small table and writes nothing;
+// the position then jumps to the oldest webhook's registration (from_seq).
 func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []byte, newID func() string) (int, error) {
+	hooks, err := QueryAll(ctx, db.r, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks WHERE enabled = 1`)
+	if err != nil || len(hooks) == 0 {
+		return 0, err
+	}
 	var from int64
 	if err := db.r.QueryRowContext(ctx, `SELECT seq FROM webhook_fanout WHERE id = 1`).Scan(&from); err != nil {
 		return 0, err
 	}
-	evs, _, err := db.EventsAfter(ctx, from, 500, EventSettle, now)
-	if err != nil || len(evs) == 0 {
-		return 0, err
+	oldest := hooks[0].FromSeq
+	for _, h := range hooks {
+		oldest = min(oldest, h.FromSeq)
 	}
-	hooks, err := QueryAll(ctx, db.r, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks WHERE enabled = 1`)
-	if err != nil {
+	evs, _, err := db.EventsAfter(ctx, max(from, oldest), 500, EventSettle, now)
+	if err != nil || len(evs) == 0 {
 		return 0, err
 	}
 	err = db.Tx(ctx, func(tx *sql.Tx) error {
@@ -151,7 +161,7 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 		}
 		for _, e := range evs {
 			for _, h := range hooks {
-				if h.OrgID != e.OrgID || !h.Wants(e.Type) {
+				if h.OrgID != e.OrgID || e.Seq <= h.FromSeq || !h.Wants(e.Type) {
 					continue
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,

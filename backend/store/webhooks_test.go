@@ -29,8 +29,15 @@ func TestDeliveryClaimsAndOrder(t *testing.T) {
 		if got, err := db.FanOut(ctx, now, render, newID); err != nil || got != 2 {
 			t.Fatalf("fan-out: %d %v", got, err)
 		}
+		// A webhook registered now gets none of the earlier events.
+		if err := db.PutWebhook(ctx, &Webhook{ID: "wh2", OrgID: rec.OrgID, URL: "http://x", Enabled: true, Secret: "s", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		if got, err := db.FanOut(ctx, now, render, newID); err != nil || got != 0 {
 			t.Fatalf("second fan-out: %d %v", got, err)
+		}
+		if late, _ := db.ListDeliveries(ctx, "wh2", 10); len(late) != 0 {
+			t.Fatalf("a webhook registered later got earlier events: %v", late)
 		}
 		a, err := db.ClaimDeliveries(ctx, "A", now, time.Minute, 10)
 		if err != nil || len(a) != 1 || a[0].EventType != "sandbox.lifecycle.created" {

@@ -23,7 +23,9 @@ CREATE INDEX events_org_seq ON events (org_id, seq);
 CREATE INDEX events_sandbox_seq ON events (sandbox_id, seq);
 CREATE INDEX events_at ON events (at);
 
--- Webhooks (API §12): an org's subscriptions, the fan-out position (the
+-- Webhooks (API §12): an org's subscriptions (from_seq: the last event
+-- written before it was registered; it gets the later ones), the fan-out
+-- position (the
 -- last event seq turned into deliveries; one replica advances it at a
 -- time, conditionally on the value it read), and one delivery per event
 -- and webhook (its id is reused by every attempt), claimed by a replica
@@ -37,7 +39,8 @@ CREATE TABLE webhooks (
 	events TEXT NOT NULL DEFAULT '[]',
 	secret TEXT NOT NULL,
 	created_at BIGINT NOT NULL,
-	disabled_reason TEXT NOT NULL DEFAULT ''
+	disabled_reason TEXT NOT NULL DEFAULT '',
+	from_seq BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX webhooks_org ON webhooks (org_id);
 CREATE TABLE webhook_fanout (
