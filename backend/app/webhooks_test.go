@@ -272,3 +272,27 @@ func TestWebhookRefusesPrivateTargets(t *testing.T) {
 		t.Errorf("unknown event type: %d %s", r.code, r.body)
 	}
 }
+
+// Another org's webhooks are 404 on every route and absent from its list.
+func TestWebhooksAreOrgIsolated(t *testing.T) {
+	ta := webhookApp(t, "sqlite", nil)
+	hook := ta.register("http://127.0.0.1:9/", nil)
+	o2, _, err := ta.app.DB.EnsureOrg(t.Context(), "org2", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ta.app.DB.EnsureAPIKey(t.Context(), o2.ID, "key-org2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range []struct{ m, p string }{{"GET", ""}, {"PATCH", ""}, {"DELETE", ""}, {"GET", "/deliveries"}, {"POST", "/deliveries/x/redeliver"}} {
+		if r := ta.reqKey("key-org2", rt.m, "/events/webhooks/"+hook+rt.p, map[string]any{}); r.code != 404 {
+			t.Errorf("%s %s by another org: %d %s", rt.m, rt.p, r.code, r.body)
+		}
+	}
+	if r := ta.reqKey("key-org2", "GET", "/events/webhooks", nil); r.code != 200 || strings.Contains(string(r.body), hook) {
+		t.Fatalf("another org's list: %d %s", r.code, r.body)
+	}
+	if r := ta.req("GET", "/events/webhooks/"+hook, nil); r.code != 200 {
+		t.Fatalf("the owner lost it: %d %s", r.code, r.body)
+	}
+}
