@@ -154,6 +154,102 @@ func (e LedgerRecordState) Valid() bool {
 	}
 }
 
+// Defines values for LifecycleEventCause.
+const (
+	Admission  LifecycleEventCause = "admission"
+	Credits    LifecycleEventCause = "credits"
+	Provider   LifecycleEventCause = "provider"
+	Reconciler LifecycleEventCause = "reconciler"
+	Recovery   LifecycleEventCause = "recovery"
+	Ttl        LifecycleEventCause = "ttl"
+	User       LifecycleEventCause = "user"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventCause enum.
+func (e LifecycleEventCause) Valid() bool {
+	switch e {
+	case Admission:
+		return true
+	case Credits:
+		return true
+	case Provider:
+		return true
+	case Reconciler:
+		return true
+	case Recovery:
+		return true
+	case Ttl:
+		return true
+	case User:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventEventCategory.
+const (
+	Lifecycle LifecycleEventEventCategory = "lifecycle"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventEventCategory enum.
+func (e LifecycleEventEventCategory) Valid() bool {
+	switch e {
+	case Lifecycle:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventEventLabel.
+const (
+	LifecycleEventEventLabelCompleted LifecycleEventEventLabel = "completed"
+	LifecycleEventEventLabelCreated   LifecycleEventEventLabel = "created"
+	LifecycleEventEventLabelFailed    LifecycleEventEventLabel = "failed"
+	LifecycleEventEventLabelKilled    LifecycleEventEventLabel = "killed"
+	LifecycleEventEventLabelPaused    LifecycleEventEventLabel = "paused"
+	LifecycleEventEventLabelResumed   LifecycleEventEventLabel = "resumed"
+	LifecycleEventEventLabelUpdated   LifecycleEventEventLabel = "updated"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventEventLabel enum.
+func (e LifecycleEventEventLabel) Valid() bool {
+	switch e {
+	case LifecycleEventEventLabelCompleted:
+		return true
+	case LifecycleEventEventLabelCreated:
+		return true
+	case LifecycleEventEventLabelFailed:
+		return true
+	case LifecycleEventEventLabelKilled:
+		return true
+	case LifecycleEventEventLabelPaused:
+		return true
+	case LifecycleEventEventLabelResumed:
+		return true
+	case LifecycleEventEventLabelUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LifecycleEventVersion.
+const (
+	V1 LifecycleEventVersion = "v1"
+)
+
+// Valid indicates whether the value is a known member of the LifecycleEventVersion enum.
+func (e LifecycleEventVersion) Valid() bool {
+	switch e {
+	case V1:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProcessEventType.
 const (
 	ProcessEventTypeError  ProcessEventType = "error"
@@ -271,6 +367,27 @@ func (e TaskEnvironmentState) Valid() bool {
 	case TaskEnvironmentStateReady:
 		return true
 	case TaskEnvironmentStateTornDown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusDelivered WebhookDeliveryStatus = "delivered"
+	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusDelivered:
+		return true
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
 		return true
 	default:
 		return false
@@ -418,6 +535,12 @@ type Error struct {
 	Type string `json:"type"`
 }
 
+// EventPage defines model for EventPage.
+type EventPage struct {
+	Items      []LifecycleEvent `json:"items"`
+	NextCursor *string          `json:"nextCursor"`
+}
+
 // FileEvent defines model for FileEvent.
 type FileEvent struct {
 	Path *string        `json:"path,omitempty"`
@@ -489,6 +612,62 @@ type LedgerRecordSandboxKind string
 
 // LedgerRecordState defines model for LedgerRecord.State.
 type LedgerRecordState string
+
+// LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, eventData), plus cause and sandboxMetadata.
+type LifecycleEvent struct {
+	// Cause what decided the change (on an end: what decided the stop)
+	Cause         LifecycleEventCause         `json:"cause"`
+	EventCategory LifecycleEventEventCategory `json:"eventCategory"`
+	EventData     LifecycleEventData          `json:"eventData"`
+	EventLabel    LifecycleEventEventLabel    `json:"eventLabel"`
+
+	// Id unique; the same in every listing, stream and delivery
+	Id              string            `json:"id"`
+	SandboxId       string            `json:"sandboxId"`
+	SandboxMetadata map[string]string `json:"sandboxMetadata"`
+
+	// SandboxTeamId the org
+	SandboxTeamId     string    `json:"sandboxTeamId"`
+	SandboxTemplateId string    `json:"sandboxTemplateId"`
+	Timestamp         time.Time `json:"timestamp"`
+
+	// Type sandbox.lifecycle.{created,updated,paused,resumed,killed,completed,failed}, or environment.lifecycle.* for task environments
+	Type    string                `json:"type"`
+	Version LifecycleEventVersion `json:"version"`
+}
+
+// LifecycleEventCause what decided the change (on an end: what decided the stop)
+type LifecycleEventCause string
+
+// LifecycleEventEventCategory defines model for LifecycleEvent.EventCategory.
+type LifecycleEventEventCategory string
+
+// LifecycleEventEventLabel defines model for LifecycleEvent.EventLabel.
+type LifecycleEventEventLabel string
+
+// LifecycleEventVersion defines model for LifecycleEvent.Version.
+type LifecycleEventVersion string
+
+// LifecycleEventData defines model for LifecycleEventData.
+type LifecycleEventData struct {
+	// EndAt the new end, on updated
+	EndAt *time.Time `json:"end_at,omitempty"`
+
+	// EnvironmentId environment.lifecycle.* only
+	EnvironmentId *string `json:"environment_id,omitempty"`
+
+	// Execution on paused, killed, completed and failed: the run that ended
+	Execution *struct {
+		// ExecutionTime running time in milliseconds
+		ExecutionTime int64     `json:"execution_time"`
+		MemoryMb      int       `json:"memory_mb"`
+		StartedAt     time.Time `json:"started_at"`
+		VcpuCount     int       `json:"vcpu_count"`
+	} `json:"execution,omitempty"`
+	ExitCode        *int              `json:"exit_code,omitempty"`
+	KillReason      *string           `json:"kill_reason,omitempty"`
+	SandboxMetadata map[string]string `json:"sandbox_metadata"`
+}
 
 // OrgInfo defines model for OrgInfo.
 type OrgInfo struct {
@@ -836,11 +1015,76 @@ type VolumeMount struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
+// Webhook defines model for Webhook.
+type Webhook struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// DisabledReason why the backend disabled it
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+	Id             string   `json:"id"`
+	Name           string   `json:"name"`
+
+	// TeamId the org
+	TeamId string `json:"teamId"`
+	Url    string `json:"url"`
+}
+
+// WebhookBody defines model for WebhookBody.
+type WebhookBody struct {
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events event types to send; empty: all
+	Events *[]string `json:"events,omitempty"`
+	Name   *string   `json:"name,omitempty"`
+
+	// SignatureSecret signs deliveries; required on POST, never shown again
+	SignatureSecret *string `json:"signatureSecret,omitempty"`
+
+	// Url http(s) URL resolving to public addresses; required on POST
+	Url *string `json:"url,omitempty"`
+}
+
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	Attempts    int        `json:"attempts"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	EventId     string     `json:"eventId"`
+	EventType   string     `json:"eventType"`
+
+	// Id e2b-delivery-id; the same for every attempt
+	Id        string  `json:"id"`
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastStatus the receiver's last HTTP status (absent: no answer)
+	LastStatus    *int                  `json:"lastStatus,omitempty"`
+	NextAttemptAt *time.Time            `json:"nextAttemptAt,omitempty"`
+	SandboxId     string                `json:"sandboxId"`
+	Status        WebhookDeliveryStatus `json:"status"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
 // AccessToken defines model for AccessToken.
 type AccessToken = string
 
 // EnvironmentID defines model for EnvironmentID.
 type EnvironmentID = string
+
+// EventCursor defines model for EventCursor.
+type EventCursor = string
+
+// EventLimit defines model for EventLimit.
+type EventLimit = int
+
+// EventSince defines model for EventSince.
+type EventSince = time.Time
+
+// EventType defines model for EventType.
+type EventType = []string
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
@@ -862,6 +1106,9 @@ type RuntimeID = string
 
 // SandboxID defines model for SandboxID.
 type SandboxID = string
+
+// WebhookID defines model for WebhookID.
+type WebhookID = string
 
 // Workspace defines model for Workspace.
 type Workspace = string

@@ -23,6 +23,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keys"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
@@ -40,6 +41,7 @@ type App struct {
 	Provider   compute.Provider
 	Reconciler *reconciler.Reconciler
 	Lifecycle  *lifecycle.Service
+	Events     *events.Service
 	Tasks      *tasks.Service
 	Billing    *billing.Service
 	Runtimes   *runtimes.Service
@@ -155,15 +157,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	// One reconciler drives sandboxes and task environments alike.
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
-	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run)
 	a.Keys = keys.New(db, log)
+	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
+	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		Routes:       []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register, a.Keys.Register},
-		Checks:       map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:        []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
-		Public:       []api.Registrar{a.Lifecycle.RegisterRouter},
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
+			a.Keys.Register, a.Events.Register},
+		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
+		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
 	})
 	return a, nil
 }

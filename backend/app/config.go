@@ -15,6 +15,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 )
 
@@ -76,6 +77,13 @@ type Config struct {
 	// bodies have their own, smaller bound). 0 in a Config built in code:
 	// no bound.
 	MaxBodyBytes int64
+	// EventRetention (DREADNODE_EVENT_RETENTION, default 7 days) is how
+	// long lifecycle events are kept.
+	EventRetention time.Duration
+	// Webhooks configures webhook deliveries: DREADNODE_WEBHOOK_ALLOW_PRIVATE,
+	// DREADNODE_WEBHOOK_BACKOFF_MAX (default 1h), DREADNODE_WEBHOOK_GIVE_UP
+	// (default 24h).
+	Webhooks events.DeliveryConfig
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -137,6 +145,15 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.LeaseTTL < minLeaseTTL {
 		return c, fmt.Errorf("DREADNODE_LEASE_TTL: must be at least %s (leases are renewed every third of it), got %s", minLeaseTTL, c.LeaseTTL)
+	}
+	if c.EventRetention, err = envDuration("DREADNODE_EVENT_RETENTION", events.DefaultRetention); err != nil {
+		return c, err
+	}
+	if c.EventRetention < time.Minute {
+		return c, fmt.Errorf("DREADNODE_EVENT_RETENTION: must be at least 1m, got %s", c.EventRetention)
+	}
+	if c.Webhooks, err = webhookConfig(); err != nil {
+		return c, err
 	}
 	if c.Capacity, err = capacityConfig(); err != nil {
 		return c, err
@@ -224,4 +241,27 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: %q is not a positive duration such as 1s or 500ms", name, v)
 	}
 	return d, nil
+}
+
+// webhookConfig reads the DREADNODE_WEBHOOK_* variables.
+func webhookConfig() (events.DeliveryConfig, error) {
+	var c events.DeliveryConfig
+	switch v := os.Getenv("DREADNODE_WEBHOOK_ALLOW_PRIVATE"); v {
+	case "", "false":
+	case "true":
+		c.AllowPrivate = true
+	default:
+		return c, fmt.Errorf("DREADNODE_WEBHOOK_ALLOW_PRIVATE: must be true or false, got %q", v)
+	}
+	var err error
+	if c.BackoffMax, err = envDuration("DREADNODE_WEBHOOK_BACKOFF_MAX", events.DefaultBackoffMax); err != nil {
+		return c, err
+	}
+	if c.GiveUp, err = envDuration("DREADNODE_WEBHOOK_GIVE_UP", events.DefaultGiveUp); err != nil {
+		return c, err
+	}
+	if c.BackoffMax < time.Second || c.GiveUp < time.Minute {
+		return c, fmt.Errorf("DREADNODE_WEBHOOK_BACKOFF_MAX must be at least 1s and DREADNODE_WEBHOOK_GIVE_UP at least 1m (got %s, %s)", c.BackoffMax, c.GiveUp)
+	}
+	return c, nil
 }

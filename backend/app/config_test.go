@@ -52,6 +52,27 @@ func TestConfigRateLimits(t *testing.T) {
 	}
 }
 
+func TestConfigEventsAndWebhooks(t *testing.T) {
+	cfg, err := ConfigFromEnv()
+	if err != nil || cfg.EventRetention != 7*24*time.Hour || cfg.Webhooks.AllowPrivate || cfg.Webhooks.GiveUp != 24*time.Hour || cfg.Webhooks.BackoffMax != time.Hour {
+		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	t.Setenv("DREADNODE_EVENT_RETENTION", "48h")
+	t.Setenv("DREADNODE_WEBHOOK_ALLOW_PRIVATE", "true")
+	t.Setenv("DREADNODE_WEBHOOK_GIVE_UP", "2h")
+	if cfg, err = ConfigFromEnv(); err != nil || cfg.EventRetention != 48*time.Hour || !cfg.Webhooks.AllowPrivate || cfg.Webhooks.GiveUp != 2*time.Hour {
+		t.Fatalf("set: %+v %v", cfg, err)
+	}
+	for name, val := range map[string]string{"DREADNODE_EVENT_RETENTION": "1s", "DREADNODE_WEBHOOK_ALLOW_PRIVATE": "yes", "DREADNODE_WEBHOOK_BACKOFF_MAX": "1ms"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, val)
+			if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: %v", name, val, err)
+			}
+		})
+	}
+}
+
 func TestConfigMaxBodyBytes(t *testing.T) {
 	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != DefaultMaxBodyBytes {
 		t.Fatalf("default: %d, %v", cfg.MaxBodyBytes, err)

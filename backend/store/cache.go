@@ -155,6 +155,9 @@ func (db *DB) settlePending(tx *sql.Tx, committed bool, ep uint64) {
 	if !ok {
 		return
 	}
+	if committed {
+		db.evWake.signal()
+	}
 	for _, r := range *v.(*[]*Record) {
 		if committed {
 			db.cache.putAt(r, ep)

@@ -46,6 +46,8 @@ type DB struct {
 	// keys caches API keys (keycache.go); keyLookups counts its misses.
 	keys       *keyCache
 	keyLookups atomic.Int64
+	// evWake wakes event streams (eventwake.go).
+	evWake eventWake
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
@@ -142,6 +144,9 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("database %s: %w", shown, err)
 	}
 	db.remote = l
+	// Another replica's change to a record may have written events.
+	db.OnRemoteChange(func(RemoteChange) { db.evWake.signal() })
+	db.OnResync(db.evWake.signal)
 	return db, nil
 }
 

@@ -324,15 +324,16 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	if to != "" && !sandbox.CanTransition(r.Phase, to) {
 		return r, &IllegalTransitionError{ID: id, From: r.Phase, To: to, Cause: cause}
 	}
-	before := accrualOf(r)
+	before, moved := accrualOf(r), beforeMove(r, to)
 	if mutate != nil {
 		if err := mutate(r); err != nil {
 			return r, err
 		}
 	}
+	at := time.Now().UTC()
 	if to != "" {
 		r.Phase = to
-		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: time.Now().UTC(), Cause: cause})
+		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: at, Cause: cause})
 	}
 	args, err := recordArgs(r)
 	if err != nil {
@@ -357,6 +358,11 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	}
 	if err := mirrorAccrualTx(ctx, tx, before, r); err != nil {
 		return nil, fmt.Errorf("updating record %s: %w", id, err)
+	}
+	if e := eventOfMove(moved, r, to, cause, at); e != nil { // the outbox: in the change's transaction
+		if err := insertEventTx(ctx, tx, e); err != nil {
+			return nil, err
+		}
 	}
 	r.Version++
 	notePending(tx, r)

@@ -1,0 +1,189 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Delivery defaults (DeliveryConfig's zero fields).
+const (
+	DefaultBackoffMax = time.Hour
+	DefaultGiveUp     = 24 * time.Hour
+	backoffBase       = time.Second
+	deliveryTimeout   = 10 * time.Second
+	claimHold         = 3 * deliveryTimeout // a claim outlives any attempt
+	claimBatch        = 32
+)
+
+// DeliveryConfig configures webhook deliveries.
+type DeliveryConfig struct {
+	// AllowPrivate lets webhooks target loopback and private addresses
+	// (DREADNODE_WEBHOOK_ALLOW_PRIVATE=true).
+	AllowPrivate bool
+	// BackoffBase (default 1 s) doubles after each failed attempt up to
+	// BackoffMax (DREADNODE_WEBHOOK_BACKOFF_MAX, default 1 h).
+	BackoffBase, BackoffMax time.Duration
+	// GiveUp (DREADNODE_WEBHOOK_GIVE_UP, default 24 h): a delivery still
+	// failing this long after it was made fails, and disables its webhook.
+	GiveUp time.Duration
+	// Poll bounds the wait between passes without a wake-up (default 1 s).
+	Poll time.Duration
+}
+
+func (c *DeliveryConfig) defaults() {
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = backoffBase
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.GiveUp <= 0 {
+		c.GiveUp = DefaultGiveUp
+	}
+	if c.Poll <= 0 {
+		c.Poll = time.Second
+	}
+}
+
+// dispatcher turns events into webhook deliveries and sends them. Every
+// replica runs one; the store's fan-out position and claims keep each
+// delivery to one replica at a time.
+type dispatcher struct {
+	db     *store.DB
+	cfg    DeliveryConfig
+	log    *slog.Logger
+	now    func() time.Time
+	owner  string
+	client *http.Client
+}
+
+func newDispatcher(db *store.DB, cfg DeliveryConfig, log *slog.Logger, now func() time.Time) *dispatcher {
+	cfg.defaults()
+	dialer := &net.Dialer{Timeout: deliveryTimeout, Control: dialControl(cfg.AllowPrivate)}
+	return &dispatcher{db: db, cfg: cfg, log: log, now: now, owner: "dispatcher-" + randomHex(8),
+		client: &http.Client{
+			Timeout:   deliveryTimeout,
+			Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4},
+			// A redirect could lead anywhere: it counts as a failed attempt.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// run delivers until ctx ends, woken by new events and polling on a bound.
+func (d *dispatcher) run(ctx context.Context) error {
+	for {
+		wake := d.db.EventsChanged()
+		busy := d.pass(ctx)
+		if busy {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-time.After(d.cfg.Poll):
+		}
+	}
+}
+
+// pass fans new events out and sends the due deliveries; it reports
+// whether there may be more to do at once.
+func (d *dispatcher) pass(ctx context.Context) bool {
+	n, err := d.db.FanOut(ctx, d.now(), func(e *store.Event) []byte { b, _ := json.Marshal(View(e)); return b }, func() string { return "dlv_" + randomHex(16) })
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("webhooks: turning events into deliveries failed; retrying", "err", err)
+	}
+	due, err := d.db.ClaimDeliveries(ctx, d.owner, d.now(), claimHold, claimBatch)
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("webhooks: claiming deliveries failed; retrying", "err", err)
+	}
+	var wg sync.WaitGroup
+	for _, dl := range due {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.deliver(ctx, dl) }()
+	}
+	wg.Wait()
+	return n > 0 || len(due) == claimBatch
+}
+
+// deliver makes one attempt of dl and records it.
+func (d *dispatcher) deliver(ctx context.Context, dl *store.Delivery) {
+	res := store.DeliveryResult{}
+	wh, err := d.db.GetWebhookByID(ctx, dl.WebhookID)
+	if err != nil {
+		return // deleted meanwhile: its deliveries went with it
+	}
+	status, err := d.post(ctx, wh, dl)
+	res.At, res.Status = d.now(), status
+	if err != nil {
+		res.Error = err.Error()
+		if res.At.Sub(dl.CreatedAt) >= d.cfg.GiveUp {
+			res.DisableReason = fmt.Sprintf("disabled at %s: delivery %s of event %s kept failing for %s (last: %s); fix the receiver, then PATCH enabled=true and redeliver",
+				res.At.Format(time.RFC3339), dl.ID, dl.EventID, d.cfg.GiveUp, res.Error)
+		} else {
+			res.Retry = res.At.Add(d.backoff(dl.Attempts))
+		}
+	}
+	if err := d.db.FinishDelivery(context.WithoutCancel(ctx), dl, d.owner, res); err != nil {
+		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", dl.ID, "err", err)
+	}
+}
+
+// backoff is the wait after the attempts-th failed attempt (0-based):
+// BackoffBase doubling, capped at BackoffMax.
+func (d *dispatcher) backoff(attempts int) time.Duration {
+	w := d.cfg.BackoffBase
+	for i := 0; i < attempts && w < d.cfg.BackoffMax; i++ {
+		w *= 2
+	}
+	return min(w, d.cfg.BackoffMax)
+}
+
+// post sends dl's body with E2B's headers; a 2xx is success.
+func (d *dispatcher) post(ctx context.Context, wh *store.Webhook, dl *store.Delivery) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(dl.Body))
+	if err != nil {
+		return 0, err
+	}
+	ts := d.now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "dreadnode-webhooks/1")
+	req.Header.Set("e2b-webhook-id", wh.ID)
+	req.Header.Set("e2b-delivery-id", dl.ID)
+	req.Header.Set("e2b-signature-version", "v1")
+	req.Header.Set("e2b-signature", Signature(wh.Secret, dl.Body))
+	req.Header.Set("webhook-id", dl.ID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", TimestampSignature(wh.Secret, dl.ID, ts, dl.Body))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, fmt.Errorf("the receiver answered %d", resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,59 @@
+package events
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// A delivery is refused on the address actually dialled: a target that
+// resolved to a public address at registration and now resolves to
+// loopback (DNS changed) gets no packet. The receiver here is on
+// 127.0.0.1: the connection must never reach it.
+func TestDeliveryRefusesDeniedAddressAtConnect(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	d := newDispatcher(nil, DeliveryConfig{}, slog.Default(), time.Now)
+	wh := &store.Webhook{ID: "wh", URL: srv.URL, Secret: "s"}
+	_, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")})
+	if err == nil || !strings.Contains(err.Error(), "loopback") || hits.Load() != 0 {
+		t.Fatalf("delivery to 127.0.0.1: err %v, receiver hit %d times", err, hits.Load())
+	}
+	// The operator's opt-in lets it through.
+	d = newDispatcher(nil, DeliveryConfig{AllowPrivate: true}, slog.Default(), time.Now)
+	if _, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")}); err != nil || hits.Load() != 1 {
+		t.Fatalf("allowed delivery: %v, hits %d", err, hits.Load())
+	}
+}
+
+func TestDeniedAddresses(t *testing.T) {
+	for _, a := range []string{"127.0.0.1", "::1", "169.254.169.254", "fe80::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1",
+		"0.0.0.0", "::", "224.0.0.1", "::ffff:127.0.0.1", "fd00::1"} {
+		if deniedAddr(mustAddr(t, a)) == "" {
+			t.Errorf("%s is allowed", a)
+		}
+	}
+	for _, a := range []string{"8.8.8.8", "1.1.1.1", "2606:4700::1111"} {
+		if why := deniedAddr(mustAddr(t, a)); why != "" {
+			t.Errorf("%s is denied: %s", a, why)
+		}
+	}
+}
+
+func mustAddr(t *testing.T, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

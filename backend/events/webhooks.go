@@ -1,0 +1,249 @@
+package events
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+func (s *Service) registerWebhooks(r *mux.Router) {
+	r.Handle("/events/webhooks", httpx.Handler(s.handleWebhookCreate)).Methods(http.MethodPost)
+	r.Handle("/events/webhooks", httpx.Handler(s.handleWebhookList)).Methods(http.MethodGet)
+	r.Handle("/events/webhooks/{id}", httpx.Handler(s.handleWebhookGet)).Methods(http.MethodGet)
+	r.Handle("/events/webhooks/{id}", httpx.Handler(s.handleWebhookPatch)).Methods(http.MethodPatch)
+	r.Handle("/events/webhooks/{id}", httpx.Handler(s.handleWebhookDelete)).Methods(http.MethodDelete)
+	r.Handle("/events/webhooks/{id}/deliveries", httpx.Handler(s.handleDeliveries)).Methods(http.MethodGet)
+	r.Handle("/events/webhooks/{id}/deliveries/{deliveryId}/redeliver", httpx.Handler(s.handleRedeliver)).Methods(http.MethodPost)
+}
+
+// WebhookBody is E2B's webhook body; on PATCH every field is optional.
+type WebhookBody struct {
+	Name            *string   `json:"name"`
+	URL             *string   `json:"url"`
+	Enabled         *bool     `json:"enabled"`
+	Events          *[]string `json:"events"`
+	SignatureSecret *string   `json:"signatureSecret"`
+}
+
+// WebhookView is a webhook as shown: never its secret.
+type WebhookView struct {
+	ID             string    `json:"id"`
+	TeamID         string    `json:"teamId"`
+	Name           string    `json:"name"`
+	URL            string    `json:"url"`
+	Enabled        bool      `json:"enabled"`
+	Events         []string  `json:"events"`
+	CreatedAt      time.Time `json:"createdAt"`
+	DisabledReason string    `json:"disabledReason,omitempty"`
+}
+
+func webhookView(w *store.Webhook) WebhookView {
+	ev := w.Events
+	if ev == nil {
+		ev = []string{}
+	}
+	return WebhookView{ID: w.ID, TeamID: w.OrgID, Name: w.Name, URL: w.URL, Enabled: w.Enabled, Events: ev,
+		CreatedAt: w.CreatedAt, DisabledReason: w.DisabledReason}
+}
+
+// minSecret is the shortest signature secret accepted: a guessable secret
+// lets anyone forge deliveries.
+const minSecret = 16
+
+// apply validates b and applies it to w.
+func (s *Service) apply(r *http.Request, w *store.Webhook, b *WebhookBody) error {
+	if b.Name != nil {
+		if len(*b.Name) > 256 {
+			return httpx.Invalid("name", "at most 256 characters")
+		}
+		w.Name = *b.Name
+	}
+	if b.Enabled != nil {
+		w.Enabled = *b.Enabled
+		if w.Enabled {
+			w.DisabledReason = ""
+		}
+	}
+	if b.Events != nil {
+		for _, t := range *b.Events {
+			if !slices.Contains(Types, t) {
+				return httpx.Invalid("events", "unknown event type "+t+"; use sandbox.lifecycle.{created,updated,paused,resumed,killed,completed,failed} or environment.lifecycle.*")
+			}
+		}
+		w.Events = *b.Events
+	}
+	if b.SignatureSecret != nil {
+		if len(*b.SignatureSecret) < minSecret {
+			return httpx.Invalid("signatureSecret", "must be at least 16 characters")
+		}
+		w.Secret = *b.SignatureSecret
+	}
+	// Last: the other fields are checked before the URL's host is resolved.
+	if b.URL != nil {
+		if err := checkTarget(r.Context(), *b.URL, s.cfg.Delivery.AllowPrivate); err != nil {
+			return httpx.Invalid("url", err.Error())
+		}
+		w.URL = *b.URL
+	}
+	return nil
+}
+
+func (s *Service) handleWebhookCreate(w http.ResponseWriter, r *http.Request) error {
+	var b WebhookBody
+	if err := httpx.Decode(r, &b, nil); err != nil {
+		return err
+	}
+	switch {
+	case b.URL == nil:
+		return httpx.Invalid("url", "required")
+	case b.SignatureSecret == nil:
+		return httpx.Invalid("signatureSecret", "required: deliveries are signed with it (e2b-signature)")
+	}
+	wh := &store.Webhook{ID: "wh_" + randomHex(12), OrgID: httpx.Org(r), Enabled: true, CreatedAt: s.cfg.Now().UTC()}
+	if err := s.apply(r, wh, &b); err != nil {
+		return err
+	}
+	if err := s.db.PutWebhook(r.Context(), wh); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusCreated, webhookView(wh))
+	return nil
+}
+
+func (s *Service) handleWebhookList(w http.ResponseWriter, r *http.Request) error {
+	hooks, err := s.db.ListWebhooks(r.Context(), httpx.Org(r))
+	if err != nil {
+		return err
+	}
+	out := make([]WebhookView, len(hooks))
+	for i, h := range hooks {
+		out[i] = webhookView(h)
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// loadWebhook reads the path's webhook: 404 for unknown ids and other orgs'.
+func (s *Service) loadWebhook(r *http.Request) (*store.Webhook, error) {
+	id := mux.Vars(r)["id"]
+	wh, err := s.db.GetWebhook(r.Context(), httpx.Org(r), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, httpx.NotFound("webhook", id)
+	}
+	return wh, err
+}
+
+func (s *Service) handleWebhookGet(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.loadWebhook(r)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, webhookView(wh))
+	return nil
+}
+
+func (s *Service) handleWebhookPatch(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.loadWebhook(r)
+	if err != nil {
+		return err
+	}
+	var b WebhookBody
+	if err := httpx.Decode(r, &b, nil); err != nil {
+		return err
+	}
+	if err := s.apply(r, wh, &b); err != nil {
+		return err
+	}
+	if err := s.db.PutWebhook(r.Context(), wh); err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, webhookView(wh))
+	return nil
+}
+
+func (s *Service) handleWebhookDelete(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["id"]
+	if err := s.db.DeleteWebhook(r.Context(), httpx.Org(r), id); errors.Is(err, store.ErrNotFound) {
+		return httpx.NotFound("webhook", id)
+	} else if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// DeliveryView is one entry of a webhook's delivery log.
+type DeliveryView struct {
+	ID          string     `json:"id"`
+	EventID     string     `json:"eventId"`
+	EventType   string     `json:"eventType"`
+	SandboxID   string     `json:"sandboxId"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	LastStatus  int        `json:"lastStatus,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	NextAttempt *time.Time `json:"nextAttemptAt,omitempty"`
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+}
+
+func deliveryView(d *store.Delivery) DeliveryView {
+	v := DeliveryView{ID: d.ID, EventID: d.EventID, EventType: d.EventType, SandboxID: d.SandboxID, Status: d.Status,
+		Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
+	if d.Status == store.DeliveryPending {
+		n := d.NextAt
+		v.NextAttempt = &n
+	}
+	if !d.DeliveredAt.IsZero() {
+		t := d.DeliveredAt
+		v.DeliveredAt = &t
+	}
+	return v
+}
+
+func (s *Service) handleDeliveries(w http.ResponseWriter, r *http.Request) error {
+	q, err := httpx.Query(r, "limit")
+	if err != nil {
+		return err
+	}
+	limit, err := httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit)
+	if err != nil {
+		return err
+	}
+	wh, err := s.loadWebhook(r)
+	if err != nil {
+		return err
+	}
+	ds, err := s.db.ListDeliveries(r.Context(), wh.ID, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]DeliveryView, len(ds))
+	for i, d := range ds {
+		out[i] = deliveryView(d)
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Service) handleRedeliver(w http.ResponseWriter, r *http.Request) error {
+	wh, err := s.loadWebhook(r)
+	if err != nil {
+		return err
+	}
+	id := mux.Vars(r)["deliveryId"]
+	d, err := s.db.Redeliver(r.Context(), wh.ID, id, s.cfg.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return httpx.NotFound("delivery", id)
+	} else if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusAccepted, deliveryView(d))
+	return nil
+}
