@@ -37,7 +37,7 @@ func egressNetwork(t *testing.T) string {
 // field, and no record is stored; the drop counters are in /metrics.
 func TestEgressDomainNameRefusedAndCounted(t *testing.T) {
 	net := egressNetwork(t)
-	ta := newTestApp(t, func(c *Config) { c.DockerNetwork = net })
+	ta := newTestApp(t, func(c *Config) { c.DockerNetwork = net; withAdmin(c) })
 	r := ta.req("POST", "/sandboxes", map[string]any{"network": map[string]any{"allowOut": []string{"10.1.2.3", "*.example.com"}}})
 	if r.code != 400 || !strings.Contains(string(r.body), "network.allowOut.1") && !strings.Contains(string(r.body), `"allowOut","1"`) ||
 		!strings.Contains(string(r.body), "host name") {
@@ -52,7 +52,7 @@ func TestEgressDomainNameRefusedAndCounted(t *testing.T) {
 	if r := ta.req("GET", "/readyz", nil); r.code != 200 {
 		t.Fatalf("/readyz with the rules installed: %d %s", r.code, r.body)
 	}
-	m := ta.req("GET", "/metrics", nil)
+	m := ta.reqKey(testAdminKey, "GET", "/metrics", nil)
 	if !strings.Contains(string(m.body), `dreadnode_egress_dropped_packets_total{reason="link_local"}`) {
 		t.Fatalf("/metrics lacks the egress drop counters:\n%s", m.body)
 	}
