@@ -57,16 +57,25 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 // handleConnect is E2B's connect: resume a paused sandbox (201), or return
 // a running one (200), its end moved to at least now+timeout.
 func (e *Edge) handleConnect(w http.ResponseWriter, r *http.Request) error {
+	timeout, err := requiredTimeout(r)
+	if err != nil {
+		return err
+	}
+	return e.connect(w, r, timeout, false)
+}
+
+// requiredTimeout reads the body's required timeout (connect, timeout).
+func requiredTimeout(r *http.Request) (int, error) {
 	var body struct {
 		Timeout *int `json:"timeout"`
 	}
 	if err := httpx.DecodeLenient(r, &body); err != nil {
-		return err
+		return 0, err
 	}
 	if body.Timeout == nil {
-		return httpx.Invalid("timeout", "is required (seconds from now)")
+		return 0, httpx.Invalid("timeout", "is required (seconds from now)")
 	}
-	return e.connect(w, r, *body.Timeout, false)
+	return *body.Timeout, nil
 }
 
 // handleResume is E2B's deprecated resume: like connect, but a sandbox
@@ -112,16 +121,11 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 
 // handleTimeout sets the end to now+timeout (E2B: "overwrites the TTL").
 func (e *Edge) handleTimeout(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		Timeout *int `json:"timeout"`
-	}
-	if err := httpx.DecodeLenient(r, &body); err != nil {
+	timeout, err := requiredTimeout(r)
+	if err != nil {
 		return err
 	}
-	if body.Timeout == nil {
-		return httpx.Invalid("timeout", "is required (seconds from now)")
-	}
-	return e.setEnd(w, r, "timeout", *body.Timeout, false)
+	return e.setEnd(w, r, "timeout", timeout, false)
 }
 
 // handleRefresh extends the end to at least now+duration.
