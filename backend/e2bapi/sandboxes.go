@@ -45,7 +45,7 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if rec.Phase != sandbox.PhaseRunning {
-		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, state(rec)))
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, rec.Phase.PublicState()))
 	}
 	if _, err := e.lc.Pause(r.Context(), rec); err != nil {
 		return err
@@ -104,7 +104,7 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 		return err
 	}
 	if pausedOnly && rec.Phase != sandbox.PhasePaused {
-		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, state(rec)))
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, rec.Phase.PublicState()))
 	}
 	secs := int(d / time.Second)
 	cur, token, resumed, err := e.lc.Connect(r.Context(), rec, &secs)
