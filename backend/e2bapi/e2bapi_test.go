@@ -261,6 +261,18 @@ func TestE2BClientLifecycle(t *testing.T) {
 	pause(204)
 	connect(201)
 
+	// Another org's key finds nothing to read or kill.
+	other := e.env.AddOrg("org2", 1_000_000_000)
+	for _, m := range []string{"GET", "DELETE"} {
+		r := e.env.ReqKey(other, m, "/e2b/sandboxes/"+id, nil)
+		if r.Code != 404 {
+			t.Errorf("%s /e2b/sandboxes/%s with another org's key: want 404, got %s", m, id, r)
+		}
+	}
+	if d := e.get(id); d.State != e2bclient.Running {
+		t.Errorf("after another org's DELETE the sandbox is %s", d.State)
+	}
+
 	// kill: 204, then the sandbox is gone for E2B (404 in its shape) while
 	// its record stays readable natively.
 	for _, x := range []string{id, second} {
