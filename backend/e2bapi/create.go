@@ -1,6 +1,7 @@
 package e2bapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -113,10 +114,14 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	switch {
+	case rec.Phase.Starting() && r.Context().Err() != nil:
+		// The client left while it waited: the sandbox stays, as a native
+		// create's does (it is listed; kill it or let its timeout end it).
+		return r.Context().Err()
 	case rec.Phase.Starting():
 		// E2B's clients take a 201 as a running sandbox; one that cannot
 		// start in time is removed rather than left to start unobserved.
-		if _, err := e.lc.Delete(r.Context(), rec, sandbox.KillDeleted); err != nil {
+		if _, err := e.lc.Delete(context.WithoutCancel(r.Context()), rec, sandbox.KillDeleted); err != nil {
 			return err
 		}
 		return httpx.NewError(http.StatusGatewayTimeout, "sandbox_placement_timeout", fmt.Sprintf(
