@@ -49,6 +49,19 @@ type Config struct {
 	// MaxBodyBytes bounds every request body (uploads, archives, stdin,
 	// proxied requests): 413 above it; 0 is no bound.
 	MaxBodyBytes int64
+	// Edges are other API surfaces under a path prefix, behind the same
+	// API-key middleware as Routes.
+	Edges []Edge
+}
+
+// Edge is an API surface under Prefix (e.g. E2B's control plane under
+// /e2b) served over the same services and keys. Wrap is outermost, around
+// the key check too, so every answer under Prefix (a refused key and an
+// unknown route included) follows the edge's conventions.
+type Edge struct {
+	Prefix string
+	Wrap   func(http.Handler) http.Handler
+	Routes Registrar
 }
 
 type server struct {
@@ -98,6 +111,14 @@ func NewHandler(cfg Config) http.Handler {
 	}).Methods(http.MethodGet)
 	for _, reg := range cfg.Public {
 		reg(root)
+	}
+	for _, e := range cfg.Edges {
+		sub := root.PathPrefix(e.Prefix).Subrouter()
+		sub.Use(e.Wrap, s.auth)
+		e.Routes(sub)
+		// Unmatched paths skip the middleware: wrap their answers too.
+		sub.NotFoundHandler = e.Wrap(root.NotFoundHandler)
+		sub.MethodNotAllowedHandler = e.Wrap(root.MethodNotAllowedHandler)
 	}
 	admin := root.PathPrefix("/admin").Subrouter()
 	admin.Use(s.adminAuth)

@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
+		Edges:  []api.Edge{a.e2bEdge()},
 	})
 	return a, nil
 }

@@ -32,9 +32,13 @@ var forbidden = map[string][]string{
 	"backend/billing":   {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 	"backend/admission": {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks", "backend/billing"},
 	"backend/runtimes":  {"backend/app", "backend/api", "backend/reconciler", "backend/tasks"},
-	"backend/lifecycle": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks"},
-	"backend/tasks":     {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
-	"backend/keys":      {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
+	"backend/lifecycle": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks", "backend/e2bapi"},
+	// The E2B edge translates shapes over the lifecycle service: no wiring,
+	// no provider, no second copy of a service.
+	"backend/e2bapi": {"backend/app", "backend/api", "backend/reconciler", "backend/compute/", "backend/billing",
+		"backend/runtimes", "backend/tasks", "backend/admission"},
+	"backend/tasks": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
+	"backend/keys":  {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 }
 
 // services hold the packages whose non-handler files must not speak HTTP:

@@ -23,6 +23,15 @@ const MaxBody = 1 << 20
 // the documented curl examples and older clients send them. removed maps retired field names to the detail explaining their
 // replacement.
 func Decode(r *http.Request, v any, removed map[string]string) error {
+	return decode(r, v, removed, true)
+}
+
+// DecodeLenient is Decode that ignores fields v does not declare, for an edge
+// whose clients send fields this backend has no use for (E2B's SDKs under
+// /e2b, as E2B's own server ignores them).
+func DecodeLenient(r *http.Request, v any) error { return decode(r, v, nil, false) }
+
+func decode(r *http.Request, v any, removed map[string]string, strict bool) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
 		return NewError(http.StatusBadRequest, "invalid_body", "could not read the request body: "+err.Error())
@@ -51,7 +60,9 @@ func Decode(r *http.Request, v any, removed map[string]string) error {
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}

@@ -235,27 +235,7 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if rec.RuntimeID != "" {
-		return errOwned(rec)
-	}
-	if rec.Phase.Terminal() || rec.Phase == sandbox.PhaseStopping {
-		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s and cannot be connected to; create a new sandbox", rec.ID, rec.Phase.PublicState()))
-	}
-	switch {
-	case req.Timeout != nil:
-		if _, err := s.SetEnd(r.Context(), rec, time.Duration(*req.Timeout)*time.Second, true); err != nil {
-			return err
-		}
-	case rec.EndAt.IsZero(): // auto-paused at expiry: resuming gives it its timeout again
-		if _, err := s.SetEnd(r.Context(), rec, time.Duration(max(rec.TimeoutSec, s.cfg.MinTimeout))*time.Second, true); err != nil {
-			return err
-		}
-	}
-	cur, resumed, err := s.Resume(r.Context(), rec)
-	if err != nil {
-		return err
-	}
-	token, err := s.RotateToken(r.Context(), rec.ID)
+	cur, token, resumed, err := s.Connect(r.Context(), rec, req.Timeout)
 	if err != nil {
 		return err
 	}
@@ -358,12 +338,9 @@ func (s *Service) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if rec.Phase != sandbox.PhaseRunning && rec.Phase != sandbox.PhasePaused {
-		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; metrics exist only for running or paused sandboxes", rec.ID, rec.Phase.PublicState()))
-	}
-	m, err := s.prov.Metrics(r.Context(), rec.Ref())
+	m, err := s.Metrics(r.Context(), rec)
 	if err != nil {
-		return providerErr("read the metrics of", err)
+		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "timestamp": s.now(), "metrics": m})
 	return nil

@@ -466,3 +466,53 @@ func providerErr(what string, err error) error {
 	}
 	return &domain.ProviderError{Detail: msg}
 }
+
+// Connect resumes rec when paused (resumed reports whether it was), moves
+// its end to at least now+timeout (nil: an auto-paused sandbox gets its own
+// timeout again) and issues a fresh access token. Both the lifecycle API and
+// the E2B edge (package e2bapi) connect through it.
+func (s *Service) Connect(ctx context.Context, rec *store.Record, timeout *int) (cur *store.Record, token string, resumed bool, err error) {
+	if err := Owned(rec); err != nil {
+		return nil, "", false, err
+	}
+	if rec.Phase.Terminal() || rec.Phase == sandbox.PhaseStopping {
+		return nil, "", false, domain.ConflictIn(string(rec.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s and cannot be connected to; create a new sandbox", rec.ID, rec.Phase.PublicState()))
+	}
+	switch {
+	case timeout != nil:
+		if _, err := s.SetEnd(ctx, rec, time.Duration(*timeout)*time.Second, true); err != nil {
+			return nil, "", false, err
+		}
+	case rec.EndAt.IsZero(): // auto-paused at expiry: resuming gives it its timeout again
+		if _, err := s.SetEnd(ctx, rec, time.Duration(max(rec.TimeoutSec, s.cfg.MinTimeout))*time.Second, true); err != nil {
+			return nil, "", false, err
+		}
+	}
+	if cur, resumed, err = s.Resume(ctx, rec); err != nil {
+		return nil, "", false, err
+	}
+	token, err = s.RotateToken(ctx, rec.ID)
+	return cur, token, resumed, err
+}
+
+// Owned refuses (409) a change to a runtime's sandbox through a sandbox API:
+// its runtime owns its lifecycle. nil for any other sandbox.
+func Owned(rec *store.Record) error {
+	if rec.RuntimeID != "" {
+		return errOwned(rec)
+	}
+	return nil
+}
+
+// Metrics reads the current usage of a running or paused sandbox (409 in
+// any other state).
+func (s *Service) Metrics(ctx context.Context, rec *store.Record) (compute.Metrics, error) {
+	if rec.Phase != sandbox.PhaseRunning && rec.Phase != sandbox.PhasePaused {
+		return compute.Metrics{}, domain.ConflictIn(string(rec.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; metrics exist only for running or paused sandboxes", rec.ID, rec.Phase.PublicState()))
+	}
+	m, err := s.prov.Metrics(ctx, rec.Ref())
+	if err != nil {
+		return m, providerErr("read the metrics of", err)
+	}
+	return m, nil
+}

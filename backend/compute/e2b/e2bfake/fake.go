@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -542,7 +541,8 @@ func withBody(r *http.Request, body []byte, path string) *http.Request {
 	return c
 }
 
-func apiAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+// APIAuth accepts E2B's ApiKeyAuth (an X-API-Key header) only.
+func APIAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 	if in.SecuritySchemeName != "ApiKeyAuth" {
 		return fmt.Errorf("the client must authenticate with ApiKeyAuth, not %s", in.SecuritySchemeName)
 	}
@@ -556,100 +556,33 @@ func envdAuth(_ context.Context, _ *openapi3filter.AuthenticationInput) error {
 	return nil // AccessTokenAuth or anonymous; the fake itself checks the token
 }
 
-// validateRequest checks a request against spec and returns the matched
-// route (nil when none matched) and the validation input for the response.
+// validateRequest checks a request against spec (CheckRequest) and records
+// what it finds as violations.
 func (s *Server) validateRequest(spec *Spec, which string, r *http.Request, body []byte, auth openapi3filter.AuthenticationFunc) (*routers.Route, *openapi3filter.RequestValidationInput) {
-	route, params, err := spec.Router.FindRoute(r)
-	if err != nil {
-		s.violation("%s: %s %s matches no operation: %v", which, r.Method, r.URL.Path, err)
-		return nil, nil
-	}
-	in := &openapi3filter.RequestValidationInput{
-		Request:    r,
-		PathParams: params,
-		Route:      route,
-		Options:    &openapi3filter.Options{AuthenticationFunc: auth, MultiError: true},
-	}
-	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
-		s.violation("%s: request %s %s: %v", which, r.Method, r.URL.RequestURI(), err)
-	}
-	if rb := route.Operation.RequestBody; rb != nil && rb.Value != nil && len(body) > 0 {
-		if mt := rb.Value.Content.Get("application/json"); mt != nil && isJSON(r.Header.Get("Content-Type")) {
-			var v any
-			if err := json.Unmarshal(body, &v); err == nil {
-				for _, p := range strictFields(mt.Schema, v, "body") {
-					s.violation("%s: request %s %s: %s", which, r.Method, route.Path, p)
-				}
-			}
-		}
+	route, in, problems := CheckRequest(spec, which, r, body, auth)
+	for _, p := range problems {
+		s.violation("%s", p)
 	}
 	return route, in
 }
 
-func isJSON(ct string) bool {
-	mt, _, _ := mime.ParseMediaType(ct)
-	return mt == "application/json"
-}
-
-// validateResponse checks an answer; statuses the operation does not
-// document are accepted only when allowed (E2B sends them in practice) and
-// their body is an Error.
+// validateResponse checks an answer (CheckResponse) and records what it
+// finds as violations and notes.
 func (s *Server) validateResponse(spec *Spec, which string, in *openapi3filter.RequestValidationInput, rec *httptest.ResponseRecorder, allowed func(status int) bool) {
-	if in == nil {
-		return
+	problems, note := CheckResponse(spec, which, in, rec.Code, rec.Header(), rec.Body.Bytes(), allowed)
+	for _, p := range problems {
+		s.violation("%s", p)
 	}
-	op := in.Route.Operation
-	documented := op.Responses.Status(rec.Code) != nil || op.Responses.Default() != nil
-	if !documented {
-		if !allowed(rec.Code) {
-			s.violation("%s: %s %s answered %d, which the spec does not document for it", which, in.Route.Method, in.Route.Path, rec.Code)
-			return
-		}
-		es, err := errorSchema(spec.Doc)
-		if err != nil {
-			s.violation("%s: %v", which, err)
-			return
-		}
-		var v any
-		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-			s.violation("%s: %s %s answered %d with a non-JSON body", which, in.Route.Method, in.Route.Path, rec.Code)
-			return
-		}
-		if err := es.Value.VisitJSON(v); err != nil {
-			s.violation("%s: %s %s answered %d with a body that is not an Error: %v", which, in.Route.Method, in.Route.Path, rec.Code, err)
-		}
+	if note != "" {
 		s.mu.Lock()
-		s.notes = append(s.notes, fmt.Sprintf("%s %s answered %d (undocumented for this operation, sent by E2B in practice)", in.Route.Method, in.Route.Path, rec.Code))
+		s.notes = append(s.notes, note)
 		s.mu.Unlock()
-		return
-	}
-	out := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: in,
-		Status:                 rec.Code,
-		Header:                 rec.Header(),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	}
-	out.SetBodyBytes(rec.Body.Bytes())
-	if err := openapi3filter.ValidateResponse(in.Request.Context(), out); err != nil {
-		s.violation("%s: response %d to %s %s: %v", which, rec.Code, in.Route.Method, in.Route.Path, err)
-	}
-	if isJSON(rec.Header().Get("Content-Type")) {
-		if ref := op.Responses.Status(rec.Code); ref != nil && ref.Value != nil {
-			if mt := ref.Value.Content.Get("application/json"); mt != nil {
-				var v any
-				if err := json.Unmarshal(rec.Body.Bytes(), &v); err == nil {
-					for _, p := range strictFields(mt.Schema, v, "body") {
-						s.violation("%s: response %d to %s %s: %s", which, rec.Code, in.Route.Method, in.Route.Path, p)
-					}
-				}
-			}
-		}
 	}
 }
 
-// undocumentedAPI are statuses E2B answers on any control-plane route
+// UndocumentedAPI are statuses E2B answers on any control-plane route
 // although openapi.yml does not list them everywhere.
-func undocumentedAPI(route string) func(int) bool {
+func UndocumentedAPI(route string) func(int) bool {
 	return func(status int) bool {
 		switch status {
 		case http.StatusTooManyRequests, http.StatusForbidden, http.StatusBadGateway,
@@ -718,7 +651,7 @@ func writeError(w http.ResponseWriter, status int, msg, code string) {
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 	vr := withBody(r, body, "")
-	route, in := s.validateRequest(s.api, "openapi.yml", vr, body, apiAuth)
+	route, in := s.validateRequest(s.api, "openapi.yml", vr, body, APIAuth)
 	key := ""
 	if route != nil {
 		key = route.Method + " " + route.Path
@@ -752,7 +685,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 func (s *Server) finish(w http.ResponseWriter, r *http.Request, key string, in *openapi3filter.RequestValidationInput, rec *httptest.ResponseRecorder) {
-	s.validateResponse(s.api, "openapi.yml", in, rec, undocumentedAPI(key))
+	s.validateResponse(s.api, "openapi.yml", in, rec, UndocumentedAPI(key))
 	s.record(key, r, rec.Code)
 	copyResponse(w, rec)
 }

@@ -1,0 +1,151 @@
+package e2bapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+)
+
+// e2bDefaultTimeout is E2B's timeout when a create names none.
+const e2bDefaultTimeout = 15
+
+// newSandbox is E2B's NewSandbox. Fields E2B's SDKs send that change
+// nothing here (autoPauseMemory) are read and ignored; fields this backend
+// cannot honour are refused naming the field rather than ignored, since
+// each one is a promise (a credential, an egress rule) the sandbox would
+// silently break. Any other field is ignored, as E2B's server does.
+type newSandbox struct {
+	TemplateID          *string           `json:"templateID"`
+	Timeout             *int              `json:"timeout"`
+	AutoPause           bool              `json:"autoPause"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
+	AutoResume          *autoResume       `json:"autoResume"`
+	Secure              bool              `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Network             *networkRequest   `json:"network"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	Mcp                 map[string]any    `json:"mcp"`
+	Iam                 json.RawMessage   `json:"iam"`
+	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
+}
+
+type autoResume struct {
+	Enabled bool `json:"enabled"`
+}
+
+type networkRequest struct {
+	AllowPublicTraffic *bool                      `json:"allowPublicTraffic"`
+	AllowOut           []string                   `json:"allowOut"`
+	DenyOut            []string                   `json:"denyOut"`
+	EgressProxy        json.RawMessage            `json:"egressProxy"`
+	MaskRequestHost    *string                    `json:"maskRequestHost"`
+	Rules              map[string]json.RawMessage `json:"rules"`
+}
+
+func unsupported(field, what string) error {
+	return httpx.Invalid(field, "is not supported by this backend ("+what+"); drop the field")
+}
+
+// spec maps the body onto the lifecycle's Spec (README.md, "Field mapping").
+func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
+	if b.TemplateID == nil {
+		return lifecycle.Spec{}, httpx.Invalid("templateID", "is required, e.g. \"base\"")
+	}
+	sp := lifecycle.Spec{TemplateID: *b.TemplateID, TimeoutSec: e2bDefaultTimeout, Metadata: b.Metadata, EnvVars: b.EnvVars,
+		AutoPause: b.AutoPause, AutoResume: b.AutoResume != nil && b.AutoResume.Enabled}
+	if b.Timeout != nil {
+		if *b.Timeout < 0 {
+			return sp, httpx.Invalid("timeout", "must be 0 or more seconds")
+		}
+		sp.TimeoutSec = *b.Timeout
+	}
+	// E2B accepts any timeout; this deployment keeps sandboxes at least
+	// minTimeout seconds (GET /sandboxes/{id} shows the endAt it got).
+	sp.TimeoutSec = max(sp.TimeoutSec, minTimeout)
+	if len(b.Mcp) > 0 {
+		return sp, unsupported("mcp", "E2B's MCP gateway; start MCP servers with a command instead")
+	}
+	if len(b.Iam) > 0 && string(b.Iam) != "null" {
+		return sp, unsupported("iam", "E2B's cloud IAM credentials")
+	}
+	sp.Network.AllowInternetAccess = b.AllowInternetAccess
+	if n := b.Network; n != nil {
+		switch {
+		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
+			return sp, unsupported("network.egressProxy", "an egress proxy")
+		case n.MaskRequestHost != nil:
+			return sp, unsupported("network.maskRequestHost", "rewriting the Host of sandbox requests")
+		case len(n.Rules) > 0:
+			return sp, unsupported("network.rules", "per-domain request transforms")
+		}
+		sp.Network.AllowPublicTraffic, sp.Network.AllowOut, sp.Network.DenyOut = n.AllowPublicTraffic, n.AllowOut, n.DenyOut
+	}
+	for _, v := range b.VolumeMounts {
+		sp.Volumes = append(sp.Volumes, compute.Volume{Name: v.Name, Path: v.Path})
+	}
+	return sp, nil
+}
+
+// handleCreate creates a sandbox and, as E2B does, answers once it runs.
+func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
+	var body newSandbox
+	if err := httpx.DecodeLenient(r, &body); err != nil {
+		return err
+	}
+	sp, err := body.spec(e.lc.MinTimeout())
+	if err != nil {
+		return err
+	}
+	org := httpx.Org(r)
+	created, err := e.lc.Create(r.Context(), org, sp, lifecycle.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	rec, err := e.lc.WaitStarted(r.Context(), created.Record.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rec.Phase.Starting() && r.Context().Err() != nil:
+		// The client left while it waited: the sandbox stays, as a native
+		// create's does (it is listed; kill it or let its timeout end it).
+		return r.Context().Err()
+	case rec.Phase.Starting():
+		// E2B's clients take a 201 as a running sandbox; one that cannot
+		// start in time is removed rather than left to start unobserved.
+		if _, err := e.lc.Delete(context.WithoutCancel(r.Context()), rec, sandbox.KillDeleted); err != nil {
+			return err
+		}
+		return httpx.NewError(http.StatusGatewayTimeout, "sandbox_placement_timeout", fmt.Sprintf(
+			"sandbox %s did not start within the wait limit (still %s: the admission queue or the provider is full); it was deleted, retry later", rec.ID, rec.Phase))
+	case rec.Phase != sandbox.PhaseRunning:
+		detail := rec.Diagnostic
+		if detail == "" {
+			detail = "it is " + string(rec.PublicState())
+		}
+		return httpx.NewError(http.StatusInternalServerError, "sandbox_create_failed", fmt.Sprintf("sandbox %s did not start: %s", rec.ID, detail))
+	}
+	token := ""
+	if body.Secure {
+		token = created.AccessToken
+	}
+	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, token))
+	return nil
+}
+
+// clampTimeout is a timeout E2B accepts (0 or more seconds) within this
+// deployment's bounds.
+func clampTimeout(field string, v, minTimeout int) (time.Duration, error) {
+	if v < 0 {
+		return 0, httpx.Invalid(field, "must be 0 or more seconds")
+	}
+	return time.Duration(min(max(v, minTimeout), lifecycle.MaxTimeout)) * time.Second, nil
+}

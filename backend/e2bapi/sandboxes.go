@@ -1,0 +1,166 @@
+package e2bapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+)
+
+func (e *Edge) handleGet(w http.ResponseWriter, r *http.Request) error {
+	rec, err := e.load(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusOK, e.detail(rec))
+	return nil
+}
+
+func (e *Edge) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	rec, err := e.load(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	if err := lifecycle.Owned(rec); err != nil {
+		return err
+	}
+	if _, err := e.lc.Delete(r.Context(), rec, sandbox.KillDeleted); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handlePause answers 204, or 409 when the sandbox is not running (E2B's
+// answer to pausing a paused sandbox).
+func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
+	rec, err := e.load(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	if err := lifecycle.Owned(rec); err != nil {
+		return err
+	}
+	if rec.Phase != sandbox.PhaseRunning {
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, rec.Phase.PublicState()))
+	}
+	if _, err := e.lc.Pause(r.Context(), rec); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handleConnect is E2B's connect: resume a paused sandbox (201), or return
+// a running one (200), its end moved to at least now+timeout.
+func (e *Edge) handleConnect(w http.ResponseWriter, r *http.Request) error {
+	timeout, err := requiredTimeout(r)
+	if err != nil {
+		return err
+	}
+	return e.connect(w, r, timeout, false)
+}
+
+// requiredTimeout reads the body's required timeout (connect, timeout).
+func requiredTimeout(r *http.Request) (int, error) {
+	var body struct {
+		Timeout *int `json:"timeout"`
+	}
+	if err := httpx.DecodeLenient(r, &body); err != nil {
+		return 0, err
+	}
+	if body.Timeout == nil {
+		return 0, httpx.Invalid("timeout", "is required (seconds from now)")
+	}
+	return *body.Timeout, nil
+}
+
+// handleResume is E2B's deprecated resume: like connect, but a sandbox
+// that is not paused is a 409.
+func (e *Edge) handleResume(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Timeout *int `json:"timeout"`
+	}
+	if err := httpx.DecodeLenient(r, &body); err != nil {
+		return err
+	}
+	timeout := e2bDefaultTimeout
+	if body.Timeout != nil {
+		timeout = *body.Timeout
+	}
+	return e.connect(w, r, timeout, true)
+}
+
+func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, pausedOnly bool) error {
+	d, err := clampTimeout("timeout", timeout, e.lc.MinTimeout())
+	if err != nil {
+		return err
+	}
+	rec, err := e.load(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	if pausedOnly && rec.Phase != sandbox.PhasePaused {
+		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, rec.Phase.PublicState()))
+	}
+	secs := int(d / time.Second)
+	cur, token, resumed, err := e.lc.Connect(r.Context(), rec, &secs)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	httpx.WriteJSON(w, status, e.short(cur, token))
+	return nil
+}
+
+// handleTimeout sets the end to now+timeout (E2B: "overwrites the TTL").
+func (e *Edge) handleTimeout(w http.ResponseWriter, r *http.Request) error {
+	timeout, err := requiredTimeout(r)
+	if err != nil {
+		return err
+	}
+	return e.setEnd(w, r, "timeout", timeout, false)
+}
+
+// handleRefresh extends the end to at least now+duration.
+func (e *Edge) handleRefresh(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Duration *int `json:"duration"`
+	}
+	if err := httpx.DecodeLenient(r, &body); err != nil {
+		return err
+	}
+	d := e2bDefaultTimeout
+	if body.Duration != nil {
+		if *body.Duration > 3600 {
+			return httpx.Invalid("duration", "must be between 0 and 3600 seconds")
+		}
+		d = *body.Duration
+	}
+	return e.setEnd(w, r, "duration", d, true)
+}
+
+func (e *Edge) setEnd(w http.ResponseWriter, r *http.Request, field string, secs int, extend bool) error {
+	d, err := clampTimeout(field, secs, e.lc.MinTimeout())
+	if err != nil {
+		return err
+	}
+	rec, err := e.load(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	if err := lifecycle.Owned(rec); err != nil {
+		return err
+	}
+	if _, err := e.lc.SetEnd(r.Context(), rec, d, extend); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
