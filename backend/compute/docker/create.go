@@ -12,7 +12,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
@@ -124,16 +123,21 @@ func env(m map[string]string) []string {
 }
 
 // createContainer creates (but does not start) one container on the default
-// or the isolated network.
+// or the isolated network. No port is published on the host: the template's
+// ports are kept in a label, and the router dials the container's address on
+// its network (see endpoints).
 func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
 	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount) (string, error) {
-	cfg := &container.Config{Image: image, Labels: labels, Env: envs, ExposedPorts: nat.PortSet{}}
+	labels = maps.Clone(labels)
+	if !isolated && len(ports) > 0 { // nothing outside an internal network reaches its containers
+		labels[labelPorts] = portsLabel(ports)
+	}
+	cfg := &container.Config{Image: image, Labels: labels, Env: envs}
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	hc := &container.HostConfig{
-		Mounts:       mounts,
-		PortBindings: nat.PortMap{},
+		Mounts: mounts,
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpu) * 1e9,
 			Memory:     int64(mem) << 20,
@@ -141,16 +145,9 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			PidsLimit:  ptr(int64(pidsLimit)),
 		},
 	}
-	if !isolated { // ports are not published on internal networks anyway
-		for _, port := range ports {
-			cp := nat.Port(itoa(port) + "/tcp")
-			cfg.ExposedPorts[cp] = struct{}{}
-			hc.PortBindings[cp] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: ""}}
-		}
-	}
 	netName := p.cfg.Network
 	if isolated {
-		netName += "-isolated"
+		netName += isolatedSuffix
 	}
 	netID, err := p.ensureNetwork(ctx, netName, isolated)
 	if err != nil {

@@ -2,10 +2,14 @@
 //
 // Every sandbox is one container named dn-<RecordID>, labelled with the
 // compute.Label* keys so the reconciler can adopt or sweep it after a crash.
-// Template ports are published on 127.0.0.1 only, with an ephemeral host port.
+// No port is published on the host: a template port's Endpoint is the
+// container's address on its network, which the backend (on the host, or in
+// a container on the host's network) dials directly, so the traffic router
+// with its token check is the only way in.
 //
 // Networking: containers join the bridge network Config.Network (created on
-// first use, labelled managed). A sandbox created with
+// first use, labelled managed, inter-container traffic off, so no sandbox
+// reaches another even on one bridge). A sandbox created with
 // Network.AllowInternetAccess == false instead joins ONLY the internal network
 // "<network>-isolated" (Internal: true, inter-container traffic disabled), and
 // its default route is deleted right after start (Docker 20.10 still installs
@@ -47,6 +51,8 @@ type Config struct {
 	// (environment, then the local socket).
 	Host string
 	// Network is the bridge network sandboxes join (DOCKER_NETWORK).
+	// Default: "dreadnode-<Scope>" (one per deployment, removed by Close
+	// when no container uses it), or "dreadnode" without a Scope.
 	Network string
 	// BaseImage is the image of the "base" template (DOCKER_RUNTIME_IMAGE).
 	BaseImage string
@@ -65,6 +71,15 @@ type Config struct {
 	// own scope, so backends sharing one engine never sweep each other's
 	// containers. Default: Network.
 	Scope string
+}
+
+// networkOf names the sandbox network of a deployment: its own, so that
+// deployments sharing an engine never share a bridge (or its name).
+func networkOf(scope string) string {
+	if scope == "" {
+		return DefaultNetwork
+	}
+	return DefaultNetwork + "-" + scope
 }
 
 // ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
@@ -88,6 +103,7 @@ type Provider struct {
 
 	netMu  sync.Mutex
 	netIDs map[string]string // network name -> id, filled on first use
+	ownNet bool              // the network name is derived from Scope: Close removes it when unused
 
 	cpuMu      sync.Mutex
 	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
@@ -107,8 +123,9 @@ var (
 // (an unreachable daemon is not an error here; Ping reports it), and starts
 // filling the warm pool in the background.
 func New(cfg Config) (*Provider, error) {
+	ownNet := cfg.Network == "" && cfg.Scope != ""
 	if cfg.Network == "" {
-		cfg.Network = DefaultNetwork
+		cfg.Network = networkOf(cfg.Scope)
 	}
 	if cfg.Scope == "" {
 		cfg.Scope = cfg.Network
@@ -141,6 +158,7 @@ func New(cfg Config) (*Provider, error) {
 		templates:  map[string]compute.Template{},
 		images:     map[string]string{},
 		netIDs:     map[string]string{},
+		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 	}
 	for id, t := range cfg.Templates {
@@ -164,6 +182,9 @@ func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		if p.pool != nil {
 			p.pool.close()
+		}
+		if p.ownNet {
+			p.removeNetworks()
 		}
 		err = p.cli.Close()
 	})
@@ -222,15 +243,17 @@ func (p *Provider) template(id string) (compute.Template, string, bool) {
 
 // Docker-side naming and labels private to this provider.
 const (
-	namePrefix    = "dn-"
-	poolPrefix    = "dn-pool-"
-	metaPrefix    = "dev.dreadnode.meta."
-	labelTemplate = "dev.dreadnode.template"
-	labelScope    = compute.LabelDeployment // Config.Scope of the deployment that owns the container
-	labelNetwork  = "dev.dreadnode.network" // "isolated" when internet access is cut
-	labelPool     = "dev.dreadnode.pool"    // template of a warm-pool container
-	labelPoolBy   = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
-	isolatedValue = "isolated"
+	namePrefix     = "dn-"
+	poolPrefix     = "dn-pool-"
+	metaPrefix     = "dev.dreadnode.meta."
+	labelTemplate  = "dev.dreadnode.template"
+	labelScope     = compute.LabelDeployment // Config.Scope of the deployment that owns the container
+	labelNetwork   = "dev.dreadnode.network" // "isolated" when internet access is cut
+	labelPool      = "dev.dreadnode.pool"    // template of a warm-pool container
+	labelPoolBy    = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
+	isolatedValue  = "isolated"
+	isolatedSuffix = "-isolated"           // the internal network's name after Config.Network
+	labelPorts     = "dev.dreadnode.ports" // the template ports the router may reach, e.g. "8080,3000"
 )
 
 func containerName(recordID string) string { return namePrefix + recordID }

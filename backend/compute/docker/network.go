@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -17,12 +18,20 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
+// iccOption turns inter-container traffic off on a bridge: its containers
+// reach the outside (unless internal) but not each other, so sandboxes of
+// every org can share one network without reaching one another.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
 // ensureNetwork returns the id of the bridge network name, creating it when
-// missing. Creation is race-safe: within the process a mutex serialises it;
-// across processes the daemon's duplicate check refuses the second create
-// (a conflict we ignore), and should two creates still slip through, every
-// caller settles on the oldest network of that name and removes the others.
-// Containers then join by id, so a duplicate name can never be ambiguous.
+// missing, with inter-container traffic off. An existing network of that
+// name that lets containers talk (or that is not internal when internal is
+// asked) is refused, never silently used. Creation is race-safe: within the
+// process a mutex serialises it; across processes the daemon's duplicate
+// check refuses the second create (a conflict we ignore), and should two
+// creates still slip through, every caller settles on the oldest network of
+// that name and removes the others. Containers then join by id, so a
+// duplicate name can never be ambiguous.
 func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool) (string, error) {
 	p.netMu.Lock()
 	defer p.netMu.Unlock()
@@ -40,10 +49,7 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 			Driver:   "bridge",
 			Internal: internal,
 			Labels:   map[string]string{compute.LabelManaged: "true"},
-		}
-		if internal {
-			// Isolated sandboxes must not reach each other either.
-			opts.Options = map[string]string{"com.docker.network.bridge.enable_icc": "false"}
+			Options:  map[string]string{iccOption: "false"},
 		}
 		if _, cerr := p.cli.NetworkCreate(ctx, name, opts); cerr != nil && !cerrdefs.IsConflict(cerr) {
 			return "", compute.Errorf(compute.KindNetwork, "network", cerr, "could not create Docker network %s: %s", name, daemonMessage(cerr))
@@ -58,9 +64,30 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	case internal && !net.Internal:
 		return "", compute.Errorf(compute.KindNetwork, "network", nil,
 			"Docker network %s exists but is not internal; remove it so that sandboxes without internet access stay cut off", name)
+	case net.Options[iccOption] != "false":
+		return "", compute.Errorf(compute.KindNetwork, "network", nil,
+			"Docker network %s lets its containers reach each other (inter-container traffic is on), so a sandbox on it could reach "+
+				"other sandboxes; remove it (`docker network rm %s`, once no container uses it) or set DOCKER_NETWORK to a new name, "+
+				"which the backend creates with inter-container traffic off", name, name)
 	}
 	p.netIDs[name] = net.ID
 	return net.ID, nil
+}
+
+// removeNetworks removes the deployment's own networks when no container
+// uses them (best effort: the daemon refuses while one does, and a replica
+// still creating sandboxes recreates them, see isNetworkRace).
+func (p *Provider) removeNetworks() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{p.cfg.Network, p.cfg.Network + isolatedSuffix} {
+		unlock := lockHost("network-" + name)
+		if net, err := p.findNetwork(ctx, name); err == nil && net != nil {
+			_ = p.cli.NetworkRemove(ctx, net.ID)
+		}
+		unlock()
+		p.forgetNetwork(name)
+	}
 }
 
 // findNetwork returns the oldest network named exactly name (nil when none)
