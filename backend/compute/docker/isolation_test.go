@@ -226,3 +226,48 @@ func TestNetworkPerDeployment(t *testing.T) {
 		t.Fatalf("network %s outlived its unused deployment", want)
 	}
 }
+
+// TestLeftoverDeploymentNetworksArePruned: the unused network of a
+// deployment whose backend died is removed by the next backend's first
+// create; one a container still uses stays.
+func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cli := newProvider(t, Config{}).cli
+	leftover := func(scope string) string {
+		name := networkOf(scope)
+		if _, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge",
+			Labels: map[string]string{compute.LabelManaged: "true", labelScope: scope}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
+		return name
+	}
+	dead, busy := leftover("test-dead-"+randomHex(4)), leftover("test-busy-"+randomHex(4))
+	resp, err := cli.ContainerCreate(ctx, &container.Config{Image: DefaultBaseImage, Cmd: []string{"sleep", "600"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(busy)}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true}) })
+	if err := cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := New(Config{Scope: "test-live-" + randomHex(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	inst, err := p.Create(ctx, testSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Delete(ctx, inst.Ref)
+	if _, err := cli.NetworkInspect(ctx, dead, network.InspectOptions{}); err == nil {
+		t.Errorf("the unused network %s of a dead deployment was kept", dead)
+	}
+	if _, err := cli.NetworkInspect(ctx, busy, network.InspectOptions{}); err != nil {
+		t.Errorf("the network %s, still used, was removed: %v", busy, err)
+	}
+}

@@ -45,10 +45,11 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	defer unlock()
 	net, err := p.findNetwork(ctx, name)
 	if err == nil && net == nil {
+		p.pruneNetworks(ctx)
 		opts := network.CreateOptions{
 			Driver:   "bridge",
 			Internal: internal,
-			Labels:   map[string]string{compute.LabelManaged: "true"},
+			Labels:   map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope},
 			Options:  map[string]string{iccOption: "false"},
 		}
 		if _, cerr := p.cli.NetworkCreate(ctx, name, opts); cerr != nil && !cerrdefs.IsConflict(cerr) {
@@ -72,6 +73,27 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	}
 	p.netIDs[name] = net.ID
 	return net.ID, nil
+}
+
+// pruneNetworks removes, best effort, the unused per-deployment networks
+// (dreadnode-<deployment>) of other deployments: a backend that was killed
+// never removed its own, and each holds one of the engine's few default
+// address pools. The daemon refuses to remove a network a container uses; a
+// live deployment whose empty network goes recreates it on its next create
+// (see isNetworkRace).
+func (p *Provider) pruneNetworks(ctx context.Context) {
+	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", compute.LabelManaged+"=true"), filters.Arg("label", labelScope), filters.Arg("name", DefaultNetwork+"-"))})
+	if err != nil {
+		return
+	}
+	for _, n := range nets {
+		scope := n.Labels[labelScope]
+		own := n.Name == networkOf(scope) || n.Name == networkOf(scope)+isolatedSuffix
+		if own && scope != p.cfg.Scope { // the list does not say whether it is used; the daemon does
+			_ = p.cli.NetworkRemove(ctx, n.ID)
+		}
+	}
 }
 
 // removeNetworks removes the deployment's own networks when no container
