@@ -4,8 +4,8 @@
 // compute.Label* keys so the reconciler can adopt or sweep it after a crash.
 // No port is published on the host: a template port's Endpoint is the
 // container's address on its network, which the backend (on the host, or in
-// a container on the host's network) dials directly, so the traffic router
-// with its token check is the only way in.
+// a container on the host's network) dials directly: no host port bypasses
+// the traffic router's token check.
 //
 // Networking: containers join the bridge network Config.Network (created on
 // first use, labelled managed, inter-container traffic off, so no sandbox
@@ -14,9 +14,9 @@
 // "<network>-isolated" (Internal: true, inter-container traffic disabled), and
 // its default route is deleted right after start (Docker 20.10 still installs
 // one on internal networks; iptables drops the traffic, but a sandbox must not
-// even see a route out). Docker does not publish ports of a container that is
-// only on an internal network, so such a sandbox has no Endpoints: it is
-// reachable through Exec, ReadFile and WriteFile only.
+// even see a route out). Such a sandbox has no Endpoints (nothing outside an
+// internal network is meant to reach it): it is reachable through Exec,
+// ReadFile and WriteFile only.
 //
 // Scope: several deployments (a developer's backend, test backends) may share
 // one daemon, and each sweeps the orphans it finds. Every container therefore
