@@ -82,10 +82,17 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		} else if err != nil && (!isNetworkRace(err) || attempt == 10) {
 			return compute.Instance{}, p.createError(op, image, err)
 		} else if err == nil {
-			if err := p.start(ctx, op, id, isolated); err != nil {
+			err := p.start(ctx, op, id, isolated)
+			if err == nil {
+				return p.get(ctx, op, id)
+			}
+			// The network went between create and start (a created container
+			// does not hold it; see pruneNetworks): start removed the
+			// container, so retry from scratch.
+			if !errors.Is(err, errNetworkGone) || attempt == 10 {
 				return compute.Instance{}, err
 			}
-			return p.get(ctx, op, id)
+			p.forgetNetwork(p.networkName(isolated))
 		}
 		select {
 		case <-ctx.Done():
@@ -93,6 +100,18 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		case <-time.After(wait):
 		}
 	}
+}
+
+// errNetworkGone marks a start that failed because the container's network
+// was removed after the container was created.
+var errNetworkGone = errors.New("network removed before start")
+
+// networkName is the network a sandbox joins.
+func (p *Provider) networkName(isolated bool) string {
+	if isolated {
+		return p.cfg.Network + isolatedSuffix
+	}
+	return p.cfg.Network
 }
 
 // isNetworkRace recognises a network that was removed, or briefly duplicated
@@ -145,10 +164,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			PidsLimit:  ptr(int64(pidsLimit)),
 		},
 	}
-	netName := p.cfg.Network
-	if isolated {
-		netName += isolatedSuffix
-	}
+	netName := p.networkName(isolated)
 	netID, err := p.ensureNetwork(ctx, netName, isolated)
 	if err != nil {
 		return "", err
@@ -211,6 +227,9 @@ func (p *Provider) start(ctx context.Context, op, id string, isolated bool) erro
 	var pe *compute.Error
 	if errors.As(err, &pe) {
 		return err
+	}
+	if isNetworkRace(err) {
+		return compute.Errorf(compute.KindNetwork, op, errors.Join(errNetworkGone, err), "the sandbox's Docker network was removed while it started: %s", daemonMessage(err))
 	}
 	msg := daemonMessage(err)
 	switch {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -269,5 +270,40 @@ func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
 	}
 	if _, err := cli.NetworkInspect(ctx, busy, network.InspectOptions{}); err != nil {
 		t.Errorf("the network %s, still used, was removed: %v", busy, err)
+	}
+}
+
+// TestStartOnRemovedNetworkIsRetried: a network removed between a
+// container's create and start (a created container does not hold it, so
+// pruneNetworks or another replica's Close may remove it) makes Create
+// start over on a fresh network instead of failing.
+func TestStartOnRemovedNetworkIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := testNetwork + "-gone-" + randomHex(4)
+	p := newProvider(t, Config{Network: name})
+	t.Cleanup(func() { _ = p.cli.NetworkRemove(context.Background(), name) })
+	spec := testSpec()
+	cleanupRecord(t, p, spec.RecordID)
+	tmpl, image, _ := p.template(BaseTemplate)
+	id, err := p.createContainer(ctx, containerName(spec.RecordID), image, tmpl.Ports, map[string]string{compute.LabelManaged: "true"},
+		nil, nil, 1, 128, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cli.NetworkRemove(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	err = p.start(ctx, "create", id, false)
+	if !errors.Is(err, errNetworkGone) {
+		t.Fatalf("start on a removed network: %v, want errNetworkGone", err)
+	}
+	if _, err := p.cli.ContainerInspect(ctx, id); err == nil {
+		t.Fatal("the container of the failed start was kept")
+	}
+	// Create from the top: the cached id is stale, and Create recovers.
+	inst, err := p.Create(ctx, spec)
+	if err != nil || inst.Status != compute.StatusRunning {
+		t.Fatalf("create after the network went: %+v %v", inst, err)
 	}
 }
