@@ -860,15 +860,15 @@ type SandboxTimelineEntry struct {
 // SandboxTimelineEntryPhase defines model for SandboxTimelineEntry.Phase.
 type SandboxTimelineEntryPhase string
 
-// ServiceURL defines model for ServiceURL.
+// ServiceURL Where an exposed service answers from the backend's host. On Docker: the service's address and port on the environment's own network (no port is published on a host interface).
 type ServiceURL struct {
-	// URL Example: http://127.0.0.1:49153
+	// URL Example: http://10.213.4.2:8080
 	URL string `json:"url"`
 
-	// Host Example: 127.0.0.1
+	// Host Example: 10.213.4.2
 	Host string `json:"host"`
 
-	// Port Example: 49153
+	// Port Example: 8080
 	Port int `json:"port"`
 }
 

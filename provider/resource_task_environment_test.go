@@ -74,10 +74,18 @@ func TestAccTaskEnvironment_lifecycle(t *testing.T) {
 					resource.TestCheckResourceAttr(addr, "state", "ready"),
 					resource.TestCheckResourceAttr(addr, "paused", "false"),
 					resource.TestCheckResourceAttrSet(addr, "execute_token"),
-					resource.TestCheckResourceAttr(addr, "service_urls.web.host", "127.0.0.1"),
+					// The service's address on the environment's network: no port is
+					// published on the host's loopback or any other interface.
+					resource.TestMatchResourceAttr(addr, "service_urls.web.host", regexp.MustCompile(`^(?:[0-9]{1,3}\.){3}[0-9]{1,3}$`)),
+					resource.TestCheckResourceAttrWith(addr, "service_urls.web.host", func(v string) error {
+						if strings.HasPrefix(v, "127.") {
+							return fmt.Errorf("service_urls.web.host %s is a loopback address", v)
+						}
+						return nil
+					}),
 					resource.TestMatchResourceAttr(addr, "service_urls.web.port", regexp.MustCompile(`^[1-9][0-9]*$`)),
-					resource.TestMatchResourceAttr(addr, "service_urls.web.url", regexp.MustCompile(`^http://127\.0\.0\.1:[0-9]+`)),
-					resource.TestMatchResourceAttr(addr, "instruction", regexp.MustCompile(`The page is at http://127\.0\.0\.1:[0-9]+`)),
+					resource.TestMatchResourceAttr(addr, "service_urls.web.url", regexp.MustCompile(`^http://(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]+`)),
+					resource.TestMatchResourceAttr(addr, "instruction", regexp.MustCompile(`The page is at http://(?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]+`)),
 					resource.TestMatchResourceAttr(addr, "created_at", reRFC3339),
 					serviceAnswers(addr, "hi from terraform"),
 					captureAttr(addr, "id", &id),

@@ -40,7 +40,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
-	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
@@ -178,7 +177,7 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 	// engine's default capacity (its CPUs × 32) never queues a burst.
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
-		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy}
+		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy, DockerNetwork: benchNetwork}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -356,16 +355,18 @@ func rawCreateStart(ctx context.Context, cli *client.Client, name string) time.D
 	return time.Since(t0)
 }
 
+// benchNetwork is the sandbox network of every backend the bench starts, so
+// that the raw containers join the same (inter-container traffic off) bridge.
+const benchNetwork = "dreadnode-bench"
+
 // rawConfig is the container the provider would make: same image, network,
-// port binding and resource limits.
+// (no) port binding and resource limits.
 func rawConfig() (*container.Config, *container.HostConfig) {
-	port := nat.Port("8080/tcp")
-	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}, ExposedPorts: nat.PortSet{port: {}}}
+	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}}
 	pids := int64(4096)
 	return cfg, &container.HostConfig{
-		NetworkMode:  "dreadnode",
-		PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}},
-		Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
+		NetworkMode: benchNetwork,
+		Resources:   container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids},
 	}
 }
 

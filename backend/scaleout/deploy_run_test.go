@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +38,10 @@ const backendImage = "dreadnode/backend:latest"
 // TestComposeDeploymentStarts runs the topology of examples/deploy with
 // plain Docker API calls (docker compose is not needed): it builds the
 // postgres image from its Dockerfile, starts it and the three replicas with
-// the environment and mounts the Compose file gives them, and checks that
-// every replica is ready and serves the shared key.
+// the environment, mounts and networks the Compose file gives them (on
+// free ports: tests run side by side), and checks that every replica is
+// ready and serves the shared key, and that a replica's traffic router
+// reaches a sandbox, which publishes no port on the host.
 func TestComposeDeploymentStarts(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -46,7 +50,11 @@ func TestComposeDeploymentStarts(t *testing.T) {
 	cli := dockertest.Client(t)
 	ensureBackendImage(t, cli)
 	key := ids.Token("dn_test")
-	p, err := loadDeployment(t, map[string]string{"DREADNODE_BOOTSTRAP_API_KEY": key, "POSTGRES_PASSWORD": "pw-" + ids.New()})
+	env := map[string]string{"DREADNODE_BOOTSTRAP_API_KEY": key, "POSTGRES_PASSWORD": "pw-" + ids.New(), "POSTGRES_PORT": freePort(t)}
+	for i := 1; i <= 3; i++ {
+		env[fmt.Sprintf("DREADNODE_REPLICA_%d_PORT", i)] = freePort(t)
+	}
+	p, err := loadDeployment(t, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +115,16 @@ func TestComposeDeploymentStarts(t *testing.T) {
 		for _, port := range s.Ports {
 			cp := nat.Port(fmt.Sprintf("%d/tcp", port.Target))
 			cfg.ExposedPorts[cp] = struct{}{}
-			hc.PortBindings[cp] = []nat.PortBinding{{HostIP: "127.0.0.1"}} // any free port: tests run side by side
+			hc.PortBindings[cp] = []nat.PortBinding{{HostIP: port.HostIP, HostPort: port.Published}}
 		}
 		nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{run: {Aliases: []string{name}}}}
+		if s.NetworkMode == "host" {
+			hc.NetworkMode, nc = "host", nil
+			hc.ExtraHosts = s.ExtraHosts.AsList(":")
+			if listen := s.Environment["DREADNODE_LISTEN"]; listen != nil {
+				urls[name] = "http://" + *listen
+			}
+		}
 		c, err := cli.ContainerCreate(ctx, cfg, hc, nc, nil, run+"-"+name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -117,7 +132,7 @@ func TestComposeDeploymentStarts(t *testing.T) {
 		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if len(s.Ports) > 0 {
+		if len(s.Ports) > 0 && s.Image == backendImage {
 			info, err := cli.ContainerInspect(ctx, c.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -135,6 +150,80 @@ func TestComposeDeploymentStarts(t *testing.T) {
 	for name, url := range urls {
 		waitReady(t, cli, run+"-"+name, url, key)
 	}
+	routerReachesSandbox(t, cli, urls["replica-1"], urls["replica-2"], key)
+}
+
+// routerReachesSandbox creates a sandbox serving port 8080 through one
+// replica and fetches it through another's traffic router, then deletes it.
+func routerReachesSandbox(t *testing.T, cli *client.Client, create, route, key string) {
+	t.Helper()
+	code, body := httpCall(t, http.MethodPost, create+"/sandboxes", key, "",
+		`{"waitReady": true, "timeout": 300, "command": ["python3", "-m", "http.server", "8080"]}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create through %s: %d %s", create, code, body)
+	}
+	var sb struct{ SandboxID, AccessToken string }
+	if err := json.Unmarshal(body, &sb); err != nil {
+		t.Fatal(err)
+	}
+	name := "dn-" + sb.SandboxID
+	info, err := cli.ContainerInspect(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // the replicas die without closing: remove what they leave
+		_ = cli.ContainerRemove(context.Background(), name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		for net := range info.NetworkSettings.Networks {
+			_ = cli.NetworkRemove(context.Background(), net)
+		}
+	})
+	if len(info.HostConfig.PortBindings) != 0 {
+		t.Errorf("the sandbox publishes ports on the host: %v", info.HostConfig.PortBindings)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body = httpCall(t, http.MethodGet, route+"/sandboxes/"+sb.SandboxID+"/proxy/8080/", "", sb.AccessToken, "")
+		if code == http.StatusOK {
+			break
+		}
+		if code != http.StatusBadGateway || time.Now().After(deadline) {
+			t.Fatalf("the router of %s does not reach the sandbox: %d %s", route, code, body)
+		}
+		time.Sleep(200 * time.Millisecond) // the server is still starting; bounded by the deadline
+	}
+	if code, body = httpCall(t, http.MethodDelete, route+"/sandboxes/"+sb.SandboxID, key, "", ""); code/100 != 2 {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+}
+
+func httpCall(t *testing.T, method, url, key, token, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	if token != "" {
+		req.Header.Set("X-Access-Token", token)
+	}
+	c := http.Client{Timeout: 2 * time.Minute}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	return res.StatusCode, data
+}
+
+// freePort returns a TCP port free on 127.0.0.1 right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // waitHealthy polls a container's health check until it passes.

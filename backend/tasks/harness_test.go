@@ -360,7 +360,7 @@ func (h *harness) record(id string) *store.Record {
 	return r
 }
 
-// httpGet fetches url from the host (the published 127.0.0.1 port).
+// httpGet fetches url from the host (a service's address on its network).
 func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)

@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,7 +46,10 @@ func TestWebLoginLifecycle(t *testing.T) {
 		urls := env["service_urls"].(map[string]any)
 		web := urls["web"].(map[string]any)
 		webURL := web["url"].(string)
-		if web["host"] != "127.0.0.1" || !strings.HasPrefix(webURL, "http://127.0.0.1:") || len(urls) != 1 {
+		// The service's address on the environment's network: nothing is
+		// published on a host interface.
+		if host, _ := web["host"].(string); net.ParseIP(host) == nil || net.ParseIP(host).IsLoopback() ||
+			webURL != "http://"+host+":8080" || web["port"] != float64(8080) || len(urls) != 1 {
 			t.Fatalf("service_urls: %v", urls)
 		}
 		instr := env["instruction"].(string)
@@ -61,7 +65,7 @@ func TestWebLoginLifecycle(t *testing.T) {
 			t.Fatalf("expires_at %v is not ~timeout_sec from now", exp)
 		}
 
-		// The bypass from the host, through the published port.
+		// The bypass from the host, at the service's address.
 		if code, body := httpGet(t, webURL+"/"); code != 200 || !strings.Contains(body, "login") {
 			t.Fatalf("GET /: %d %s", code, body)
 		}
@@ -213,9 +217,12 @@ func TestSSRFVaultLifecycle(t *testing.T) {
 			t.Fatalf("labels: %v", c.Labels)
 		}
 		for _, p := range c.Ports {
-			if p.PublicPort != 0 && p.IP != "127.0.0.1" {
-				t.Fatalf("port published on %s", p.IP)
+			if p.PublicPort != 0 {
+				t.Fatalf("port %d published on the host (%s:%d)", p.PrivatePort, p.IP, p.PublicPort)
 			}
+		}
+		if len(in.HostConfig.PortBindings) != 0 {
+			t.Fatalf("service %s has port bindings %v", c.Names, in.HostConfig.PortBindings)
 		}
 	}
 	if vaultHealthy.IsZero() || gatewayStarted.Before(vaultHealthy.Add(-50*time.Millisecond)) {

@@ -188,7 +188,10 @@ func TestDNAgainstBackend(t *testing.T) {
 			envID = m[1]
 			envs = append(envs, envID)
 		}
-		expect(t, r, 0, r.stdout, "is ready (task web-login)", "Service URLs:", "web  http://127.0.0.1:", "Instruction:", "Execute token: det_")
+		expect(t, r, 0, r.stdout, "is ready (task web-login)", "Service URLs:", "web  http://", "Instruction:", "Execute token: det_")
+		if strings.Contains(r.stdout, "web  http://127.") {
+			t.Errorf("the service URL is a loopback port; services publish no port on the host:\n%s", r.stdout)
+		}
 		var states []string
 		for _, l := range strings.Split(r.stdout, "\n") {
 			if s, ok := strings.CutPrefix(l, "state="); ok {

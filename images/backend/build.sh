@@ -6,9 +6,10 @@
 # Usage: images/backend/build.sh [IMAGE]   (default dreadnode/backend:latest,
 #        or DREADNODE_BACKEND_IMAGE)
 #
-# Run it with the Docker provider (the default) by handing it the engine:
-#   docker run -d -p 127.0.0.1:8080:8080 -v /var/run/docker.sock:/var/run/docker.sock \
-#     -v dreadnode-data:/data dreadnode/backend:latest
+# Run it with the Docker provider (the default) by handing it the engine, on
+# the host's network (the router dials sandboxes, which publish no port):
+#   docker run -d --network host -e DREADNODE_LISTEN=127.0.0.1:8080 \
+#     -v /var/run/docker.sock:/var/run/docker.sock -v dreadnode-data:/data dreadnode/backend:latest
 set -euo pipefail
 
 IMAGE="${1:-${DREADNODE_BACKEND_IMAGE:-dreadnode/backend:latest}}"

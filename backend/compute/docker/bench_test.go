@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
@@ -70,14 +69,12 @@ func BenchmarkRawDockerCreateStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		rec := testSpec().RecordID
 		cfg := &container.Config{
-			Image:        DefaultBaseImage,
-			Labels:       map[string]string{compute.LabelManaged: "true", compute.LabelRecord: rec, labelScope: p.cfg.Scope},
-			ExposedPorts: nat.PortSet{"8080/tcp": {}},
+			Image:  DefaultBaseImage,
+			Labels: map[string]string{compute.LabelManaged: "true", compute.LabelRecord: rec, labelScope: p.cfg.Scope},
 		}
 		hc := &container.HostConfig{
-			NetworkMode:  container.NetworkMode(netID),
-			PortBindings: nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1"}}},
-			Resources:    container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: ptr(int64(pidsLimit))},
+			NetworkMode: container.NetworkMode(netID),
+			Resources:   container.Resources{NanoCPUs: 1e9, Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: ptr(int64(pidsLimit))},
 		}
 		resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(rec))
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
@@ -92,10 +91,17 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 				p.removeQuietly(id)
 				return compute.Instance{}, err
 			}
-			if err := p.start(ctx, op, id, isolated); err != nil {
+			err := p.start(ctx, op, id, isolated)
+			if err == nil {
+				return p.getChecked(ctx, op, id, labels)
+			}
+			// The network went between create and start (a created container
+			// does not hold it; see pruneNetworks): start removed the
+			// container, so retry from scratch.
+			if !errors.Is(err, errNetworkGone) || attempt == 10 {
 				return compute.Instance{}, err
 			}
-			return p.getChecked(ctx, op, id, labels)
+			p.forgetNetwork(p.networkName(isolated))
 		}
 		select {
 		case <-ctx.Done():
@@ -103,6 +109,18 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		case <-time.After(wait):
 		}
 	}
+}
+
+// errNetworkGone marks a start that failed because the container's network
+// was removed after the container was created.
+var errNetworkGone = errors.New("network removed before start")
+
+// networkName is the network a sandbox joins.
+func (p *Provider) networkName(isolated bool) string {
+	if isolated {
+		return p.cfg.Network + isolatedSuffix
+	}
+	return p.cfg.Network
 }
 
 // isNetworkRace recognises a network that was removed, or briefly duplicated
@@ -133,16 +151,21 @@ func env(m map[string]string) []string {
 }
 
 // createContainer creates (but does not start) one container on the default
-// or the isolated network.
+// or the isolated network. No port is published on the host: the template's
+// ports are kept in a label, and the router dials the container's address on
+// its network (see endpoints).
 func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
 	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount) (string, error) {
-	cfg := &container.Config{Image: image, Labels: labels, Env: envs, ExposedPorts: nat.PortSet{}}
+	labels = maps.Clone(labels)
+	if !isolated && len(ports) > 0 { // nothing outside an internal network reaches its containers
+		labels[labelPorts] = portsLabel(ports)
+	}
+	cfg := &container.Config{Image: image, Labels: labels, Env: envs}
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	hc := &container.HostConfig{
-		Mounts:       mounts,
-		PortBindings: nat.PortMap{},
+		Mounts: mounts,
 		Resources: container.Resources{
 			NanoCPUs:   int64(cpu) * 1e9,
 			Memory:     int64(mem) << 20,
@@ -155,17 +178,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
 		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
 	}
-	if !isolated { // ports are not published on internal networks anyway
-		for _, port := range ports {
-			cp := nat.Port(itoa(port) + "/tcp")
-			cfg.ExposedPorts[cp] = struct{}{}
-			hc.PortBindings[cp] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: ""}}
-		}
-	}
-	netName := p.cfg.Network
-	if isolated {
-		netName += "-isolated"
-	}
+	netName := p.networkName(isolated)
 	netID, err := p.ensureNetwork(ctx, netName, isolated)
 	if err != nil {
 		return "", err
@@ -229,6 +242,9 @@ func (p *Provider) start(ctx context.Context, op, id string, isolated bool) erro
 	var pe *compute.Error
 	if errors.As(err, &pe) {
 		return err
+	}
+	if isNetworkRace(err) {
+		return compute.Errorf(compute.KindNetwork, op, errors.Join(errNetworkGone, err), "the sandbox's Docker network was removed while it started: %s", daemonMessage(err))
 	}
 	msg := daemonMessage(err)
 	switch {

@@ -2,18 +2,22 @@
 //
 // Every sandbox is one container named dn-<RecordID>, labelled with the
 // compute.Label* keys so the reconciler can adopt or sweep it after a crash.
-// Template ports are published on 127.0.0.1 only, with an ephemeral host port.
+// No port is published on the host: a template port's Endpoint is the
+// container's address on its network, which the backend (on the host, or in
+// a container on the host's network) dials directly: no host port bypasses
+// the traffic router's token check.
 //
 // Networking: containers join the bridge network Config.Network (created on
-// first use, labelled managed). A sandbox created with
+// first use, labelled managed, inter-container traffic off, so no sandbox
+// reaches another even on one bridge). A sandbox created with
 // Network.AllowInternetAccess == false instead joins ONLY the internal network
 // "<network>-isolated" (Internal: true, inter-container traffic disabled), and
 // its default route is deleted right after start by a helper container
 // sharing its network namespace (Docker 20.10 still installs one on internal
 // networks; iptables drops the traffic, but a sandbox must not even see a
-// route out). No exec into a sandbox is ever privileged. Docker does not publish ports of a container that is
-// only on an internal network, so such a sandbox has no Endpoints: it is
-// reachable through Exec, ReadFile and WriteFile only.
+// route out). No exec into a sandbox is ever privileged. Such a sandbox has
+// no Endpoints (nothing outside an internal network is meant to reach it):
+// it is reachable through Exec, ReadFile and WriteFile only.
 //
 // Scope: several deployments (a developer's backend, test backends) may share
 // one daemon, and each sweeps the orphans it finds. Every container therefore
@@ -50,6 +54,8 @@ type Config struct {
 	// (environment, then the local socket).
 	Host string
 	// Network is the bridge network sandboxes join (DOCKER_NETWORK).
+	// Default: "dreadnode-<Scope>" (one per deployment, removed by Close
+	// when no container uses it), or "dreadnode" without a Scope.
 	Network string
 	// BaseImage is the image of the "base" template (DOCKER_RUNTIME_IMAGE).
 	BaseImage string
@@ -82,6 +88,15 @@ type Config struct {
 	egressRunner egress.Runner // tests: nil runs nft
 }
 
+// networkOf names the sandbox network of a deployment: its own, so that
+// deployments sharing an engine never share a bridge (or its name).
+func networkOf(scope string) string {
+	if scope == "" {
+		return DefaultNetwork
+	}
+	return DefaultNetwork + "-" + scope
+}
+
 // ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
 func ConfigFromEnv() Config {
 	return Config{
@@ -103,6 +118,7 @@ type Provider struct {
 
 	netMu  sync.Mutex
 	netIDs map[string]string // network name -> id, filled on first use
+	ownNet bool              // the network name is derived from Scope: Close removes it when unused
 
 	cpuMu      sync.Mutex
 	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
@@ -126,8 +142,9 @@ var (
 // (an unreachable daemon is not an error here; Ping reports it), and starts
 // filling the warm pool in the background.
 func New(cfg Config) (*Provider, error) {
+	ownNet := cfg.Network == "" && cfg.Scope != ""
 	if cfg.Network == "" {
-		cfg.Network = DefaultNetwork
+		cfg.Network = networkOf(cfg.Scope)
 	}
 	if cfg.Scope == "" {
 		cfg.Scope = cfg.Network
@@ -163,6 +180,7 @@ func New(cfg Config) (*Provider, error) {
 		templates:  map[string]compute.Template{},
 		images:     map[string]string{},
 		netIDs:     map[string]string{},
+		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 	}
 	for id, t := range cfg.Templates {
@@ -187,6 +205,9 @@ func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		if p.pool != nil {
 			p.pool.close()
+		}
+		if p.ownNet {
+			p.removeNetworks()
 		}
 		err = p.cli.Close()
 	})
@@ -260,15 +281,17 @@ func (p *Provider) template(id string) (compute.Template, string, bool) {
 
 // Docker-side naming and labels private to this provider.
 const (
-	namePrefix    = "dn-"
-	poolPrefix    = "dn-pool-"
-	metaPrefix    = "dev.dreadnode.meta."
-	labelTemplate = "dev.dreadnode.template"
-	labelScope    = compute.LabelDeployment // Config.Scope of the deployment that owns the container
-	labelNetwork  = "dev.dreadnode.network" // "isolated" when internet access is cut
-	labelPool     = "dev.dreadnode.pool"    // template of a warm-pool container
-	labelPoolBy   = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
-	isolatedValue = "isolated"
+	namePrefix     = "dn-"
+	poolPrefix     = "dn-pool-"
+	metaPrefix     = "dev.dreadnode.meta."
+	labelTemplate  = "dev.dreadnode.template"
+	labelScope     = compute.LabelDeployment // Config.Scope of the deployment that owns the container
+	labelNetwork   = "dev.dreadnode.network" // "isolated" when internet access is cut
+	labelPool      = "dev.dreadnode.pool"    // template of a warm-pool container
+	labelPoolBy    = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
+	isolatedValue  = "isolated"
+	isolatedSuffix = "-isolated"           // the internal network's name after Config.Network
+	labelPorts     = "dev.dreadnode.ports" // the template ports the router may reach, e.g. "8080,3000"
 )
 
 func containerName(recordID string) string { return namePrefix + recordID }

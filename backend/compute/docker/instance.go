@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -57,10 +56,8 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 			// Status reads like "Exited (3) 2 seconds ago".
 			_, _ = fmt.Sscanf(c.Status, "Exited (%d)", &inst.ExitCode)
 		}
-		for _, port := range c.Ports {
-			if port.PublicPort != 0 && port.Type == "tcp" {
-				inst.Endpoints = addEndpoint(inst.Endpoints, int(port.PrivatePort), port.IP, int(port.PublicPort))
-			}
+		if c.NetworkSettings != nil {
+			inst.Endpoints = endpoints(c.Labels, c.NetworkSettings.Networks)
 		}
 		out = append(out, inst)
 	}
@@ -91,17 +88,7 @@ func fromInspect(c container.InspectResponse) compute.Instance {
 		inst.MemoryMB = int(hc.Memory >> 20)
 	}
 	if c.NetworkSettings != nil {
-		for port, bindings := range c.NetworkSettings.Ports {
-			if port.Proto() != "tcp" {
-				continue
-			}
-			for _, b := range bindings {
-				hostPort, err := strconv.Atoi(b.HostPort)
-				if err == nil && hostPort > 0 {
-					inst.Endpoints = addEndpoint(inst.Endpoints, port.Int(), b.HostIP, hostPort)
-				}
-			}
-		}
+		inst.Endpoints = endpoints(labels, c.NetworkSettings.Networks)
 	}
 	return inst
 }
@@ -116,20 +103,6 @@ func recordID(name string, labels map[string]string) string {
 		return strings.TrimPrefix(name, namePrefix)
 	}
 	return ""
-}
-
-// addEndpoint records one published port, preferring the IPv4 loopback
-// binding when Docker reports several.
-func addEndpoint(m map[int]compute.Endpoint, port int, hostIP string, hostPort int) map[int]compute.Endpoint {
-	if m == nil {
-		m = map[int]compute.Endpoint{}
-	}
-	if _, ok := m[port]; ok && hostIP != "127.0.0.1" {
-		return m
-	}
-	host := "127.0.0.1" // we only ever publish on the loopback
-	m[port] = compute.Endpoint{Host: host, Port: hostPort, URL: fmt.Sprintf("http://%s:%d", host, hostPort)}
-	return m
 }
 
 func status(s string) compute.Status {

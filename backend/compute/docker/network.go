@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -18,12 +19,20 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
+// iccOption turns inter-container traffic off on a bridge: its containers
+// reach the outside (unless internal) but not each other, so sandboxes of
+// every org can share one network without reaching one another.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
 // ensureNetwork returns the id of the bridge network name, creating it when
-// missing. Creation is race-safe: within the process a mutex serialises it;
-// across processes the daemon's duplicate check refuses the second create
-// (a conflict we ignore), and should two creates still slip through, every
-// caller settles on the oldest network of that name and removes the others.
-// Containers then join by id, so a duplicate name can never be ambiguous.
+// missing, with inter-container traffic off. An existing network of that
+// name that lets containers talk (or that is not internal when internal is
+// asked) is refused, never silently used. Creation is race-safe: within the
+// process a mutex serialises it; across processes the daemon's duplicate
+// check refuses the second create (a conflict we ignore), and should two
+// creates still slip through, every caller settles on the oldest network of
+// that name and removes the others. Containers then join by id, so a
+// duplicate name can never be ambiguous.
 func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool) (string, error) {
 	p.netMu.Lock()
 	defer p.netMu.Unlock()
@@ -37,14 +46,12 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	defer unlock()
 	net, err := p.findNetwork(ctx, name)
 	if err == nil && net == nil {
+		p.pruneNetworks(ctx)
 		opts := network.CreateOptions{
 			Driver:   "bridge",
 			Internal: internal,
-			Labels:   map[string]string{compute.LabelManaged: "true"},
-		}
-		if internal {
-			// Isolated sandboxes must not reach each other either.
-			opts.Options = map[string]string{"com.docker.network.bridge.enable_icc": "false"}
+			Labels:   map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope},
+			Options:  map[string]string{iccOption: "false"},
 		}
 		if _, cerr := p.cli.NetworkCreate(ctx, name, opts); cerr != nil && !cerrdefs.IsConflict(cerr) {
 			return "", compute.Errorf(compute.KindNetwork, "network", cerr, "could not create Docker network %s: %s", name, daemonMessage(cerr))
@@ -59,12 +66,54 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	case internal && !net.Internal:
 		return "", compute.Errorf(compute.KindNetwork, "network", nil,
 			"Docker network %s exists but is not internal; remove it so that sandboxes without internet access stay cut off", name)
+	case net.Options[iccOption] != "false":
+		return "", compute.Errorf(compute.KindNetwork, "network", nil,
+			"Docker network %s lets its containers reach each other (inter-container traffic is on), so a sandbox on it could reach "+
+				"other sandboxes; remove it (`docker network rm %s`, once no container uses it) or set DOCKER_NETWORK to a new name, "+
+				"which the backend creates with inter-container traffic off", name, name)
 	}
 	if err := p.attachEgress(ctx, *net); err != nil {
 		return "", err
 	}
 	p.netIDs[name] = net.ID
 	return net.ID, nil
+}
+
+// pruneNetworks removes, best effort, the unused per-deployment networks
+// (dreadnode-<deployment>) of other deployments: a backend that was killed
+// never removed its own, and each holds one of the engine's few default
+// address pools. The daemon refuses to remove a network a container uses; a
+// live deployment whose empty network goes recreates it on its next create
+// (see isNetworkRace).
+func (p *Provider) pruneNetworks(ctx context.Context) {
+	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", compute.LabelManaged+"=true"), filters.Arg("label", labelScope), filters.Arg("name", DefaultNetwork+"-"))})
+	if err != nil {
+		return
+	}
+	for _, n := range nets {
+		scope := n.Labels[labelScope]
+		own := n.Name == networkOf(scope) || n.Name == networkOf(scope)+isolatedSuffix
+		if own && scope != p.cfg.Scope { // the list does not say whether it is used; the daemon does
+			_ = p.cli.NetworkRemove(ctx, n.ID)
+		}
+	}
+}
+
+// removeNetworks removes the deployment's own networks when no container
+// uses them (best effort: the daemon refuses while one does, and a replica
+// still creating sandboxes recreates them, see isNetworkRace).
+func (p *Provider) removeNetworks() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{p.cfg.Network, p.cfg.Network + isolatedSuffix} {
+		unlock := lockHost("network-" + name)
+		if net, err := p.findNetwork(ctx, name); err == nil && net != nil {
+			_ = p.cli.NetworkRemove(ctx, net.ID)
+		}
+		unlock()
+		p.forgetNetwork(name)
+	}
 }
 
 // findNetwork returns the oldest network named exactly name (nil when none)

@@ -20,10 +20,11 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/docker/go-connections/nat"
 )
 
-// Endpoint is where an exposed service answers, from the backend's host.
+// Endpoint is where an exposed service answers, from the backend's host: the
+// service's address on the environment's network (nothing is published on a
+// host interface).
 type Endpoint struct {
 	URL  string `json:"url"`
 	Host string `json:"host"`
@@ -35,7 +36,8 @@ type Up struct {
 	Target
 	Project *types.Project
 	Images  map[string]*Image
-	// Expose maps a service to the container port to publish on 127.0.0.1.
+	// Expose maps a service to the container port whose address on the
+	// environment's network becomes its Endpoint (never published on the host).
 	Expose map[string]int
 	// Templates maps a service to its prebuilt template (task.yaml
 	// e2b_templates) for runtimes that start templates instead of images
@@ -218,7 +220,7 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 		if !ok {
 			continue
 		}
-		ep, err := publishedEndpoint(r.state, port)
+		ep, err := networkEndpoint(r.state, NetworkName(u.EnvID), port)
 		if err != nil {
 			return nil, &ServiceError{Service: n, Msg: err.Error()}
 		}
@@ -227,21 +229,17 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 	return res, nil
 }
 
-func publishedEndpoint(st container.InspectResponse, port int) (Endpoint, error) {
+// networkEndpoint is where the backend reaches a service's port: its
+// address on the environment's network. Other environments and sandboxes
+// sit on other bridges, which Docker keeps apart.
+func networkEndpoint(st container.InspectResponse, netName string, port int) (Endpoint, error) {
 	if st.NetworkSettings != nil {
-		for _, b := range st.NetworkSettings.Ports[nat.Port(strconv.Itoa(port)+"/tcp")] {
-			p, err := strconv.Atoi(b.HostPort)
-			if err != nil || p == 0 {
-				continue
-			}
-			host := b.HostIP
-			if host == "" || host == "0.0.0.0" {
-				host = "127.0.0.1"
-			}
-			return Endpoint{URL: "http://" + host + ":" + b.HostPort, Host: host, Port: p}, nil
+		if n := st.NetworkSettings.Networks[netName]; n != nil && n.IPAddress != "" {
+			p := strconv.Itoa(port)
+			return Endpoint{URL: "http://" + n.IPAddress + ":" + p, Host: n.IPAddress, Port: port}, nil
 		}
 	}
-	return Endpoint{}, fmt.Errorf("has no published port for container port %d", port)
+	return Endpoint{}, fmt.Errorf("has no address on the environment's network %s", netName)
 }
 
 // depsMet reports whether r's depends_on conditions hold.
@@ -619,11 +617,6 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 	}
 	host.Resources.MemoryReservation = int64(s.MemReservation)
 	e.harden(host, s, u.Runtime)
-	if port, ok := u.Expose[name]; ok {
-		p := nat.Port(strconv.Itoa(port) + "/tcp")
-		cfg.ExposedPorts = nat.PortSet{p: {}}
-		host.PortBindings = nat.PortMap{p: {{HostIP: "127.0.0.1", HostPort: ""}}}
-	}
 	return cfg, host
 }
 
