@@ -119,6 +119,9 @@ type Provider struct {
 	netMu  sync.Mutex
 	netIDs map[string]string // network name -> id, filled on first use
 	ownNet bool              // the network name is derived from Scope: Close removes it when unused
+	// releaseDeployment drops the lock that tells other backends this
+	// deployment runs (liveness.go).
+	releaseDeployment func()
 
 	cpuMu      sync.Mutex
 	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
@@ -192,6 +195,7 @@ func New(cfg Config) (*Provider, error) {
 		p.images[BaseTemplate] = cfg.BaseImage
 	}
 	p.initEgress()
+	p.releaseDeployment = holdDeployment(cfg.Scope)
 	if cfg.WarmPoolSize > 0 {
 		p.pool = startPool(p, cfg.WarmPoolSize)
 	}
@@ -209,6 +213,7 @@ func (p *Provider) Close() error {
 		if p.ownNet {
 			p.removeNetworks()
 		}
+		p.releaseDeployment()
 		err = p.cli.Close()
 	})
 	return err

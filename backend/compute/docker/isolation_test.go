@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -244,7 +245,15 @@ func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
 		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
 		return name
 	}
-	dead, busy := leftover("test-dead-"+randomHex(4)), leftover("test-busy-"+randomHex(4))
+	deadScope, idleScope := "test-dead-"+randomHex(4), "test-idle-"+randomHex(4)
+	dead, busy, idle := leftover(deadScope), leftover("test-busy-"+randomHex(4)), leftover(idleScope)
+	// A killed backend leaves its deployment's lock file, held by no one; a
+	// live but idle one holds it (liveness.go).
+	killed := holdDeployment(deadScope)
+	killed()
+	live := holdDeployment(idleScope)
+	defer live()
+	t.Cleanup(func() { os.Remove(deploymentLockPath(deadScope)); os.Remove(deploymentLockPath(idleScope)) })
 	resp, err := cli.ContainerCreate(ctx, &container.Config{Image: DefaultBaseImage, Cmd: []string{"sleep", "600"}},
 		&container.HostConfig{NetworkMode: container.NetworkMode(busy)}, nil, nil, "")
 	if err != nil {
@@ -270,6 +279,9 @@ func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
 	}
 	if _, err := cli.NetworkInspect(ctx, busy, network.InspectOptions{}); err != nil {
 		t.Errorf("the network %s, still used, was removed: %v", busy, err)
+	}
+	if _, err := cli.NetworkInspect(ctx, idle, network.InspectOptions{}); err != nil {
+		t.Errorf("the empty network %s of a deployment still running was removed: %v", idle, err)
 	}
 }
 

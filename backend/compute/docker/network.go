@@ -80,11 +80,11 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 }
 
 // pruneNetworks removes, best effort, the unused per-deployment networks
-// (dreadnode-<deployment>) of other deployments: a backend that was killed
-// never removed its own, and each holds one of the engine's few default
-// address pools. The daemon refuses to remove a network a container uses; a
-// live deployment whose empty network goes recreates it on its next create
-// (see isNetworkRace).
+// (dreadnode-<deployment>) of deployments no backend on this host runs any
+// more: a backend that was killed never removed its own, and each holds one
+// of the engine's few default address pools. The daemon refuses to remove a
+// network a container uses; a live deployment's network, idle or not, is
+// left alone (its backends hold its lock, liveness.go).
 func (p *Provider) pruneNetworks(ctx context.Context) {
 	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", compute.LabelManaged+"=true"), filters.Arg("label", labelScope), filters.Arg("name", DefaultNetwork+"-"))})
@@ -94,7 +94,10 @@ func (p *Provider) pruneNetworks(ctx context.Context) {
 	for _, n := range nets {
 		scope := n.Labels[labelScope]
 		own := n.Name == networkOf(scope) || n.Name == networkOf(scope)+isolatedSuffix
-		if own && scope != p.cfg.Scope { // the list does not say whether it is used; the daemon does
+		// The list does not say whether a network is used (the daemon
+		// refuses then) nor whether its deployment still runs (the
+		// deployment lock says; liveness.go).
+		if own && scope != p.cfg.Scope && deploymentGone(scope) {
 			_ = p.cli.NetworkRemove(ctx, n.ID)
 		}
 	}
