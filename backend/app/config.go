@@ -39,6 +39,9 @@ type Config struct {
 	// DockerDiskLimitMB (DOCKER_DISK_LIMIT_MB) caps each container's
 	// writable layer where the storage driver supports it; 0: no cap.
 	DockerDiskLimitMB int
+	// AgentBinary (DREADNODE_AGENT_BINARY) is the sandbox agent's static
+	// Linux build, injected into every Docker sandbox; "" injects nothing.
+	AgentBinary string
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -83,6 +86,7 @@ func ConfigFromEnv() (Config, error) {
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
 		DockerRuntime: os.Getenv("DOCKER_SANDBOX_RUNTIME"),
+		AgentBinary:   os.Getenv("DREADNODE_AGENT_BINARY"),
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error

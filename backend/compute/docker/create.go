@@ -135,6 +135,13 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
+	token := ""
+	if p.agent != nil {
+		token = randomHex(24)
+		if err := p.withAgent(ctx, cfg, image, cmd, token); err != nil {
+			return "", err
+		}
+	}
 	hc := &container.HostConfig{
 		Mounts:       mounts,
 		PortBindings: nat.PortMap{},
@@ -169,6 +176,12 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
+	}
+	if err == nil && p.agent != nil {
+		if cerr := p.copyAgent(ctx, resp.ID, token); cerr != nil {
+			p.removeQuietly(resp.ID)
+			return "", compute.Errorf(compute.KindUnavailable, "create", cerr, "could not put the sandbox agent into the new container: %s", daemonMessage(cerr))
+		}
 	}
 	return resp.ID, err
 }
