@@ -22,6 +22,11 @@ const (
 	EnvTokenFile = "DN_AGENT_TOKEN_FILE"
 	// EnvListen is the listen address (default ":49983").
 	EnvListen = "DN_AGENT_LISTEN"
+	// EnvReadyFile names a file the agent creates once it listens and the
+	// main command started: the Docker provider waits for it through the
+	// engine (no network needed), so a main command that cannot start
+	// fails the create, as it did when it was the container's own entrypoint.
+	EnvReadyFile = "DN_AGENT_READY_FILE"
 )
 
 // DefaultTokenFile is read when neither variable is set and it exists: the
@@ -72,6 +77,7 @@ func Main(args []string) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	if len(mainCmd) == 0 {
+		markReady()
 		<-sigs
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -84,6 +90,7 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "dn-agent: the main command %q could not start: %v\n", strings.Join(mainCmd, " "), err)
 		return 127
 	}
+	markReady()
 	for {
 		select {
 		case sig := <-sigs:
@@ -142,4 +149,13 @@ func childEnv(env []string) []string {
 		}
 	}
 	return out
+}
+
+// markReady creates the ready file, if one is asked for.
+func markReady() {
+	if f := os.Getenv(EnvReadyFile); f != "" {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "dn-agent: cannot write the ready file:", err)
+		}
+	}
 }

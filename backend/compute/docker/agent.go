@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // The in-sandbox agent (backend/agent, cmd dn-agent) is injected into every
@@ -25,6 +29,8 @@ const (
 	agentDir       = "/.dreadnode"
 	agentPath      = agentDir + "/dn-agent"
 	agentTokenPath = agentDir + "/token"
+	agentRunDir    = agentDir + "/run" // writable by the image's user, whoever it is
+	agentReadyPath = agentRunDir + "/ready"
 	// labelAgentToken holds the agent's access token, so every replica
 	// (and a restarted backend) can reach the agent; only those with the
 	// engine's socket can read it, and they are root on the host anyway.
@@ -73,8 +79,40 @@ func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image s
 	cfg.Entrypoint = append(cfg.Entrypoint, main...)
 	cfg.Cmd = nil
 	cfg.Labels[labelAgentToken] = token
+	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
 	return nil
 }
+
+// waitAgent waits until the agent in a started container reports (through
+// the engine, no network needed) that it listens and started the main
+// command. A container that ends first could not start its main command:
+// that is the create's failure, with the agent's last words from the logs.
+func (p *Provider) waitAgent(ctx context.Context, id string) error {
+	const op = "create"
+	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
+	defer cancel()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		if _, err := p.cli.ContainerStatPath(ctx, id, agentReadyPath); err == nil {
+			return nil
+		}
+		c, err := p.cli.ContainerInspect(ctx, id)
+		if err != nil {
+			return classify(op, err)
+		}
+		if c.State != nil && !c.State.Running && c.State.Status != "created" {
+			logs, _ := p.Logs(ctx, compute.Ref{ID: id})
+			return compute.Errorf(compute.KindEntrypoint, op, nil, "the main process could not start: %s", lastLine(strings.TrimSpace(strings.TrimPrefix(logs, "dn-agent: "))))
+		}
+		select {
+		case <-ctx.Done():
+			return compute.Errorf(compute.KindUnavailable, op, ctx.Err(), "the sandbox agent did not report ready within %s", agentReadyTimeout)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// agentReadyTimeout bounds the wait for the agent after the container started.
+const agentReadyTimeout = 30 * time.Second
 
 // copyAgent puts the agent and its token into a created container.
 func (p *Provider) copyAgent(ctx context.Context, id, token string) error {
@@ -82,7 +120,10 @@ func (p *Provider) copyAgent(ctx context.Context, id, token string) error {
 	go func() {
 		tw := tar.NewWriter(pw)
 		now := time.Now()
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "." + agentDir + "/", Mode: 0o711, ModTime: now})
+		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "." + agentDir + "/", Mode: 0o755, ModTime: now})
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "." + agentRunDir + "/", Mode: 0o1777, ModTime: now})
+		}
 		if err == nil {
 			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "." + agentPath, Mode: 0o755, Size: int64(len(p.agent.data)), ModTime: now})
 		}

@@ -226,6 +226,9 @@ func (p *Provider) createError(op, image string, err error) error {
 // starts clean, and the error says why in the user's terms.
 func (p *Provider) start(ctx context.Context, op, id string, isolated bool) error {
 	err := p.cli.ContainerStart(ctx, id, container.StartOptions{})
+	if err == nil && p.agent != nil {
+		err = p.waitAgent(ctx, id)
+	}
 	if err == nil && isolated {
 		err = p.dropDefaultRoute(ctx, id)
 	}

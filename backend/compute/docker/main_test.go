@@ -87,6 +87,9 @@ func newProvider(t testing.TB, cfg Config) *Provider {
 	if cfg.Network == "" {
 		cfg.Network = testNetwork
 	}
+	if cfg.AgentBinary == "" && os.Getenv("DN_FORCE_AGENT") == "1" {
+		cfg.AgentBinary = agentbin.Path(t)
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
