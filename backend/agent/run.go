@@ -27,6 +27,10 @@ const (
 	// engine (no network needed), so a main command that cannot start
 	// fails the create, as it did when it was the container's own entrypoint.
 	EnvReadyFile = "DN_AGENT_READY_FILE"
+	// EnvMainUser is the user ("name", "uid", "name:group", "uid:gid") the
+	// main command runs as: the image's USER, when the agent itself runs
+	// as root so it can read its token and start processes as any user.
+	EnvMainUser = "DN_AGENT_MAIN_USER"
 )
 
 // DefaultTokenFile is read when neither variable is set and it exists: the
@@ -103,12 +107,21 @@ func Main(args []string) int {
 
 // startMain starts the sandbox's own command with the agent's stdio.
 func startMain(r *Reaper, cmd, env []string, done func(syscall.WaitStatus)) (int, error) {
+	var sys *syscall.SysProcAttr
+	if spec := os.Getenv(EnvMainUser); spec != "" {
+		id, err := userSpec(spec)
+		if err != nil {
+			return 0, err
+		}
+		sys = &syscall.SysProcAttr{Credential: id.credential()}
+		env = dedupEnv(append(append([]string(nil), env...), "HOME="+id.home))
+	}
 	path, err := lookPath(cmd[0], env, nil)
 	if err != nil {
 		return 0, err
 	}
 	return r.Start(func() (int, error) {
-		p, err := os.StartProcess(path, cmd, &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+		p, err := os.StartProcess(path, cmd, &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys})
 		if err != nil {
 			return 0, err
 		}

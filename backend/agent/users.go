@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"os/user"
@@ -89,4 +90,34 @@ func (id identity) resolve(p string) string {
 		p = strings.TrimSuffix(id.home, "/") + "/" + p
 	}
 	return p
+}
+
+// userSpec resolves a Docker USER ("name", "uid", with ":group" or ":gid"):
+// unlike a request's user, one the image lacks is an error, as in Docker.
+func userSpec(spec string) (identity, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	var id identity
+	if uid, err := strconv.ParseUint(name, 10, 32); err == nil {
+		id = identity{name: name, uid: uint32(uid), gid: uint32(uid), home: "/"}
+		if u, err := user.LookupId(name); err == nil {
+			id = lookupUser(u.Username)
+		}
+	} else {
+		if _, err := user.Lookup(name); err != nil {
+			return identity{}, fmt.Errorf("user %q (the image's USER) is not in the image's /etc/passwd", name)
+		}
+		id = lookupUser(name)
+	}
+	if hasGroup {
+		if gid, err := strconv.ParseUint(group, 10, 32); err == nil {
+			id.gid = uint32(gid)
+		} else if g, err := user.LookupGroup(group); err == nil {
+			n, _ := strconv.ParseUint(g.Gid, 10, 32)
+			id.gid = uint32(n)
+		} else {
+			return identity{}, fmt.Errorf("group %q (the image's USER) is not in the image's /etc/group", group)
+		}
+		id.groups = []uint32{id.gid}
+	}
+	return homeOr(id), nil
 }

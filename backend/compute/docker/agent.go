@@ -64,6 +64,12 @@ func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image s
 		return err
 	}
 	var main []string
+	if img.Config != nil && img.Config.User != "" && img.Config.User != "root" && img.Config.User != "0" {
+		// The agent runs as root (it reads its root-only token and starts
+		// processes as any user); the main command keeps the image's user.
+		cfg.User = "0"
+		cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+img.Config.User)
+	}
 	if img.Config != nil {
 		main = append(main, img.Config.Entrypoint...)
 		if len(cmd) == 0 {
@@ -92,12 +98,15 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
 	defer cancel()
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
-		if _, err := p.cli.ContainerStatPath(ctx, id, agentReadyPath); err == nil {
-			return nil
-		}
 		c, err := p.cli.ContainerInspect(ctx, id)
 		if err != nil {
 			return classify(op, err)
+		}
+		if c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
+			return nil // made without the agent (before it was configured): nothing to wait for
+		}
+		if _, err := p.cli.ContainerStatPath(ctx, id, agentReadyPath); err == nil {
+			return nil
 		}
 		if c.State != nil && !c.State.Running && c.State.Status != "created" {
 			logs, _ := p.Logs(ctx, compute.Ref{ID: id})
@@ -109,6 +118,30 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// ensureAgent makes sure a created container that is to be adopted holds
+// its agent: the create that made it may still be copying it in (then it
+// appears within moments), or have crashed before (then the copy is made
+// here, with the token of the container's label).
+func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse) error {
+	if p.agent == nil || c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
+		return nil
+	}
+	token := c.Config.Labels[labelAgentToken]
+	deadline := time.Now().Add(2 * time.Second)
+	for wait := time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 100*time.Millisecond) {
+		// The token is the archive's last file: complete once it has its size.
+		if st, err := p.cli.ContainerStatPath(ctx, c.ID, agentTokenPath); err == nil && st.Size == int64(len(token)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return p.copyAgent(ctx, c.ID, token)
 }
 
 // agentReadyTimeout bounds the wait for the agent after the container started.

@@ -209,3 +209,28 @@ func TestAgentInImageWithoutShell(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAgentKeepsTheImageUser: in an image with a USER, the agent runs as
+// root (it reads its root-only token) and the main command as that user.
+func TestAgentKeepsTheImageUser(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, Config{AgentBinary: agentbin.Path(t)})
+	p.RegisterTemplate(compute.Template{ID: "nobody", CPUCount: 1, MemoryMB: 128},
+		derivedImage(t, p, testImagePrefix+"nobody:latest", "true", "USER nobody"))
+	spec := testSpec()
+	spec.Template = "nobody"
+	spec.Command = []string{"sh", "-c", `echo "uid=$(id -u) home=$HOME"; exec sleep infinity`}
+	inst := mustCreate(t, p, spec)
+	url, token := agentURL(t, p, inst)
+	waitHealthy(t, url)
+	if err := listProcesses(url, token); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		logs, err := p.Logs(context.Background(), inst.Ref)
+		if err != nil || !strings.Contains(logs, "uid=65534 home=/nonexistent") && !strings.Contains(logs, "uid=65534 home=/") {
+			return fmt.Errorf("logs %q, %v", logs, err)
+		}
+		return nil
+	})
+}

@@ -260,6 +260,9 @@ func (p *Provider) adopt(ctx context.Context, name string) (compute.Instance, er
 		return compute.Instance{}, classify(op, err)
 	}
 	if c.State != nil && c.State.Status == "created" {
+		if err := p.ensureAgent(ctx, c); err != nil {
+			return compute.Instance{}, classify(op, err)
+		}
 		isolated := c.Config != nil && c.Config.Labels[labelNetwork] == isolatedValue
 		if err := p.start(ctx, op, c.ID, isolated); err != nil {
 			return compute.Instance{}, err
