@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -298,7 +299,7 @@ func lookPath(cmd string, base []string, envs map[string]string) (string, error)
 	if cmd == "" {
 		return "", errors.New("cmd must not be empty")
 	}
-	if filepath.IsAbs(cmd) || containsSlash(cmd) {
+	if strings.Contains(cmd, "/") {
 		return cmd, nil
 	}
 	path := envs["PATH"]
@@ -322,19 +323,10 @@ func lookPath(cmd string, base []string, envs map[string]string) (string, error)
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-func containsSlash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return true
-		}
-	}
-	return false
-}
-
 func getenv(env []string, key string) string {
 	for i := len(env) - 1; i >= 0; i-- {
-		if len(env[i]) > len(key) && env[i][len(key)] == '=' && env[i][:len(key)] == key {
-			return env[i][len(key)+1:]
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
 		}
 	}
 	return ""
@@ -360,10 +352,7 @@ func dedupEnv(env []string) []string {
 	seen := map[string]int{}
 	out := env[:0:0]
 	for _, kv := range env {
-		k := kv
-		if i := indexByte(kv, '='); i >= 0 {
-			k = kv[:i]
-		}
+		k, _, _ := strings.Cut(kv, "=")
 		if j, ok := seen[k]; ok {
 			out[j] = kv
 			continue
@@ -372,13 +361,4 @@ func dedupEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
