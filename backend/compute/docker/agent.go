@@ -97,7 +97,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 	const op = "create"
 	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
 	defer cancel()
-	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		c, err := p.cli.ContainerInspect(ctx, id)
 		if err != nil {
 			return classify(op, err)
