@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"strconv"
@@ -323,4 +324,21 @@ func zombieChildren() []int {
 		}
 	}
 	return z
+}
+
+// TestBasicAuthPicksTheUser: "Authorization: Basic nobody:" runs the
+// process as nobody (this test runs as root); a user /etc/passwd lacks runs
+// as the agent's own user.
+func TestBasicAuthPicksTheUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test needs root (it starts a process as nobody)")
+	}
+	a := startAgent(t)
+	for user, want := range map[string]string{"nobody": "65534", "no-such-user-here": "0"} {
+		req := startReq("", false, "id", "-u")
+		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		if got := strings.TrimSpace(run(t, a, req).stdout.String()); got != want {
+			t.Errorf("user %s: id -u printed %q, want %s", user, got, want)
+		}
+	}
 }
