@@ -95,11 +95,11 @@ func getFile(w http.ResponseWriter, r *http.Request) {
 		_ = gz.Close()
 		return
 	}
-	if fi.Mode().IsRegular() {
+	if fi.Mode().IsRegular() && fi.Size() > 0 {
 		http.ServeContent(w, r, "", fi.ModTime(), f) // Range, If-Modified-Since
 		return
 	}
-	_, _ = io.Copy(w, f) // a device or /proc file: no size to announce
+	_, _ = io.Copy(w, f) // a device, or a /proc file (its size says 0): no size to announce
 }
 
 func acceptsGzip(r *http.Request) bool {

@@ -127,10 +127,14 @@ func TestFilesUploadAndDownload(t *testing.T) {
 			t.Errorf("%s: %d %+v, want %d", name, res.StatusCode, e, c.status)
 		}
 	}
-	// Device files stream (no size to announce).
+	// Device files and /proc files (whose size says 0) stream.
 	res = a.do(t, http.MethodGet, "/files", url.Values{"path": {"/dev/null"}}, "", nil)
 	if res.StatusCode != 200 {
 		t.Errorf("/dev/null: %d", res.StatusCode)
+	}
+	res = a.do(t, http.MethodGet, "/files", url.Values{"path": {"/proc/self/status"}}, "", nil)
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || !bytes.Contains(b, []byte("Pid:")) {
+		t.Errorf("/proc/self/status: %d %q", res.StatusCode, b)
 	}
 }
 
