@@ -201,7 +201,7 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
 			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment,
-			Egress: cfg.DockerEgress})
+			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}

@@ -45,6 +45,9 @@ type Config struct {
 	// DockerEgress is the host firewall of Docker sandboxes
 	// (DREADNODE_EGRESS, DREADNODE_EGRESS_ALLOW_PRIVATE).
 	DockerEgress docker.EgressConfig
+	// AgentBinary (DREADNODE_AGENT_BINARY) is the sandbox agent's static
+	// Linux build, injected into every Docker sandbox; "" injects nothing.
+	AgentBinary string
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
@@ -113,6 +116,7 @@ func ConfigFromEnv() (Config, error) {
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
 		DockerRuntime: os.Getenv("DOCKER_SANDBOX_RUNTIME"),
+		AgentBinary:   os.Getenv("DREADNODE_AGENT_BINARY"),
 	}
 	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
 	var err error

@@ -164,6 +164,13 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
+	token := ""
+	if p.agent != nil {
+		token = randomHex(24)
+		if err := p.withAgent(ctx, cfg, image, cmd, token); err != nil {
+			return "", err
+		}
+	}
 	hc := &container.HostConfig{
 		Mounts: mounts,
 		Resources: container.Resources{
@@ -188,6 +195,12 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
+	}
+	if err == nil && p.agent != nil {
+		if cerr := p.copyAgent(ctx, resp.ID, token); cerr != nil {
+			p.removeQuietly(resp.ID)
+			return "", compute.Errorf(compute.KindUnavailable, "create", cerr, "could not put the sandbox agent into the new container: %s", daemonMessage(cerr))
+		}
 	}
 	return resp.ID, err
 }
@@ -232,6 +245,9 @@ func (p *Provider) createError(op, image string, err error) error {
 // starts clean, and the error says why in the user's terms.
 func (p *Provider) start(ctx context.Context, op, id string, isolated bool) error {
 	err := p.cli.ContainerStart(ctx, id, container.StartOptions{})
+	if err == nil && p.agent != nil {
+		err = p.waitAgent(ctx, id)
+	}
 	if err == nil && isolated {
 		err = p.dropDefaultRoute(ctx, id)
 	}
@@ -266,6 +282,9 @@ func (p *Provider) adopt(ctx context.Context, name string) (compute.Instance, er
 		return compute.Instance{}, classify(op, err)
 	}
 	if c.State != nil && c.State.Status == "created" {
+		if err := p.ensureAgent(ctx, c); err != nil {
+			return compute.Instance{}, classify(op, err)
+		}
 		isolated := c.Config != nil && c.Config.Labels[labelNetwork] == isolatedValue
 		if err := p.sandboxEgress(ctx, c.Config.Labels); err != nil {
 			return compute.Instance{}, err

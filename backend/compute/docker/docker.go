@@ -77,6 +77,10 @@ type Config struct {
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
+	// AgentBinary is the path of the sandbox agent's static Linux build
+	// (DREADNODE_AGENT_BINARY); when set, it is injected into every
+	// container (see agent.go). "" leaves containers as their image makes them.
+	AgentBinary string
 	// Scope names the deployment owning the containers (the backend passes
 	// its database's deployment id). List, Watch and the pool see only their
 	// own scope, so backends sharing one engine never sweep each other's
@@ -132,7 +136,8 @@ type Provider struct {
 	diskKnown *bool       // whether the engine caps writable layers; nil until asked
 	egress    egressState // the host firewall (egress.go)
 
-	pool      *pool // nil unless Config.WarmPoolSize > 0
+	agent     *agentBinary // nil unless Config.AgentBinary is set
+	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }
 
@@ -167,6 +172,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
+	agent, err := loadAgent(cfg.AgentBinary)
+	if err != nil {
+		return nil, compute.Errorf(compute.KindInvalid, "new", err, "%v", err)
+	}
 	cli, err := client.NewClientWithOpts(opts...)
 	if err != nil {
 		return nil, compute.Errorf(compute.KindInvalid, "new", err, "invalid Docker configuration: %v", err)
@@ -185,6 +194,7 @@ func New(cfg Config) (*Provider, error) {
 		netIDs:     map[string]string{},
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
+		agent:      agent,
 	}
 	for id, t := range cfg.Templates {
 		t.ID = id

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 		_ = p.Close()
 	}
 	code := m.Run()
+	agentbin.Cleanup()
 	removeTestNetworks()
 	removeTestImages()
 	os.Exit(code)
@@ -86,6 +88,9 @@ func newProvider(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	if cfg.Network == "" {
 		cfg.Network = testNetwork
+	}
+	if cfg.AgentBinary == "" && os.Getenv("DN_FORCE_AGENT") == "1" {
+		cfg.AgentBinary = agentbin.Path(t)
 	}
 	p, err := New(cfg)
 	if err != nil {

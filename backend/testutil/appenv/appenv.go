@@ -53,7 +53,9 @@ func New(t *testing.T, o Opts) *Env {
 	}
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + t.Name(), BootstrapCredits: o.Credits,
-		AdminKey: "admin-" + t.Name(), MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond}
+		AdminKey: "admin-" + t.Name(), MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond,
+		// Set to run the app's tests with the sandbox agent injected.
+		AgentBinary: os.Getenv("DREADNODE_AGENT_BINARY")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))

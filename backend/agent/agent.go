@@ -1,0 +1,112 @@
+// Package agent is the in-sandbox agent (dn-agent): one static binary that
+// speaks E2B envd's wire contract (../shared/e2b: process.proto,
+// filesystem.proto, envd.yaml) on port 49983, so the backend reaches every
+// sandbox, Docker or E2B, with the same Connect clients (compute/e2b/envdpb).
+//
+// It keeps each process's output in a ring buffer (the last OutputKeepBytes),
+// so a later Connect, from any backend replica, replays it; it reaps the
+// orphans of the sandbox when it runs as PID 1 (see Reaper), and it needs
+// nothing from the image: no shell, no python, no libc.
+//
+// Everything that reaches it comes from the backend, but everything it runs
+// belongs to the sandbox: its bounds (output kept, watch events queued,
+// listing size) keep a process that floods it from growing it without end.
+package agent
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+)
+
+// Port is envd's port, which E2B's SDKs and the router dial.
+const Port = 49983
+
+// EnvdVersion is the envd version this agent answers to: only as high as
+// the features it implements (recursive watch 0.1.4, the stdin flag and
+// CloseStdin 0.3.0). E2B's SDKs turn features on by it.
+const EnvdVersion = "0.3.0"
+
+// TokenHeader carries the access token (envd.yaml AccessTokenAuth).
+const TokenHeader = "X-Access-Token"
+
+// Config configures a Server.
+type Config struct {
+	// Token is the access token every request but /health must carry in
+	// X-Access-Token; "" accepts every request (envd before /init does the same).
+	Token string
+	// Env is the environment every process starts with (before its own
+	// envs); nil takes the agent's own environment.
+	Env []string
+}
+
+// Server serves envd's Connect services and HTTP routes.
+type Server struct {
+	cfg   Config
+	procs *Processes
+	fs    *Filesystem
+	mux   *http.ServeMux
+}
+
+// New returns a server whose processes are waited for by reaper.
+func New(cfg Config, reaper *Reaper) *Server {
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	s := &Server{cfg: cfg, procs: newProcesses(reaper, cfg.Env), fs: newFilesystem(), mux: http.NewServeMux()}
+	s.mux.Handle(processconnect.NewProcessHandler(&processService{s.procs}))
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs))
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Envd-Version", EnvdVersion)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s.mux.HandleFunc("GET /envs", s.envs)
+	s.mux.HandleFunc("GET /files", getFile)
+	s.mux.HandleFunc("POST /files", postFile)
+	return s
+}
+
+// Close stops the server's watchers (processes go on: they belong to the sandbox).
+func (s *Server) Close() { s.fs.close() }
+
+// ServeHTTP checks the token, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/health" && !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "the access token in "+TokenHeader+" is missing or wrong")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the token in constant time, so its bytes cannot be
+// guessed one at a time from the answer's timing.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	got := r.Header.Get(TokenHeader)
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+}
+
+func (s *Server) envs(w http.ResponseWriter, _ *http.Request) {
+	out := map[string]string{}
+	for _, kv := range s.cfg.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// writeError answers envd's error body {"message", "code"}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"message": msg, "code": code})
+}

@@ -1,0 +1,250 @@
+package agent
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The /files routes of envd.yaml: download and upload one file, streamed.
+
+// fileUser is the user of a /files request: ?username=, else basic auth.
+func fileUser(r *http.Request) identity {
+	if u := r.URL.Query().Get("username"); u != "" {
+		return lookupUser(u)
+	}
+	return requestUser(r.Header)
+}
+
+// filePath resolves ?path= for a /files request, answering 400 itself
+// when no file can have it.
+func filePath(w http.ResponseWriter, r *http.Request, u identity) (string, bool) {
+	p := r.URL.Query().Get("path")
+	if len(p) > maxPathBytes || strings.IndexByte(p, 0) >= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path is not a usable path (over %d bytes, or holding a NUL byte)", maxPathBytes))
+		return "", false
+	}
+	return filepath.Clean(u.resolve(p)), true
+}
+
+// httpError answers an OS error with envd's codes, naming the path.
+func httpError(w http.ResponseWriter, path string, err error) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", path))
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' cannot be used: %v", path, errno(err)))
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		writeError(w, http.StatusForbidden, fmt.Sprintf("path '%s': %v", path, errno(err)))
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		writeError(w, http.StatusInsufficientStorage, "not enough disk space available")
+	default:
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("path '%s': %v", path, errno(err)))
+	}
+}
+
+func errno(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+func getFile(w http.ResponseWriter, r *http.Request) {
+	p, ok := filePath(w, r, fileUser(r))
+	if !ok {
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		httpError(w, p, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		httpError(w, p, err)
+		return
+	}
+	if fi.IsDir() {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(p)}))
+	if acceptsGzip(r) && r.Header.Get("Range") == "" {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Vary", "Accept-Encoding")
+		gz := gzip.NewWriter(w)
+		_, _ = io.Copy(gz, f)
+		_ = gz.Close()
+		return
+	}
+	if fi.Mode().IsRegular() && fi.Size() > 0 {
+		http.ServeContent(w, r, "", fi.ModTime(), f) // Range, If-Modified-Since
+		return
+	}
+	_, _ = io.Copy(w, f) // a device, or a /proc file (its size says 0): no size to announce
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.TrimSpace(q) != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+type uploaded struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// postFile writes the body (octet-stream, or the multipart "file" parts) to
+// a temporary name beside the target and renames it on completion, so a
+// body cut short leaves nothing behind.
+func postFile(w http.ResponseWriter, r *http.Request) {
+	u := fileUser(r)
+	p, ok := filePath(w, r, u)
+	if !ok {
+		return
+	}
+	hasPath := r.URL.Query().Get("path") != ""
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var out []uploaded
+	switch {
+	case mt == "multipart/form-data":
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "the multipart body is malformed: "+err.Error())
+				return
+			}
+			if part.FormName() != "file" {
+				continue
+			}
+			target := p
+			if !hasPath {
+				name := rawFileName(part)
+				if name == "" {
+					writeError(w, http.StatusBadRequest, "a multipart file part without a filename needs the path query parameter")
+					return
+				}
+				target = filepath.Clean(u.resolve(name))
+			} else if len(out) > 0 {
+				writeError(w, http.StatusBadRequest, "path names one file; send several files without path, each part's filename naming its file")
+				return
+			}
+			if !writeFile(w, target, part, u) {
+				return
+			}
+			out = append(out, uploaded{Path: target, Name: filepath.Base(target), Type: "file"})
+		}
+		if len(out) == 0 {
+			writeError(w, http.StatusBadRequest, `the multipart body has no part named "file"`)
+			return
+		}
+	default:
+		if !hasPath {
+			writeError(w, http.StatusBadRequest, "path is required for an application/octet-stream upload")
+			return
+		}
+		if !writeFile(w, p, r.Body, u) {
+			return
+		}
+		out = append(out, uploaded{Path: p, Name: filepath.Base(p), Type: "file"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// writeFile streams body into target; on failure it has answered.
+func writeFile(w http.ResponseWriter, target string, body io.Reader, u identity) bool {
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", target))
+		return false
+	}
+	dir := filepath.Dir(target)
+	if err := mkdirAllAs(dir, u); err != nil {
+		httpError(w, dir, err)
+		return false
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".dn-upload-*")
+	if err != nil {
+		httpError(w, dir, err)
+		return false
+	}
+	_, err = io.Copy(tmp, body)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		chownNew(tmp.Name(), u)
+		err = os.Rename(tmp.Name(), target)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		var pe *fs.PathError
+		var le *os.LinkError
+		if !errors.As(err, &pe) && !errors.As(err, &le) && !errors.Is(err, syscall.ENOSPC) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("the upload of '%s' was cut short: %v", target, err))
+			return false
+		}
+		httpError(w, target, err)
+		return false
+	}
+	return true
+}
+
+// mkdirAllAs makes dir and its missing parents, owned by u.
+func mkdirAllAs(dir string, u identity) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	if err := mkdirAllAs(filepath.Dir(dir), u); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	chownNew(dir, u)
+	return nil
+}
+
+// rawFileName is the part's filename as sent: a path (part.FileName keeps
+// only its last element).
+func rawFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
+}

@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+)
+
+// keepAliveEvery is how often a quiet stream sends a keepalive event, so
+// proxies between the backend and the agent do not close it as idle.
+var keepAliveEvery = 30 * time.Second
+
+// processService implements processconnect.ProcessHandler.
+type processService struct{ ps *Processes }
+
+func (s *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
+	m := req.Msg
+	if m.GetProcess().GetCmd() == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd must not be empty"))
+	}
+	if m.Pty != nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("this agent does not offer a PTY yet; start the process without pty"))
+	}
+	p, err := s.ps.start(startSpec{config: m.GetProcess(), tag: m.GetTag(), stdin: m.Stdin == nil || m.GetStdin(), user: requestUser(req.Header())})
+	var se *startError
+	if errors.As(err, &se) {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	return follow(ctx, p, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
+}
+
+// Connect replays what the process printed (the last OutputKeepBytes), then
+// follows it until its end, which is sent too.
+func (s *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	p, err := s.ps.find(req.Msg.GetProcess())
+	if err != nil {
+		return notFound(req.Msg.GetProcess())
+	}
+	return follow(ctx, p, func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) })
+}
+
+// follow sends a start event, the output from the first byte kept, then
+// live output and the end event.
+func follow(ctx context.Context, p *proc, send func(*process.ProcessEvent) error) error {
+	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(p.pid)}}}); err != nil {
+		return err
+	}
+	keepAlive := time.NewTicker(keepAliveEvery)
+	defer keepAlive.Stop()
+	var next uint64
+	for {
+		chunks, ended, changed := p.out.since(next)
+		for _, c := range chunks {
+			d := &process.ProcessEvent_DataEvent{}
+			if c.stderr {
+				d.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: c.data}
+			} else {
+				d.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: c.data}
+			}
+			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: d}}); err != nil {
+				return err
+			}
+			next = c.seq + 1
+		}
+		if ended {
+			return send(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: endEvent(p)}})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-keepAlive.C:
+			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// endEvent reads the status as envd does: exited with a code, or a status
+// "signal: killed" and the shell's 128+N as the code.
+func endEvent(p *proc) *process.ProcessEvent_EndEvent {
+	st, _ := p.end()
+	if st.Signaled() {
+		return &process.ProcessEvent_EndEvent{ExitCode: int32(exitCode(st)), Exited: false, Status: "signal: " + st.Signal().String()}
+	}
+	return &process.ProcessEvent_EndEvent{ExitCode: int32(st.ExitStatus()), Exited: true, Status: fmt.Sprintf("exit status %d", st.ExitStatus())}
+}
+
+func (s *processService) List(context.Context, *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
+	out := &process.ListResponse{}
+	for _, p := range s.ps.running() {
+		info := &process.ProcessInfo{Config: p.config, Pid: uint32(p.pid)}
+		if p.tag != "" {
+			info.Tag = &p.tag
+		}
+		out.Processes = append(out.Processes, info)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this agent does not offer a PTY yet, so there is nothing to resize"))
+}
+
+func (s *processService) SendInput(_ context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
+	p, err := s.ps.find(req.Msg.GetProcess())
+	if err != nil {
+		return nil, notFound(req.Msg.GetProcess())
+	}
+	if err := input(p, req.Msg.GetInput()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.SendInputResponse{}), nil
+}
+
+// StreamInput writes each data event in order to the process chosen by the
+// first (start) event.
+func (s *processService) StreamInput(_ context.Context, stream *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error) {
+	var p *proc
+	for stream.Receive() {
+		switch e := stream.Msg().GetEvent().(type) {
+		case *process.StreamInputRequest_Start:
+			found, err := s.ps.find(e.Start.GetProcess())
+			if err != nil {
+				return nil, notFound(e.Start.GetProcess())
+			}
+			p = found
+		case *process.StreamInputRequest_Data:
+			if p == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("the first event of StreamInput must be start, naming the process"))
+			}
+			if err := input(p, e.Data.GetInput()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := stream.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return connect.NewResponse(&process.StreamInputResponse{}), nil
+}
+
+func input(p *proc, in *process.ProcessInput) error {
+	if in.GetPty() != nil {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no PTY; send stdin", p.pid))
+	}
+	if err := p.writeStdin(in.GetStdin()); err != nil {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cannot write to the stdin of process %d: it was started without stdin, closed it, or ended", p.pid))
+	}
+	return nil
+}
+
+// SendSignal sends SIGTERM or SIGKILL as envd does, and, beyond envd's
+// enum, any other signal number 1–31 (SIGINT, SIGHUP, ...).
+func (s *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
+	p, err := s.ps.find(req.Msg.GetProcess())
+	if err != nil {
+		return nil, notFound(req.Msg.GetProcess())
+	}
+	n := int(req.Msg.GetSignal())
+	if n < 1 || n > 31 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal must be a signal number from 1 to 31 (SIGTERM 15, SIGKILL 9), got %d", n))
+	}
+	if err := p.signal(syscall.Signal(n)); err != nil {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
+	}
+	return connect.NewResponse(&process.SendSignalResponse{}), nil
+}
+
+func (s *processService) CloseStdin(_ context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
+	p, err := s.ps.find(req.Msg.GetProcess())
+	if err != nil {
+		return nil, notFound(req.Msg.GetProcess())
+	}
+	if err := p.closeStdin(); err != nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the stdin of process %d is already closed (or it was started without one)", p.pid))
+	}
+	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+func notFound(sel *process.ProcessSelector) error {
+	switch s := sel.GetSelector().(type) {
+	case *process.ProcessSelector_Pid:
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", s.Pid))
+	case *process.ProcessSelector_Tag:
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %q not found", s.Tag))
+	}
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("process selector must give a pid or a tag"))
+}

@@ -1,0 +1,364 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+)
+
+// keepEnded is how many ended processes stay listed for Connect (their
+// output replayed, then their end), oldest dropped first.
+const keepEnded = 256
+
+// proc is one process the agent started.
+type proc struct {
+	pid     int
+	tag     string
+	config  *process.ProcessConfig
+	started time.Time
+	out     *outputLog
+	readers sync.WaitGroup // the two output pipes' readers
+
+	mu       sync.Mutex
+	stdin    *os.File // nil once closed, or when started without stdin
+	status   syscall.WaitStatus
+	exited   bool
+	endedSeq int // order of ending, for keepEnded
+}
+
+// Processes is the agent's process table.
+type Processes struct {
+	reaper *Reaper
+	env    []string
+
+	mu     sync.Mutex
+	byPID  map[int]*proc
+	nEnded int
+}
+
+func newProcesses(r *Reaper, env []string) *Processes {
+	return &Processes{reaper: r, env: env, byPID: map[int]*proc{}}
+}
+
+var (
+	errNotFound = errors.New("not found")
+	errStdin    = errors.New("stdin closed")
+)
+
+// startSpec is what Start needs, decoded from a StartRequest.
+type startSpec struct {
+	config *process.ProcessConfig
+	tag    string
+	stdin  bool
+	user   identity
+}
+
+// start runs a process with its output captured into its log.
+func (ps *Processes) start(s startSpec) (*proc, error) {
+	cwd := s.user.home
+	if s.config.Cwd != nil && *s.config.Cwd != "" {
+		cwd = s.user.resolve(*s.config.Cwd)
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, &startError{msg: "cwd " + cwd + " is not a directory in the sandbox"}
+	}
+	path, err := lookPath(s.config.Cmd, ps.env, s.config.Envs)
+	if err != nil {
+		return nil, &startError{msg: err.Error()}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	stdinFile := devNull()
+	var stdinW *os.File
+	if s.stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		stdinFile, stdinW = r, w
+	}
+	p := &proc{tag: s.tag, config: s.config, started: time.Now(), out: newOutputLog(), stdin: stdinW}
+	attr := &os.ProcAttr{
+		Dir:   cwd,
+		Env:   processEnv(ps.env, s.user, s.config.Envs),
+		Files: []*os.File{stdinFile, outW, errW},
+		// Own process group: a signal reaches the command and what it started.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: s.user.credential()},
+	}
+	argv := append([]string{s.config.Cmd}, s.config.Args...)
+	p.readers.Add(2) // before the reaper may call ended, which waits for them
+	_, err = ps.reaper.Start(func() (int, error) {
+		pr, err := os.StartProcess(path, argv, attr)
+		if err != nil {
+			return 0, err
+		}
+		pid := pr.Pid
+		_ = pr.Release() // the reaper waits for it, by pid
+		ps.mu.Lock()
+		p.pid = pid
+		ps.byPID[pid] = p
+		ps.mu.Unlock()
+		return pid, nil
+	}, func(st syscall.WaitStatus) { ps.ended(p, st) })
+	outW.Close()
+	errW.Close()
+	if s.stdin {
+		stdinFile.Close()
+	}
+	if err != nil {
+		p.readers.Add(-2)
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return nil, &startError{msg: err.Error()}
+	}
+	go p.copy(outR, false)
+	go p.copy(errR, true)
+	return p, nil
+}
+
+// ended records the exit; the log ends once the pipes are drained too.
+func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
+	p.readers.Wait()
+	p.mu.Lock()
+	p.status, p.exited = st, true
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+	p.mu.Unlock()
+	ps.mu.Lock()
+	ps.nEnded++
+	p.endedSeq = ps.nEnded
+	ps.pruneLocked()
+	ps.mu.Unlock()
+	p.out.end()
+}
+
+// pruneLocked forgets the oldest ended processes past keepEnded.
+func (ps *Processes) pruneLocked() {
+	var ended []*proc
+	for _, p := range ps.byPID {
+		if p.endedSeq > 0 {
+			ended = append(ended, p)
+		}
+	}
+	if len(ended) <= keepEnded {
+		return
+	}
+	sort.Slice(ended, func(i, j int) bool { return ended[i].endedSeq < ended[j].endedSeq })
+	for _, p := range ended[:len(ended)-keepEnded] {
+		delete(ps.byPID, p.pid)
+	}
+}
+
+// copy reads one output pipe into the log until every writer closed it
+// (the process and whatever it left running with the pipe).
+func (p *proc) copy(r *os.File, stderr bool) {
+	defer p.readers.Done()
+	defer r.Close()
+	for {
+		buf := make([]byte, chunkBytes)
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.out.write(stderr, buf[:n:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// find selects a process by pid or tag (the newest with that tag).
+func (ps *Processes) find(sel *process.ProcessSelector) (*proc, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	switch s := sel.GetSelector().(type) {
+	case *process.ProcessSelector_Pid:
+		if p, ok := ps.byPID[int(s.Pid)]; ok {
+			return p, nil
+		}
+	case *process.ProcessSelector_Tag:
+		var best *proc
+		for _, p := range ps.byPID {
+			if p.tag == s.Tag && (best == nil || p.started.After(best.started)) {
+				best = p
+			}
+		}
+		if best != nil {
+			return best, nil
+		}
+	}
+	return nil, errNotFound
+}
+
+// running lists the processes that have not ended, by pid.
+func (ps *Processes) running() []*proc {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var out []*proc
+	for _, p := range ps.byPID {
+		if p.endedSeq == 0 {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+func (p *proc) writeStdin(data []byte) error {
+	p.mu.Lock()
+	w := p.stdin
+	p.mu.Unlock()
+	if w == nil {
+		return errStdin
+	}
+	_, err := w.Write(data)
+	return err
+}
+
+func (p *proc) closeStdin() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stdin == nil {
+		return errStdin
+	}
+	err := p.stdin.Close()
+	p.stdin = nil
+	return err
+}
+
+// signal sends sig to the process's group (it leads one), or to the
+// process alone if it left it.
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited {
+		return errNotFound
+	}
+	if err := syscall.Kill(-p.pid, sig); err == nil {
+		return nil
+	}
+	return syscall.Kill(p.pid, sig)
+}
+
+func (p *proc) end() (syscall.WaitStatus, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.exited
+}
+
+// startError is a process that could not start (the caller's input).
+type startError struct{ msg string }
+
+func (e *startError) Error() string { return e.msg }
+
+var (
+	nullOnce sync.Once
+	null     *os.File
+)
+
+// devNull is stdin for processes started without one; a scratch image may
+// lack /dev/null, then an empty pipe (closed at once) stands in.
+func devNull() *os.File {
+	nullOnce.Do(func() {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			r, w, perr := os.Pipe()
+			if perr != nil {
+				return
+			}
+			w.Close()
+			f = r
+		}
+		null = f
+	})
+	return null
+}
+
+// lookPath finds cmd on the PATH the process will have (its own envs win).
+func lookPath(cmd string, base []string, envs map[string]string) (string, error) {
+	if cmd == "" {
+		return "", errors.New("cmd must not be empty")
+	}
+	if strings.Contains(cmd, "/") {
+		return cmd, nil
+	}
+	path := envs["PATH"]
+	if path == "" {
+		path = getenv(base, "PATH")
+	}
+	if path == "" {
+		path = defaultPath
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		f := filepath.Join(dir, cmd)
+		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", errors.New("executable " + cmd + " not found in PATH " + path)
+}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// processEnv is the agent's environment, the user's HOME, USER and a PATH,
+// then the request's envs.
+func processEnv(base []string, id identity, envs map[string]string) []string {
+	out := append([]string(nil), base...)
+	out = append(out, "HOME="+id.home, "USER="+id.name, "LOGNAME="+id.name)
+	if getenv(base, "PATH") == "" {
+		out = append(out, "PATH="+defaultPath)
+	}
+	for k, v := range envs {
+		out = append(out, k+"="+v)
+	}
+	return dedupEnv(out)
+}
+
+// dedupEnv keeps the last value of each key (execve passes duplicates on,
+// and libc's getenv would read the first).
+func dedupEnv(env []string) []string {
+	seen := map[string]int{}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if j, ok := seen[k]; ok {
+			out[j] = kv
+			continue
+		}
+		seen[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package agent
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// identity is who a process runs as and where relative paths start.
+type identity struct {
+	name     string
+	uid, gid uint32
+	groups   []uint32
+	home     string
+}
+
+var root = identity{name: "root", home: "/root"}
+
+// requestUser reads the user from "Authorization: Basic <user>:" as envd
+// does. A user found in the image's /etc/passwd is used; any other (or
+// none) is root, since an image without that user has no one else to be.
+func requestUser(h http.Header) identity { return lookupUser(basicUser(h)) }
+
+func basicUser(h interface{ Get(string) string }) string {
+	name := ""
+	if v, ok := strings.CutPrefix(h.Get("Authorization"), "Basic "); ok {
+		if b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v)); err == nil {
+			name, _, _ = strings.Cut(string(b), ":")
+		}
+	}
+	return name
+}
+
+func lookupUser(name string) identity {
+	if name == "" || name == "root" {
+		return homeOr(root)
+	}
+	u, err := user.Lookup(name) // pure Go (CGO_ENABLED=0): reads /etc/passwd
+	if err != nil {
+		return homeOr(root)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return homeOr(root)
+	}
+	id := identity{name: u.Username, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}
+	if gs, err := u.GroupIds(); err == nil {
+		for _, g := range gs {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				id.groups = append(id.groups, uint32(n))
+			}
+		}
+	}
+	return homeOr(id)
+}
+
+// homeOr falls back to / when the home directory does not exist (a
+// scratch image has no /root).
+func homeOr(id identity) identity {
+	if fi, err := os.Stat(id.home); err != nil || !fi.IsDir() {
+		id.home = "/"
+	}
+	return id
+}
+
+// credential is the SysProcAttr credential for id, nil when it is the
+// agent's own user (a non-root agent cannot change users anyway).
+func (id identity) credential() *syscall.Credential {
+	if int(id.uid) == os.Getuid() && int(id.gid) == os.Getgid() {
+		return nil
+	}
+	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
+}
+
+// resolve turns a path relative to the user's home into an absolute one.
+func (id identity) resolve(p string) string {
+	if p == "" {
+		return id.home
+	}
+	if strings.HasPrefix(p, "~/") {
+		p = p[2:]
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = strings.TrimSuffix(id.home, "/") + "/" + p
+	}
+	return p
+}
+
+// userSpec resolves a Docker USER ("name", "uid", with ":group" or ":gid"):
+// unlike a request's user, one the image lacks is an error, as in Docker.
+func userSpec(spec string) (identity, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	var id identity
+	if uid, err := strconv.ParseUint(name, 10, 32); err == nil {
+		id = identity{name: name, uid: uint32(uid), gid: uint32(uid), home: "/"}
+		if u, err := user.LookupId(name); err == nil {
+			id = lookupUser(u.Username)
+		}
+	} else {
+		if _, err := user.Lookup(name); err != nil {
+			return identity{}, fmt.Errorf("user %q (the image's USER) is not in the image's /etc/passwd", name)
+		}
+		id = lookupUser(name)
+	}
+	if hasGroup {
+		if gid, err := strconv.ParseUint(group, 10, 32); err == nil {
+			id.gid = uint32(gid)
+		} else if g, err := user.LookupGroup(group); err == nil {
+			n, _ := strconv.ParseUint(g.Gid, 10, 32)
+			id.gid = uint32(n)
+		} else {
+			return identity{}, fmt.Errorf("group %q (the image's USER) is not in the image's /etc/group", group)
+		}
+		id.groups = []uint32{id.gid}
+	}
+	return homeOr(id), nil
+}
