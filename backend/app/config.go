@@ -32,6 +32,10 @@ type Config struct {
 	AdminKey          string
 	MinTimeoutSec     int
 	ReconcileInterval time.Duration
+	// ObserveEvery is how often the reconciler compares every instance with
+	// its record (default 5 s); tests lengthen it to show that a provider's
+	// event, not a poll, applied a change.
+	ObserveEvery time.Duration
 	WarmPoolSize      int
 	DockerHost        string
 	DockerNetwork     string

@@ -227,6 +227,10 @@ type Server struct {
 	nextPID    uint32
 	signals    []Signal
 	watchers   map[*watcher]bool
+	webhooks   map[string]*webhook // webhooks.go
+	deliveries []WebhookDelivery
+	sending    sync.WaitGroup // deliveries in flight
+	stop       chan struct{}  // closed at cleanup: deliveries stop retrying
 }
 
 // New starts a fake on 127.0.0.1 and registers its shutdown, and the check
@@ -254,6 +258,8 @@ func New(t testing.TB, opts ...Option) *Server {
 		volumes:   map[string]string{},
 		procs:     map[uint32]*proc{},
 		nextPID:   1000,
+		webhooks:  map[string]*webhook{},
+		stop:      make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -269,6 +275,8 @@ func New(t testing.TB, opts ...Option) *Server {
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
 		s.releaseHolds() // held requests would keep Close waiting
+		close(s.stop)
+		s.sending.Wait()
 		s.srv.Close()
 		s.killAll()
 		for _, v := range s.Violations() {
@@ -379,9 +387,26 @@ func (s *Server) AddSandbox(spec SandboxSpec) string {
 func (s *Server) Kill(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.sandboxes[id]
+	sb, ok := s.sandboxes[id]
+	if ok {
+		s.emitLocked(sb, EventKilled)
+	}
 	delete(s.sandboxes, id)
 	return ok
+}
+
+// Pause pauses a sandbox behind the client's back (as E2B's auto-pause
+// does); false if it did not exist or was not running.
+func (s *Server) Pause(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok || sb.State != "running" {
+		return false
+	}
+	sb.State = "paused"
+	s.emitLocked(sb, EventPaused)
+	return true
 }
 
 // Expire plays out a sandbox's TTL now: paused with autoPause, else killed.
@@ -397,8 +422,10 @@ func (s *Server) expireLocked(sb *sandbox) {
 	if sb.AutoPause {
 		sb.State = "paused"
 		sb.EndAt = s.now().UTC()
+		s.emitLocked(sb, EventPaused)
 		return
 	}
+	s.emitLocked(sb, EventKilled)
 	delete(s.sandboxes, sb.ID)
 }
 
@@ -521,6 +548,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/envd/"); ok {
 		id, sub, _ := strings.Cut(rest, "/")
 		s.serveEnvd(w, r, body, id, "/"+sub)
+		return
+	}
+	if r.URL.Path == RouteWebhooks || strings.HasPrefix(r.URL.Path, RouteWebhooks+"/") {
+		s.serveWebhooks(w, r, body)
 		return
 	}
 	s.serveAPI(w, r, body)
@@ -902,6 +933,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 	case RouteGet:
 		writeJSON(w, http.StatusOK, s.detail(sb))
 	case RouteDelete:
+		s.emitLocked(sb, EventKilled)
 		delete(s.sandboxes, id)
 		w.WriteHeader(http.StatusNoContent)
 	case RoutePause:
@@ -910,6 +942,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 			return
 		}
 		sb.State = "paused"
+		s.emitLocked(sb, EventPaused)
 		w.WriteHeader(http.StatusNoContent)
 	case RouteConnect:
 		var req struct {
