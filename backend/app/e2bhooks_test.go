@@ -157,3 +157,28 @@ func TestE2BWebhookAppliesKill(t *testing.T) {
 		})
 	}
 }
+
+// E2B pausing a sandbox whose record says running is drift: the webhook
+// wakes the reconciler, which resumes it at once, as its periodic
+// comparison would a minute later.
+func TestE2BWebhookAppliesPause(t *testing.T) {
+	ta, fake, _, _ := e2bHooksApp(t, "sqlite")
+	id, _ := ta.create(map[string]any{"waitReady": true})
+	sb := e2bSandboxOf(t, fake, id)
+	start := time.Now()
+	if !fake.Pause(sb.ID) {
+		t.Fatal("the fake could not pause the sandbox")
+	}
+	for {
+		if now, _ := fake.Sandbox(sb.ID); now.State == "running" && now.Resumes == 1 {
+			break
+		}
+		if time.Since(start) > time.Second {
+			now, _ := fake.Sandbox(sb.ID)
+			t.Fatalf("E2B's pause was not undone within 1s through the webhook: %+v", now)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval within the deadline
+	}
+	t.Logf("E2B pause undone through the webhook in %v", time.Since(start))
+	ta.stillRunning(id, "after E2B's pause was undone")
+}
