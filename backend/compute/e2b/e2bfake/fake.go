@@ -15,7 +15,11 @@
 // Knobs: FailNext injects statuses (429, 503 with an error_code, 401, 500,
 // ...) or dropped connections on a route; AddSandbox adds sandboxes the
 // client did not create (foreign or orphaned ones); Kill removes a sandbox
-// behind the client's back; Expire plays out a TTL.
+// behind the client's back; Pause pauses one; Expire plays out a TTL.
+//
+// E2B's lifecycle webhooks (webhooks.go): /events/webhooks registers URLs,
+// and kills and pauses (from the API, a TTL, Kill or Pause) are delivered to
+// them signed as E2B documents; Deliveries lists every attempt.
 package e2bfake
 
 import (
