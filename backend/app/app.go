@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		logEgress(log, v, cfg.DockerEgress.Off)
 	}
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
-		OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
+		ObserveEvery: cfg.ObserveEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
 		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
@@ -160,6 +160,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Keys = keys.New(db, log)
 	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
+	e2bCallback := a.wireE2BWebhook()
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes,
@@ -167,7 +168,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			a.Keys.Register, a.Events.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
-		Public: []api.Registrar{a.Lifecycle.RegisterRouter},
+		Public: []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
 		Edges:  []api.Edge{a.e2bEdge()},
 	})
 	return a, nil
@@ -249,6 +250,7 @@ func newTaskEngine(cfg Config, deployment string, log *slog.Logger) (tasks.Engin
 	if cfg.E2B != nil {
 		ec = *cfg.E2B
 	}
+	ec.WebhookURL = "" // the callback serves the sandboxes' provider; environments are polled
 	eng, err := e2bengine.NewE2B(ec, deployment, log)
 	if err != nil {
 		return nil, fmt.Errorf("task environments on e2b: %w", err)

@@ -32,10 +32,14 @@ type Config struct {
 	AdminKey          string
 	MinTimeoutSec     int
 	ReconcileInterval time.Duration
-	WarmPoolSize      int
-	DockerHost        string
-	DockerNetwork     string
-	DockerImage       string
+	// ObserveEvery is how often the reconciler compares every instance with
+	// its record (default 5 s); tests lengthen it to show that a provider's
+	// event, not a poll, applied a change.
+	ObserveEvery  time.Duration
+	WarmPoolSize  int
+	DockerHost    string
+	DockerNetwork string
+	DockerImage   string
 	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
 	// base template's sandboxes, e.g. runsc; "" is the engine's default.
 	DockerRuntime string

@@ -126,14 +126,26 @@ type Config struct {
 	// sandboxes of their own scope, so backends sharing one E2B team never
 	// sweep each other's sandboxes. Default "default".
 	Scope string
+	// WebhookURL (E2B_WEBHOOK_URL) is the backend's public URL of E2B's
+	// lifecycle callback, e.g. https://sandboxes.example.com/callbacks/e2b/lifecycle.
+	// Set, the backend registers it with E2B and applies E2B's killed and
+	// paused events at once (webhook.go); empty, it learns of them by polling.
+	WebhookURL string
+	// WebhookSecret (E2B_WEBHOOK_SECRET) is what the webhook's signature
+	// secret is derived from; default the API key.
+	WebhookSecret string
 }
 
-// ConfigFromEnv reads E2B_API_KEY, E2B_DOMAIN and E2B_API_URL.
+// ConfigFromEnv reads E2B_API_KEY, E2B_DOMAIN, E2B_API_URL, E2B_WEBHOOK_URL
+// and E2B_WEBHOOK_SECRET.
 func ConfigFromEnv() Config {
 	return Config{
 		APIKey: strings.TrimSpace(os.Getenv("E2B_API_KEY")),
 		Domain: strings.TrimSpace(os.Getenv("E2B_DOMAIN")),
 		APIURL: strings.TrimSpace(os.Getenv("E2B_API_URL")),
+
+		WebhookURL:    strings.TrimSpace(os.Getenv("E2B_WEBHOOK_URL")),
+		WebhookSecret: strings.TrimSpace(os.Getenv("E2B_WEBHOOK_SECRET")),
 	}
 }
 
@@ -160,9 +172,13 @@ type Provider struct {
 	api    *resty.Client // control plane: base URL + X-API-Key
 	envd   *resty.Client // envd: no API key (it must never reach a sandbox)
 	apiURL string
+	hooks  *hooks // nil without a WebhookURL
 }
 
-var _ compute.Provider = (*Provider)(nil)
+var (
+	_ compute.Provider = (*Provider)(nil)
+	_ compute.Watcher  = (*Provider)(nil)
+)
 
 // New validates cfg and returns a Provider. It does not contact E2B; Ping does.
 func New(cfg Config) (*Provider, error) {
@@ -181,6 +197,9 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("e2b: E2B_API_URL %q is not an http(s) URL", cfg.APIURL)
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if err := checkWebhookURL(cfg.WebhookURL); err != nil {
+		return nil, err
+	}
 	cfg.Retry = cfg.Retry.withDefaults()
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -224,7 +243,7 @@ func New(cfg Config) (*Provider, error) {
 	if hc.Transport == nil {
 		hc.Transport = http.DefaultTransport
 	}
-	p := &Provider{cfg: cfg, hc: hc, apiURL: cfg.APIURL}
+	p := &Provider{cfg: cfg, hc: hc, apiURL: cfg.APIURL, hooks: newHooks(cfg)}
 	p.api = newResty(hc).SetBaseURL(cfg.APIURL).SetHeader("X-API-Key", cfg.APIKey)
 	// envd is the sandbox's own process: a body it sends is read whole
 	// (a buffered file read, an error) only up to compute.MaxFileBytes.

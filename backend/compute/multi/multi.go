@@ -112,6 +112,16 @@ func (p *Provider) names() []string {
 	return names
 }
 
+// Providers returns the providers, ordered by name (for wiring what is
+// particular to one, e.g. E2B's lifecycle callback).
+func (p *Provider) Providers() []compute.Provider {
+	out := make([]compute.Provider, 0, len(p.byName))
+	for _, n := range p.names() {
+		out = append(out, p.byName[n])
+	}
+	return out
+}
+
 // Templates lists each template once, from the provider it is routed to.
 func (p *Provider) Templates(ctx context.Context) ([]compute.Template, error) {
 	seen := map[string]bool{}

@@ -15,7 +15,11 @@
 // Knobs: FailNext injects statuses (429, 503 with an error_code, 401, 500,
 // ...) or dropped connections on a route; AddSandbox adds sandboxes the
 // client did not create (foreign or orphaned ones); Kill removes a sandbox
-// behind the client's back; Expire plays out a TTL.
+// behind the client's back; Pause pauses one; Expire plays out a TTL.
+//
+// E2B's lifecycle webhooks (webhooks.go): /events/webhooks registers URLs,
+// and kills and pauses (from the API, a TTL, Kill or Pause) are delivered to
+// them signed as E2B documents; Deliveries lists every attempt.
 package e2bfake
 
 import (
@@ -226,6 +230,10 @@ type Server struct {
 	nextPID    uint32
 	signals    []Signal
 	watchers   map[*watcher]bool
+	webhooks   map[string]*webhook // webhooks.go
+	deliveries []WebhookDelivery
+	sending    sync.WaitGroup // deliveries in flight
+	stop       chan struct{}  // closed at cleanup: deliveries stop retrying
 }
 
 // New starts a fake on 127.0.0.1 and registers its shutdown, and the check
@@ -253,6 +261,8 @@ func New(t testing.TB, opts ...Option) *Server {
 		volumes:   map[string]string{},
 		procs:     map[uint32]*proc{},
 		nextPID:   1000,
+		webhooks:  map[string]*webhook{},
+		stop:      make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
@@ -268,6 +278,8 @@ func New(t testing.TB, opts ...Option) *Server {
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
 		s.releaseHolds() // held requests would keep Close waiting
+		close(s.stop)
+		s.sending.Wait()
 		s.srv.Close()
 		s.killAll()
 		for _, v := range s.Violations() {
@@ -378,9 +390,26 @@ func (s *Server) AddSandbox(spec SandboxSpec) string {
 func (s *Server) Kill(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.sandboxes[id]
+	sb, ok := s.sandboxes[id]
+	if ok {
+		s.emitLocked(sb, EventKilled)
+	}
 	delete(s.sandboxes, id)
 	return ok
+}
+
+// Pause pauses a sandbox behind the client's back (as E2B's auto-pause
+// does); false if it did not exist or was not running.
+func (s *Server) Pause(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok || sb.State != "running" {
+		return false
+	}
+	sb.State = "paused"
+	s.emitLocked(sb, EventPaused)
+	return true
 }
 
 // Expire plays out a sandbox's TTL now: paused with autoPause, else killed.
@@ -396,8 +425,10 @@ func (s *Server) expireLocked(sb *sandbox) {
 	if sb.AutoPause {
 		sb.State = "paused"
 		sb.EndAt = s.now().UTC()
+		s.emitLocked(sb, EventPaused)
 		return
 	}
+	s.emitLocked(sb, EventKilled)
 	delete(s.sandboxes, sb.ID)
 }
 
@@ -520,6 +551,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/envd/"); ok {
 		id, sub, _ := strings.Cut(rest, "/")
 		s.serveEnvd(w, r, body, id, "/"+sub)
+		return
+	}
+	if r.URL.Path == RouteWebhooks || strings.HasPrefix(r.URL.Path, RouteWebhooks+"/") {
+		s.serveWebhooks(w, r, body)
 		return
 	}
 	s.serveAPI(w, r, body)
@@ -835,6 +870,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 	case RouteGet:
 		writeJSON(w, http.StatusOK, s.detail(sb))
 	case RouteDelete:
+		s.emitLocked(sb, EventKilled)
 		delete(s.sandboxes, id)
 		w.WriteHeader(http.StatusNoContent)
 	case RoutePause:
@@ -843,6 +879,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 			return
 		}
 		sb.State = "paused"
+		s.emitLocked(sb, EventPaused)
 		w.WriteHeader(http.StatusNoContent)
 	case RouteConnect:
 		var req struct {
