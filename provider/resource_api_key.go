@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
@@ -175,15 +177,23 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
+// stateAndOrg reads the key's state and the provider's org; false when
+// either is missing (a diagnostic says which) or the provider is not
+// configured.
+func (r *apiKeyResource) stateAndOrg(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) (apiKeyModel, string, bool) {
+	var state apiKeyModel
+	diags.Append(st.Get(ctx, &state)...)
+	if diags.HasError() || r.data == nil {
+		return state, "", false
+	}
+	org, ok := r.data.requireOrg(diags)
+	return state, org, ok
+}
+
 // Read finds the key in the org's list (there is no GET of one key): a key
 // not listed was revoked or has expired and is removed from state.
 func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || r.data == nil {
-		return
-	}
-	org, ok := r.data.requireOrg(&resp.Diagnostics)
+	state, org, ok := r.stateAndOrg(ctx, req.State, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -214,12 +224,7 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 }
 
 func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || r.data == nil {
-		return
-	}
-	org, ok := r.data.requireOrg(&resp.Diagnostics)
+	state, org, ok := r.stateAndOrg(ctx, req.State, &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -88,7 +88,7 @@ resource "dreadnode_api_key" "ro" {
 // keyAnswers checks that secret reads the org's keys (200) and that a
 // write with it is allowed (full) or refused with 403 (read).
 func (b *accBackend) keyAnswers(secret string, full bool) error {
-	c, err := client.New(client.Config{BaseURL: b.URL, APIKey: secret, UserAgent: "terraform-provider-dreadnode/acctest"})
+	c, err := b.clientWith(secret)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (b *accBackend) apiKeyRefused(id, secret string) error {
 	if secret == "" {
 		return nil
 	}
-	c, err := client.New(client.Config{BaseURL: b.URL, APIKey: secret, UserAgent: "terraform-provider-dreadnode/acctest"})
+	c, err := b.clientWith(secret)
 	if err != nil {
 		return err
 	}
@@ -141,3 +141,8 @@ func (b *accBackend) apiKeyRefused(id, secret string) error {
 }
 
 var reKeyID = regexp.MustCompile(`^key_[A-Za-z0-9]+$`)
+
+// clientWith is an API client of the backend using secret.
+func (b *accBackend) clientWith(secret string) (*client.Client, error) {
+	return client.New(client.Config{BaseURL: b.URL, APIKey: secret, UserAgent: "terraform-provider-dreadnode/acctest"})
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 )
 
 // apiKeyAttrErrors runs the validators the schema gives attribute name on
@@ -66,31 +65,4 @@ func TestAPIKeyValidators(t *testing.T) {
 			t.Errorf("expires_at = %v: %v", v, errs)
 		}
 	}
-}
-
-// The validators stop a bad scope or expiry at plan, on the attribute,
-// before any key is made.
-func TestAccAPIKeyPlanTimeErrors(t *testing.T) {
-	t.Parallel()
-	b := testAccPreCheck(t, "")
-	step := func(config, want string) resource.TestStep {
-		return resource.TestStep{Config: b.providerConfig() + config, PlanOnly: true, ExpectError: wrapped(want)}
-	}
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
-		Steps: []resource.TestStep{
-			step(`
-resource "dreadnode_api_key" "test" {
-  name  = "x"
-  scope = "admin"
-}
-`, `(?s)Invalid Attribute Value Match.*with dreadnode_api_key.test.*scope = "admin".*value must be one of`),
-			step(`
-resource "dreadnode_api_key" "test" {
-  name       = "x"
-  expires_at = "next week"
-}
-`, `(?s)Invalid RFC 3339 time.*with dreadnode_api_key.test.*expires_at = "next week"`),
-		},
-	})
 }
