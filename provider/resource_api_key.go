@@ -64,7 +64,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"The secret (`key`) is returned by the API only when the key is made (the server keeps only its hash): it lives " +
 			"in the state of the configuration that created it, marked sensitive, and nowhere else. Every argument replaces " +
 			"the key (a new secret). Destroying the resource revokes the key; it is refused at once.\n\n" +
-			"A key revoked outside Terraform, or expired and no longer listed, is removed from state with a warning, so the " +
+			"A key revoked outside Terraform, or past its `expires_at`, is removed from state with a warning, so the " +
 			"next plan creates a new one.\n\n" +
 			"An imported key has no `key` (null): the secret cannot be read back; replace the resource to get one.",
 		Attributes: map[string]schema.Attribute{
@@ -191,7 +191,7 @@ func (r *apiKeyResource) stateAndOrg(ctx context.Context, st tfsdk.State, diags 
 }
 
 // Read finds the key in the org's list (there is no GET of one key): a key
-// not listed was revoked or has expired and is removed from state.
+// not listed (revoked) or past its expires_at is removed from state.
 func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	state, org, ok := r.stateAndOrg(ctx, req.State, &resp.Diagnostics)
 	if !ok {
@@ -204,6 +204,10 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 		return
 	}
 	for i := range keys {
+		if keys[i].Id == id && keys[i].ExpiresAt != nil && !keys[i].ExpiresAt.After(time.Now()) {
+			// The API lists expired keys, but they are refused: gone for Terraform.
+			break
+		}
 		if keys[i].Id == id {
 			applyAPIKey(&state, &keys[i])
 			resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)

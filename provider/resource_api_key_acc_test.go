@@ -146,3 +146,44 @@ var reKeyID = regexp.MustCompile(`^key_[A-Za-z0-9]+$`)
 func (b *accBackend) clientWith(secret string) (*client.Client, error) {
 	return client.New(client.Config{BaseURL: b.URL, APIKey: secret, UserAgent: "terraform-provider-dreadnode/acctest"})
 }
+
+// TestAccAPIKey_expired: the API still lists an expired key, but it is
+// refused, so Read drops it and the plan makes a new one.
+func TestAccAPIKey_expired(t *testing.T) {
+	b := testAccPreCheck(t, "")
+	cfg := b.providerConfig() + fmt.Sprintf(`
+resource "dreadnode_api_key" "short" {
+  name       = "acc short-lived"
+  expires_at = %q
+}
+`, time.Now().Add(5*time.Second).UTC().Format(time.RFC3339))
+	var key string
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			{
+				Config: cfg,
+				Check:  captureAttr("dreadnode_api_key.short", "key", &key),
+			},
+			{
+				PreConfig: func() {
+					c, err := b.clientWith(key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := eventually(20*time.Second, func() error {
+						if _, err := c.ListAPIKeys(context.Background(), b.Org); client.StatusOf(err) != http.StatusUnauthorized {
+							return fmt.Errorf("GET keys with the key past its expires_at: %v, want 401", err)
+						}
+						return nil
+					}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:             cfg,
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+}
