@@ -354,6 +354,10 @@ func (b *accBackend) checkDestroy() resource.TestCheckFunc {
 				if err := b.environmentGone(rs.Primary.ID); err != nil {
 					return err
 				}
+			case "dreadnode_api_key":
+				if err := b.apiKeyRefused(rs.Primary.ID, rs.Primary.Attributes["key"]); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -58,6 +58,18 @@ resource "dreadnode_task_environment" "test" {
   timeout_sec = 3600
 }
 `, `(?s)Unknown task.*task_ref = "no-such-task".*HTTP 404`),
+			step(`
+resource "dreadnode_api_key" "test" {
+  name  = "x"
+  scope = "admin"
+}
+`, `(?s)Invalid Attribute Value Match.*with dreadnode_api_key.test.*scope = "admin".*value must be one of`),
+			step(`
+resource "dreadnode_api_key" "test" {
+  name       = "x"
+  expires_at = "next week"
+}
+`, `(?s)Invalid RFC 3339 time.*with dreadnode_api_key.test.*expires_at = "next week"`),
 		},
 	})
 }

@@ -179,6 +179,7 @@ func (p *dreadnodeProvider) Resources(_ context.Context) []func() resource.Resou
 	return []func() resource.Resource{
 		NewTaskEnvironmentResource,
 		NewSandboxResource,
+		NewAPIKeyResource,
 	}
 }
 

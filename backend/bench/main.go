@@ -13,6 +13,8 @@
 //   - TTL enforcement lag with 10k live records, SQLite and PostgreSQL (ttl.go)
 //   - admission: a burst of creates through the queue vs as many concurrent
 //     raw docker runs, and the admission decision's cost per create
+//   - rate limits: another key's p99 beside a key at 10× its limit
+//     (ratelimit.go)
 //   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
 //     database, and the take-over time after one is killed (replicas.go)
 package main
@@ -54,7 +56,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -117,6 +119,9 @@ func main() {
 	if want("admission") {
 		admissionBurst(ctx, cli)
 		admissionOverhead(ctx, cold, ours)
+	}
+	if want("ratelimit") {
+		rateLimitIsolation(ctx)
 	}
 	replicaParts()
 }
