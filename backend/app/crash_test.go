@@ -146,7 +146,7 @@ func TestCrashRecovery(t *testing.T) {
 	org, _ := db.OrgByName(ctx, "acc")
 	stuck := &store.Record{ID: "stuckrecord" + deployment, OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseCreating,
 		TemplateID: "base", PhaseDeadline: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-	if err := db.InsertRecord(ctx, stuck); err != nil {
+	if err := db.InsertFixture(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -171,7 +171,7 @@ func listsOverHistory(ctx context.Context) {
 					EndAt: at.Add(5 * time.Minute), KillReason: sbx.KillDeleted, RuntimeNs: int64(time.Minute), BilledNs: int64(time.Minute),
 					Metadata: map[string]string{"n": strconv.Itoa(i)}, Timeline: []store.TimelineEntry{{Phase: string(sbx.PhasePending), At: at},
 						{Phase: string(sbx.PhaseRunning), At: at}, {Phase: string(sbx.PhaseStopping), At: at.Add(time.Minute)}, {Phase: string(sbx.PhaseDeleted), At: at.Add(time.Minute)}}}
-				if err := store.InsertRecordTx(ctx, tx, r); err != nil {
+				if err := store.InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}

@@ -81,7 +81,7 @@ func ttlLagOn(ctx context.Context, dbName, url string) {
 		r := &store.Record{ID: id, OrgID: org.ID, Kind: sbx.KindRuntime, Provider: ref.Provider, ProviderID: ref.ID, Phase: sbx.PhaseRunning,
 			TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: now, EndAt: endAt, TimeoutSec: int(endAt.Sub(now) / time.Second)}
 		r.MarkRunning(now)
-		return store.InsertRecordTx(ctx, tx, r)
+		return store.InsertFixtureTx(ctx, tx, r)
 	}
 	insertAll := func(ids []string, endAt func(i int) time.Time) {
 		now := time.Now().UTC()

@@ -39,7 +39,7 @@ func (e *env) insert(id, kind string, phase sandbox.Phase) *store.Record {
 		r.MarkRunning(now.Add(-time.Minute))
 		r.MarkKilled(now, sandbox.KillTimeout)
 	}
-	if err := e.App.DB.InsertRecord(context.Background(), r); err != nil {
+	if err := e.App.DB.InsertFixture(context.Background(), r); err != nil {
 		e.T.Fatal(err)
 	}
 	return r
@@ -112,7 +112,7 @@ func TestLedgerCursorPagingUnderConcurrentInserts(t *testing.T) {
 			}
 			r := &store.Record{ID: fmt.Sprintf("late%05d", i), OrgID: "org1", Kind: sandbox.KindWorld, Provider: "docker",
 				Phase: sandbox.PhaseDeleted, TemplateID: "base"}
-			if err := e.App.DB.InsertRecord(context.Background(), r); err != nil {
+			if err := e.App.DB.InsertFixture(context.Background(), r); err != nil {
 				t.Error(err)
 				return
 			}

@@ -49,7 +49,7 @@ func fill(b testing.TB, db *store.DB, org string, n int, t0 time.Time, runningEv
 				default:
 					r.Phase = sandbox.PhasePending
 				}
-				if err := store.InsertRecordTx(ctx, tx, r); err != nil {
+				if err := store.InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}

@@ -106,7 +106,7 @@ func fastMatchesRows(t *testing.T, newDB func(t *testing.T) *store.DB, rates Rat
 					r.RunningSince = t0.AddDate(-100, 0, 0)
 					r.EndAt = time.Time{}
 				}
-				if err := db.InsertRecord(context.Background(), r); err != nil {
+				if err := db.InsertFixture(context.Background(), r); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -119,7 +119,7 @@ func fastMatchesRows(t *testing.T, newDB func(t *testing.T) *store.DB, rates Rat
 			r := &store.Record{ID: fmt.Sprintf("thin-%02d", i), OrgID: thin, Kind: sandbox.KindRuntime, Provider: "docker",
 				TemplateID: "base", CPUCount: 1 + i%3, MemoryMB: 512, CreatedAt: t0, Phase: sandbox.PhaseRunning}
 			r.MarkRunning(t0)
-			if err := db.InsertRecord(context.Background(), r); err != nil {
+			if err := db.InsertFixture(context.Background(), r); err != nil {
 				t.Fatal(err)
 			}
 		}

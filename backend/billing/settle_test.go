@@ -90,7 +90,7 @@ func insertRunning(t testing.TB, db *store.DB, org, id string, since time.Time, 
 	r := &store.Record{ID: id, OrgID: org, Kind: kind, Provider: "docker", Phase: sandbox.PhaseRunning, TemplateID: "base",
 		CPUCount: 1, MemoryMB: 512, CreatedAt: since, EndAt: since.Add(time.Hour)}
 	r.MarkRunning(since)
-	if err := db.InsertRecord(context.Background(), r); err != nil {
+	if err := db.InsertFixture(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -36,7 +36,7 @@ func TestTTLStopDecidedAtEndAtNotAnIntervalLater(t *testing.T) {
 		r := &store.Record{ID: id, OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: ref.Provider, ProviderID: ref.ID,
 			Phase: sandbox.PhaseRunning, TemplateID: "base", CreatedAt: now, EndAt: endAt}
 		r.MarkRunning(now)
-		return store.InsertRecordTx(ctx, tx, r)
+		return store.InsertFixtureTx(ctx, tx, r)
 	}
 	const n = 30
 	if err := db.Tx(ctx, func(tx *sql.Tx) error {

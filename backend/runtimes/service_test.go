@@ -33,7 +33,7 @@ func (f *fakeSandboxes) Create(ctx context.Context, org string, spec lifecycle.S
 	r := &store.Record{ID: "sbx" + string(rune('a'+len(f.specs))), OrgID: org, Kind: opts.Kind, RuntimeID: opts.RuntimeID, Provider: "fake",
 		Phase: sandbox.PhaseRunning, TemplateID: spec.TemplateID, CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second)}
 	r.MarkRunning(now)
-	if err := f.db.InsertRecord(ctx, r); err != nil {
+	if err := f.db.InsertFixture(ctx, r); err != nil {
 		return lifecycle.Created{}, err
 	}
 	f.last = r.ID

@@ -23,7 +23,7 @@ func TestAccrualsMigrationKeepsBilledFigures(t *testing.T) {
 		r := &Record{ID: "billed", OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseRunning,
 			TemplateID: "base", CPUCount: 2, MemoryMB: 1024, RuntimeNs: 7e9, BilledNs: 5e9, BilledMicro: 1234}
 		r.RunningSince = since
-		if err := db.InsertRecord(ctx, r); err != nil {
+		if err := db.InsertFixture(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		p := newProvider(t, db.w, db.dialect)

@@ -34,7 +34,7 @@ func BenchmarkTransitionEvent(b *testing.B) {
 			org, _, _ := db.EnsureOrg(ctx, "o1", 0)
 			r := &Record{ID: "r1", OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseRunning,
 				TemplateID: "base", Metadata: map[string]string{"k": "v"}}
-			if err := db.InsertRecord(ctx, r); err != nil {
+			if err := db.InsertFixture(ctx, r); err != nil {
 				b.Fatal(err)
 			}
 			var bare, with []time.Duration

@@ -33,7 +33,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 		if err := db.Tx(ctx, func(tx *sql.Tx) error {
 			for i := range 9000 {
 				r := &Record{ID: fmt.Sprintf("x%05d", i), OrgID: other.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseDeleted, TemplateID: "base"}
-				if err := InsertRecordTx(ctx, tx, r); err != nil {
+				if err := InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}
@@ -49,7 +49,7 @@ func TestListQueriesUseIndexes(t *testing.T) {
 					phase = sandbox.PhaseRunning
 				}
 				r := &Record{ID: fmt.Sprintf("r%05d", i), OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: phase, TemplateID: "base"}
-				if err := InsertRecordTx(ctx, tx, r); err != nil {
+				if err := InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}

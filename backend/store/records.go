@@ -133,7 +133,18 @@ func b2i(b bool) int {
 	return 0
 }
 
-// InsertRecord stores a new record. Its timeline starts with its phase.
+// ErrNotStartPhase is an insert at a phase sandbox.StartPhases does not
+// list: every other phase is reached through Transition, so that the
+// record's timeline shows only moves the gate allowed.
+var ErrNotStartPhase = errors.New("a record starts in a start phase (sandbox.StartPhases) and reaches any other through Transition")
+
+// ErrPhaseChangeInUpdate is a mutate function that changed the phase: a
+// phase change goes through the gate with its target named (Transition's
+// to), where the table checks it and the timeline records its cause.
+var ErrPhaseChangeInUpdate = errors.New("mutate changed the phase: name the target phase in Transition instead")
+
+// InsertRecord stores a new record. Its timeline starts with its phase,
+// which must be one of sandbox.StartPhases (ErrNotStartPhase otherwise).
 func (db *DB) InsertRecord(ctx context.Context, r *Record) error {
 	return db.Tx(ctx, func(tx *sql.Tx) error { return InsertRecordTx(ctx, tx, r) })
 }
@@ -141,6 +152,15 @@ func (db *DB) InsertRecord(ctx context.Context, r *Record) error {
 // InsertRecordTx is InsertRecord inside a caller's transaction (e.g. with an
 // idempotency key, or a credit check).
 func InsertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
+	if !sandbox.CanStartIn(r.Phase) {
+		return fmt.Errorf("inserting record %s in phase %q: %w", r.ID, r.Phase, ErrNotStartPhase)
+	}
+	return insertRecordTx(ctx, tx, r)
+}
+
+// insertRecordTx writes r as it is, whatever its phase: the gate's check is
+// InsertRecordTx's (and deliberately absent from InsertFixtureTx's).
+func insertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = time.Now().UTC()
 	}
@@ -257,7 +277,8 @@ func (e *IllegalTransitionError) Is(target error) bool {
 // Transition is the one gate of every phase change: it moves record id to
 // phase to for cause, if sandbox.AllowedTransitions allows the move from the
 // phase the record is in (an *IllegalTransitionError otherwise), applying
-// mutate first (which may change any field but the phase) and recording the
+// mutate first (which may change any field but the phase: a mutate that
+// changes it fails with ErrPhaseChangeInUpdate and writes nothing) and recording the
 // cause on the new timeline entry. The write is conditional on the version
 // read, so a concurrent transition makes this one fail with ErrConflict
 // instead of undoing the other.
@@ -326,7 +347,16 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	}
 	before, moved := accrualOf(r), beforeMove(r, to)
 	if mutate != nil {
+		from := r.Phase
 		if err := mutate(r); err != nil {
+			return r, err
+		}
+		if r.Phase != from {
+			// Refused whether or not the table would allow the move: a
+			// move named only inside mutate escapes the table's check and
+			// leaves no timeline entry or cause.
+			err := fmt.Errorf("updating sandbox %s: phase %s changed to %s inside mutate (%s): %w", id, from, r.Phase, cause, ErrPhaseChangeInUpdate)
+			r.Phase = from
 			return r, err
 		}
 	}

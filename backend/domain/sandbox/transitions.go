@@ -65,6 +65,20 @@ var AllowedTransitions = map[Phase][]Phase{
 	PhaseFailed:    nil,
 }
 
+// StartPhases are the phases a record may be created in; every later phase
+// is reached through AllowedTransitions, so the timeline of every record
+// begins at one of these and every phase it shows was a move the gate
+// allowed. The store refuses an insert at any other phase
+// (store.InsertRecordTx).
+//
+//   - queued: a create waiting in the admission queue for room.
+//   - pending: a create admitted at once (or a task record, which its driver
+//     moves on from pending).
+var StartPhases = []Phase{PhaseQueued, PhasePending}
+
+// CanStartIn reports whether a record may be created in phase p.
+func CanStartIn(p Phase) bool { return in(p, StartPhases) }
+
 // CanTransition reports whether a record in phase from may move to phase to.
 func CanTransition(from, to Phase) bool {
 	return in(to, AllowedTransitions[from])

@@ -75,7 +75,7 @@ func (r recEnv) insert(t *testing.T, id string, phase sandbox.Phase, mutate func
 	if mutate != nil {
 		mutate(rec)
 	}
-	if err := r.db.InsertRecord(context.Background(), rec); err != nil {
+	if err := r.db.InsertFixture(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
