@@ -110,3 +110,19 @@ func TestCauses(t *testing.T) {
 		t.Error("unknown causes must be refused")
 	}
 }
+
+// A record starts before the provider's create (queued or pending), so no
+// record is born mid-life (creating, running, ended).
+func TestStartPhases(t *testing.T) {
+	for _, p := range Phases {
+		if CanStartIn(p) != in(p, StartPhases) {
+			t.Errorf("CanStartIn(%s) disagrees with StartPhases", p)
+		}
+		if CanStartIn(p) && (!p.Starting() || p == PhaseCreating) {
+			t.Errorf("%s is a start phase but not a phase before the provider's create", p)
+		}
+	}
+	if CanStartIn("") || CanStartIn(PhaseRunning) {
+		t.Error("an empty or running phase is no start")
+	}
+}
