@@ -5,14 +5,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorilla/mux"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -273,5 +278,32 @@ func TestTemplateLookup(t *testing.T) {
 	var nf *domain.NotFoundError
 	if _, err := g.s.Template(ctx, "nosuch"); !errors.As(err, &nf) || nf.ID != "nosuch" || !strings.Contains(nf.Detail, "base") {
 		t.Fatalf("unknown template: want not found naming the available ones, got %v", err)
+	}
+}
+
+// Get reads the path's sandbox in the caller's org: another org's record and
+// a task record answer not found, like an unknown id.
+func TestGetFindsOnlyTheOrgsSandboxes(t *testing.T) {
+	g := newSvcRig(t)
+	ctx := context.Background()
+	r := g.running(t)
+	task := &store.Record{ID: "task1", OrgID: g.org, Kind: sandbox.KindTask, Provider: "fake", Phase: sandbox.PhasePending,
+		TemplateID: "base", CreatedAt: t0}
+	if err := g.db.InsertRecord(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	get := func(org, id string) (*store.Record, error) {
+		req := httptest.NewRequest(http.MethodGet, "/sandboxes/"+id, nil)
+		req = mux.SetURLVars(req.WithContext(httpx.WithOrg(ctx, org)), map[string]string{"id": id})
+		return g.s.load(req)
+	}
+	if got, err := get(g.org, r.ID); err != nil || got.ID != r.ID || got.Phase != sandbox.PhaseRunning {
+		t.Fatalf("get in its org: %+v, %v", got, err)
+	}
+	for _, c := range []struct{ org, id string }{{"other", r.ID}, {g.org, "task1"}, {g.org, "nosuch"}} {
+		var nf *httpx.Error
+		if got, err := get(c.org, c.id); !errors.As(err, &nf) || nf.Code != http.StatusNotFound || got != nil {
+			t.Fatalf("get %s in org %s: want not found, got %+v, %v", c.id, c.org, got, err)
+		}
 	}
 }
