@@ -28,7 +28,11 @@ const (
 	DefaultClaimHold = 3 * deliveryTimeout
 	backoffBase      = time.Second
 	deliveryTimeout  = 10 * time.Second
-	claimBatch       = 32
+	// claimBatch is the deliveries sent per pass: at 32 a pass's fixed
+	// costs (fan-out, claim, the wait for its slowest attempt) held the
+	// dispatcher to ~330 deliveries/s; 256 keeps 1,000 events/s under
+	// 500 ms p99 lag (make bench, part events).
+	claimBatch = 256
 )
 
 // DeliveryConfig configures webhook deliveries.
