@@ -24,8 +24,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -33,7 +31,6 @@ import (
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 var (
@@ -45,44 +42,10 @@ var (
 )
 
 func eventsPart(ctx context.Context) {
-	for _, name := range splitList(*evDBs) {
-		switch name {
-		case "sqlite":
-			dir, err := os.MkdirTemp("", "dreadnode-bench-events")
-			if err != nil {
-				fail(err)
-			}
-			removeDir := atExit(func() { os.RemoveAll(dir) })
-			eventsOn(ctx, name, filepath.Join(dir, "db"))
-			removeDir()
-		case "postgres":
-			c, err := pgtest.StartCluster()
-			if err != nil {
-				fail(fmt.Errorf("the events part on PostgreSQL needs a server: %w", err))
-			}
-			stop := atExit(func() { c.Stop() })
-			url, err := c.CreateDatabase(ctx)
-			if err != nil {
-				fail(err)
-			}
-			eventsOn(ctx, name, url)
-			stop()
-		default:
-			fail(fmt.Errorf("-events-db: unknown database %q (sqlite, postgres)", name))
-		}
-	}
+	onDatabases(ctx, "events", *evDBs, func(name string, db *store.DB, org *store.Org) { eventsOn(ctx, name, db, org) })
 }
 
-func eventsOn(ctx context.Context, dbName, url string) {
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		fail(err)
-	}
-	defer db.Close()
-	org, _, err := db.EnsureOrg(ctx, "bench", 1e12)
-	if err != nil {
-		fail(err)
-	}
+func eventsOn(ctx context.Context, dbName string, db *store.DB, org *store.Org) {
 	ids := make([]string, max(1, *evSandboxes))
 	now := time.Now().UTC()
 	for i := range ids {
@@ -120,7 +83,7 @@ func transitionCost(ctx context.Context, db *store.DB, dbName, id string) {
 			bare = append(bare, time.Since(t0))
 		}
 	}
-	fmt.Printf("%-28s p50 %.3f → %.3f ms (+%.3f)   p99 %.3f → %.3f ms (+%.3f; target ≤ +1 ms)   (%s, %d each)\n",
+	fmt.Printf("%-28s p50 %.3f → %.3f ms (%+.3f)   p99 %.3f → %.3f ms (%+.3f; target ≤ +1 ms)   (%s, %d each)\n",
 		"transition + its event", ms(pct(bare, 50)), ms(pct(with, 50)), ms(pct(with, 50)-pct(bare, 50)),
 		ms(pct(bare, 99)), ms(pct(with, 99)), ms(pct(with, 99)-pct(bare, 99)), dbName, len(bare))
 }
