@@ -135,22 +135,30 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 	if err != nil && ctx.Err() == nil {
 		d.log.Warn("webhooks: claiming deliveries failed; retrying", "err", err)
 	}
+	hooks := map[string]*store.Webhook{} // read once per pass, not per delivery
 	var wg sync.WaitGroup
 	for _, dl := range due {
+		wh, read := hooks[dl.WebhookID]
+		if !read {
+			var err error
+			if wh, err = d.db.GetWebhookByID(ctx, dl.WebhookID); err != nil {
+				wh = nil // deleted meanwhile (its deliveries went with it), or unreadable: the claim lapses, sent later
+			}
+			hooks[dl.WebhookID] = wh
+		}
+		if wh == nil {
+			continue
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); d.deliver(ctx, dl) }()
+		go func() { defer wg.Done(); d.deliver(ctx, wh, dl) }()
 	}
 	wg.Wait()
 	return n > 0 || len(due) == claimBatch
 }
 
-// deliver makes one attempt of dl and records it.
-func (d *dispatcher) deliver(ctx context.Context, dl *store.Delivery) {
+// deliver makes one attempt of dl to wh and records it.
+func (d *dispatcher) deliver(ctx context.Context, wh *store.Webhook, dl *store.Delivery) {
 	res := store.DeliveryResult{}
-	wh, err := d.db.GetWebhookByID(ctx, dl.WebhookID)
-	if err != nil {
-		return // deleted meanwhile: its deliveries went with it
-	}
 	status, err := d.post(ctx, wh, dl)
 	res.At, res.Status = d.now(), status
 	if err != nil {
