@@ -89,7 +89,7 @@ type Config struct {
 	EventRetention time.Duration
 	// Webhooks configures webhook deliveries: DREADNODE_WEBHOOK_ALLOW_PRIVATE,
 	// DREADNODE_WEBHOOK_BACKOFF_MAX (default 1h), DREADNODE_WEBHOOK_GIVE_UP
-	// (default 24h).
+	// (default 24h), DREADNODE_WEBHOOK_CLAIM_HOLD (default 30s).
 	Webhooks events.DeliveryConfig
 }
 
@@ -267,6 +267,12 @@ func webhookConfig() (events.DeliveryConfig, error) {
 	}
 	if c.GiveUp, err = envDuration("DREADNODE_WEBHOOK_GIVE_UP", events.DefaultGiveUp); err != nil {
 		return c, err
+	}
+	if c.ClaimHold, err = envDuration("DREADNODE_WEBHOOK_CLAIM_HOLD", events.DefaultClaimHold); err != nil {
+		return c, err
+	}
+	if c.ClaimHold < 3*time.Second {
+		return c, fmt.Errorf("DREADNODE_WEBHOOK_CLAIM_HOLD must be at least 3s (an attempt gets a third of it), got %s", c.ClaimHold)
 	}
 	if c.BackoffMax < time.Second || c.GiveUp < time.Minute {
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_BACKOFF_MAX must be at least 1s and DREADNODE_WEBHOOK_GIVE_UP at least 1m (got %s, %s)", c.BackoffMax, c.GiveUp)

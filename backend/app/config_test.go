@@ -73,6 +73,22 @@ func TestConfigEventsAndWebhooks(t *testing.T) {
 	}
 }
 
+func TestConfigWebhookClaimHold(t *testing.T) {
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.Webhooks.ClaimHold != 30*time.Second {
+		t.Fatalf("default: %s, %v", cfg.Webhooks.ClaimHold, err)
+	}
+	t.Setenv("DREADNODE_WEBHOOK_CLAIM_HOLD", "5s")
+	if cfg, err := ConfigFromEnv(); err != nil || cfg.Webhooks.ClaimHold != 5*time.Second {
+		t.Fatalf("5s: %s, %v", cfg.Webhooks.ClaimHold, err)
+	}
+	for _, v := range []string{"1s", "soon"} {
+		t.Setenv("DREADNODE_WEBHOOK_CLAIM_HOLD", v)
+		if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "DREADNODE_WEBHOOK_CLAIM_HOLD") {
+			t.Fatalf("%s: %v", v, err)
+		}
+	}
+}
+
 func TestConfigMaxBodyBytes(t *testing.T) {
 	if cfg, err := ConfigFromEnv(); err != nil || cfg.MaxBodyBytes != DefaultMaxBodyBytes {
 		t.Fatalf("default: %d, %v", cfg.MaxBodyBytes, err)

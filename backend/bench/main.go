@@ -15,6 +15,8 @@
 //     raw docker runs, and the admission decision's cost per create
 //   - rate limits: another key's p99 beside a key at 10× its limit
 //     (ratelimit.go)
+//   - events: what the outbox adds to a transition, and the lag of webhook
+//     deliveries at 1,000 transitions per second (events.go)
 //   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
 //     database, and the take-over time after one is killed (replicas.go)
 package main
@@ -56,7 +58,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,events,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -122,6 +124,9 @@ func main() {
 	}
 	if want("ratelimit") {
 		rateLimitIsolation(ctx)
+	}
+	if want("events") {
+		eventsPart(ctx)
 	}
 	replicaParts()
 }

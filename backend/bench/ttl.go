@@ -37,44 +37,54 @@ var (
 )
 
 func ttlLag(ctx context.Context) {
-	for _, name := range splitList(*ttlDBs) {
+	onDatabases(ctx, "ttl", *ttlDBs, func(name string, db *store.DB, org *store.Org) { ttlLagOn(ctx, name, db, org) })
+}
+
+// onDatabases runs measure on a fresh database of each of dbs (a
+// comma-separated list of sqlite and postgres, from part's -<part>-db
+// flag) with the bench's org, removing each when measure returns.
+func onDatabases(ctx context.Context, part, dbs string, measure func(name string, db *store.DB, org *store.Org)) {
+	open := func(name, url string) {
+		db, err := store.Open(ctx, url)
+		if err != nil {
+			fail(err)
+		}
+		defer db.Close()
+		org, _, err := db.EnsureOrg(ctx, "bench", 1e12)
+		if err != nil {
+			fail(err)
+		}
+		measure(name, db, org)
+	}
+	for _, name := range splitList(dbs) {
 		switch name {
 		case "sqlite":
-			dir, err := os.MkdirTemp("", "dreadnode-bench-ttl")
+			dir, err := os.MkdirTemp("", "dreadnode-bench-"+part)
 			if err != nil {
 				fail(err)
 			}
 			removeDir := atExit(func() { os.RemoveAll(dir) })
-			ttlLagOn(ctx, name, filepath.Join(dir, "db"))
+			open(name, filepath.Join(dir, "db"))
 			removeDir()
 		case "postgres":
 			c, err := pgtest.StartCluster()
 			if err != nil {
-				fail(fmt.Errorf("the ttl part on PostgreSQL needs a server: %w", err))
+				fail(fmt.Errorf("the %s part on PostgreSQL needs a server: %w", part, err))
 			}
 			stop := atExit(func() { c.Stop() })
 			url, err := c.CreateDatabase(ctx)
 			if err != nil {
 				fail(err)
 			}
-			ttlLagOn(ctx, name, url)
+			open(name, url)
 			stop()
 		default:
-			fail(fmt.Errorf("-ttl-db: unknown database %q (sqlite, postgres)", name))
+			fail(fmt.Errorf("-%s-db: unknown database %q (sqlite, postgres)", part, name))
 		}
 	}
 }
 
-func ttlLagOn(ctx context.Context, dbName, url string) {
-	db, err := store.Open(ctx, url)
-	if err != nil {
-		fail(err)
-	}
-	defer db.Close()
-	org, _, err := db.EnsureOrg(ctx, "bench", 1e12)
-	if err != nil {
-		fail(err)
-	}
+func ttlLagOn(ctx context.Context, dbName string, db *store.DB, org *store.Org) {
 	prov := computetest.New()
 	insert := func(tx *sql.Tx, id string, now, endAt time.Time) error {
 		ref := prov.Put(id, compute.StatusRunning)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -196,23 +197,23 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	var out []*Delivery
-	for _, id := range ids {
-		res, err := db.w.ExecContext(ctx, `UPDATE webhook_deliveries SET claimed_by = ?, claim_expires = ?
-			WHERE id = ? AND status = ? AND (claim_expires IS NULL OR claim_expires < ?)`,
-			owner, now.Add(hold).UnixNano(), id, DeliveryPending, now.UnixNano())
-		if err != nil {
-			return out, err
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			continue // another replica's
-		}
-		d, err := scanDelivery(db.r.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = ?`, id))
-		if err != nil {
-			return out, err
-		}
-		out = append(out, d)
+	if len(ids) == 0 {
+		return nil, nil
 	}
+	// One statement claims them all (a row another replica claimed since
+	// the read is skipped by the WHERE): a round trip per row held the
+	// dispatcher far below 1,000 deliveries a second on PostgreSQL.
+	args := []any{owner, now.Add(hold).UnixNano(), DeliveryPending, now.UnixNano()}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	out, err := QueryAll(ctx, db.w, scanDelivery, `UPDATE webhook_deliveries SET claimed_by = ?, claim_expires = ?
+		WHERE status = ? AND (claim_expires IS NULL OR claim_expires < ?) AND id IN (`+placeholders(len(ids))+`)
+		RETURNING `+deliveryColumns, args...)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *Delivery) int { return cmp.Compare(a.EventSeq, b.EventSeq) })
 	return out, nil
 }
 
