@@ -53,7 +53,7 @@ func eventsOn(ctx context.Context, dbName string, db *store.DB, org *store.Org) 
 		r := &store.Record{ID: ids[i], OrgID: org.ID, Kind: sbx.KindRuntime, Provider: "bench", ProviderID: ids[i], Phase: sbx.PhaseRunning,
 			TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: now, Metadata: map[string]string{"n": "0"}}
 		r.MarkRunning(now)
-		if err := db.InsertRecord(ctx, r); err != nil {
+		if err := db.InsertFixture(ctx, r); err != nil { // a running record, as if created long ago
 			fail(err)
 		}
 	}
