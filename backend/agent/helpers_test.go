@@ -12,6 +12,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 
 const testToken = "s3cret-token"
@@ -81,15 +82,5 @@ func testCtx(t *testing.T) context.Context {
 // eventually polls cond until it returns nil or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, timeout, 10*time.Millisecond, cond)
 }

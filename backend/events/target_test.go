@@ -35,6 +35,7 @@ func TestDeliveryRefusesDeniedAddressAtConnect(t *testing.T) {
 	}
 }
 
+// The addresses are classified, never contacted: no packet leaves the test.
 func TestDeniedAddresses(t *testing.T) {
 	for _, a := range []string{"127.0.0.1", "::1", "169.254.169.254", "fe80::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1",
 		"0.0.0.0", "::", "224.0.0.1", "::ffff:127.0.0.1", "fd00::1"} {

@@ -24,6 +24,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 
 // Env is a backend wired in-process (app.New) on a temp database and the
@@ -175,15 +176,5 @@ func (e *Env) Must(code int, method, path string, body any, hdr ...string) map[s
 // Eventually polls cond until it returns nil or the deadline passes.
 func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval, bounded by the deadline
-	}
+	poll.Until(t, timeout, 50*time.Millisecond, cond)
 }
