@@ -35,6 +35,10 @@ type Config struct {
 	Routes []Registrar
 	// Public routes authenticate themselves (e.g. the traffic router).
 	Public []Registrar
+	// Hosts are public routes matched by the request's Host (the
+	// host-based traffic router), registered before every path route so
+	// that a sandbox's own /healthz or /metrics reaches the sandbox.
+	Hosts []Registrar
 	// AdminKey enables Admin routes, authenticated by that key alone.
 	AdminKey string
 	Admin    []Registrar
@@ -97,6 +101,9 @@ func NewHandler(cfg Config) http.Handler {
 		httpx.WriteErr(w, httpx.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /openapi.json"))
 	})
 	root.Use(s.recoverer, s.instrument, s.limitBody)
+	for _, reg := range cfg.Hosts {
+		reg(root)
+	}
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}).Methods(http.MethodGet)

@@ -73,6 +73,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = reconciler.NewReplicaID()
 	}
+	if cfg.SandboxDomain == "" {
+		cfg.SandboxDomain = "localhost"
+	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = reconciler.DefaultLeaseTTL
 	}
@@ -121,7 +124,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
-		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission})
+		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain})
 	rates, settleEvery, err := billing.EnvConfig()
 	if err != nil {
 		a.Close()
@@ -169,6 +172,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
 		Public: []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
+		Hosts:  []api.Registrar{a.Lifecycle.RegisterHostRouter},
 		Edges:  []api.Edge{a.e2bEdge()},
 	})
 	return a, nil

@@ -91,6 +91,11 @@ type Config struct {
 	// DREADNODE_WEBHOOK_BACKOFF_MAX (default 1h), DREADNODE_WEBHOOK_GIVE_UP
 	// (default 24h), DREADNODE_WEBHOOK_CLAIM_HOLD (default 30s).
 	Webhooks events.DeliveryConfig
+	// SandboxDomain (DREADNODE_SANDBOX_DOMAIN, default localhost) is the
+	// base domain of host-routed sandbox traffic, {port}-{sandboxID}.{domain},
+	// and E2B's `domain` in /e2b answers; it may carry a port
+	// (localhost:8080), which E2B's SDKs then put in the URLs they build.
+	SandboxDomain string
 }
 
 // minLeaseTTL keeps renewals (every third of the TTL) from hammering the
@@ -116,6 +121,7 @@ func ConfigFromEnv() (Config, error) {
 		BootstrapKey:  os.Getenv("DREADNODE_BOOTSTRAP_API_KEY"),
 		AdminKey:      os.Getenv("DREADNODE_ADMIN_API_KEY"),
 		MetricsListen: os.Getenv("DREADNODE_METRICS_LISTEN"),
+		SandboxDomain: env("DREADNODE_SANDBOX_DOMAIN", "localhost"),
 		DockerHost:    os.Getenv("DOCKER_HOST"),
 		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
 		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),

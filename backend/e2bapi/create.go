@@ -137,7 +137,7 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	if body.Secure {
 		token = created.AccessToken
 	}
-	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, token))
+	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, token, created.AccessToken))
 	return nil
 }
 

@@ -115,7 +115,7 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 	if resumed {
 		status = http.StatusCreated
 	}
-	httpx.WriteJSON(w, status, e.short(cur, token))
+	httpx.WriteJSON(w, status, e.short(cur, token, token))
 	return nil
 }
 

@@ -61,10 +61,18 @@ type lifecycleJSON struct {
 	OnTimeout  string `json:"onTimeout"`
 }
 
-func (e *Edge) short(r *store.Record, token string) sandboxJSON {
+// short is E2B's Sandbox. envdToken is answered as envdAccessToken (a
+// create without secure answers none, as E2B does); traffic, the same
+// access token, as trafficAccessToken: the router needs it on every
+// sandbox port (E2B's clients send it as E2b-Traffic-Access-Token).
+func (e *Edge) short(r *store.Record, envdToken, traffic string) sandboxJSON {
 	d := e.cfg.Domain
-	return sandboxJSON{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion,
-		EnvdAccessToken: token, Domain: &d}
+	out := sandboxJSON{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion,
+		EnvdAccessToken: envdToken, Domain: &d}
+	if traffic != "" {
+		out.TrafficAccessToken = &traffic
+	}
+	return out
 }
 
 // E2B's two states, spelled as this backend's public states are.

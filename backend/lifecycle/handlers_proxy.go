@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
@@ -33,19 +35,41 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAccess(r, rec); err != nil {
+	port, _ := strconv.Atoi(vars["port"])
+	prefix := "/sandboxes/" + id + "/proxy/" + vars["port"]
+	return s.route(w, r, rec, port, "/"+strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/"), "")
+}
+
+// route forwards r to port of rec's sandbox at path (rawPath, when set, is
+// its escaped form): the traffic router's one way in, behind the path
+// (/sandboxes/{id}/proxy/{port}) and the host ({port}-{id}.{domain})
+// addresses alike. The sandbox's access token is the credential; a paused
+// sandbox is resumed first when autoResume is set; port compute.EnvdPort
+// reaches the sandbox's envd (the agent), with its own token.
+func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Record, port int, path, rawPath string) error {
+	id := rec.ID
+	if err := checkTraffic(r, rec); err != nil {
 		return err
 	}
-	port, _ := strconv.Atoi(vars["port"])
+	envd := port == compute.EnvdPort
+	if envd {
+		// envd's routes only, cleaned, so no "/files/../init" slips through.
+		path, rawPath = cleanPath(path), ""
+		if err := envdRouteAllowed(path); err != nil {
+			return err
+		}
+	}
 	if rec.Phase == sandbox.PhasePaused || rec.Phase == sandbox.PhasePausing {
 		if !rec.AutoResume {
 			return httpx.Conflict(fmt.Sprintf("sandbox %s is paused and autoResume is off; POST /sandboxes/%s/connect to resume it", id, id))
 		}
+		var err error
 		if rec, _, err = s.Resume(r.Context(), rec); err != nil {
 			return err
 		}
 	}
 	if rec.Phase.Starting() {
+		var err error
 		if rec, err = s.WaitStarted(r.Context(), id); err != nil {
 			return err
 		}
@@ -53,28 +77,54 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	if rec.Phase != sandbox.PhaseRunning {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; no traffic can reach it", id, rec.Phase.PublicState()))
 	}
-	ep, ok := rec.Endpoints[port]
-	if !ok {
-		ports := make([]string, 0, len(rec.Endpoints))
-		for p := range rec.Endpoints {
-			ports = append(ports, strconv.Itoa(p))
+	var target *url.URL
+	envdToken := ""
+	if envd {
+		base, token, err := s.envdOf(r.Context(), rec)
+		if err != nil {
+			return err
 		}
-		return httpx.NewError(http.StatusNotFound, "port_not_exposed",
-			fmt.Sprintf("port %d of sandbox %s is not exposed; its template exposes [%s]", port, id, strings.Join(ports, ", ")))
+		if target, err = url.Parse(base); err != nil {
+			return fmt.Errorf("the provider answered envd URL %q: %w", base, err)
+		}
+		envdToken = token
+	} else {
+		ep, ok := rec.Endpoints[port]
+		if !ok {
+			ports := make([]string, 0, len(rec.Endpoints))
+			for p := range rec.Endpoints {
+				ports = append(ports, strconv.Itoa(p))
+			}
+			slices.Sort(ports)
+			return httpx.NewError(http.StatusNotFound, "port_not_exposed",
+				fmt.Sprintf("port %d of sandbox %s is not exposed; its template exposes [%s]", port, id, strings.Join(ports, ", ")))
+		}
+		var err error
+		target, err = url.Parse(ep.URL)
+		if err != nil || ep.URL == "" {
+			target = &url.URL{Scheme: "http", Host: ep.Host + ":" + strconv.Itoa(ep.Port)}
+		}
 	}
-	target, err := url.Parse(ep.URL)
-	if err != nil || ep.URL == "" {
-		target = &url.URL{Scheme: "http", Host: ep.Host + ":" + strconv.Itoa(ep.Port)}
-	}
-	prefix := "/sandboxes/" + id + "/proxy/" + vars["port"]
 	strip := s.credentialStripper(r, rec)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			pr.Out.URL.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
-			pr.Out.URL.RawPath = ""
+			pr.Out.URL.Path, pr.Out.URL.RawPath = path, rawPath
+			if base := strings.TrimSuffix(target.Path, "/"); base != "" { // envd behind a path (E2B's fake)
+				pr.Out.URL.Path, pr.Out.URL.RawPath = base+path, ""
+			}
 			strip(pr.Out.Header)
+			for _, h := range routingHeaders {
+				pr.Out.Header.Del(h)
+			}
+			if envd {
+				pr.Out.Header.Set("X-Access-Token", envdToken)
+			}
 			pr.SetXForwarded()
+		},
+		ModifyResponse: func(res *http.Response) error {
+			hostOnlyCookies(res.Header)
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			httpx.WriteErr(w, httpx.NewError(http.StatusBadGateway, "upstream_unreachable",
@@ -85,9 +135,24 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// envdOf is where the sandbox's envd listens and the token it expects.
+func (s *Service) envdOf(ctx context.Context, rec *store.Record) (string, string, error) {
+	l, ok := s.prov.(compute.EnvdLocator)
+	if !ok {
+		return "", "", httpx.NewError(http.StatusNotFound, "port_not_exposed",
+			fmt.Sprintf("port %d of sandbox %s serves nothing: the %s provider runs no envd", compute.EnvdPort, rec.ID, s.prov.Name()))
+	}
+	base, token, err := l.Envd(ctx, rec.Ref())
+	if compute.IsNotFound(err) {
+		return "", "", httpx.NewError(http.StatusNotFound, "port_not_exposed",
+			fmt.Sprintf("port %d of sandbox %s serves nothing: %v", compute.EnvdPort, rec.ID, err))
+	}
+	return base, token, err
+}
+
 // Credentials of ours that the traffic router never forwards into a sandbox
 // (the code in it is untrusted):
-//   - X-Access-Token and X-API-Key, always;
+//   - X-Access-Token, E2b-Traffic-Access-Token and X-API-Key, always;
 //   - Authorization, when its credential (after the scheme, e.g. "Bearer ")
 //     is an API key of any organization or this sandbox's access token; an
 //     Authorization the sandbox's own application issued passes through;
@@ -119,7 +184,8 @@ func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(ht
 		}
 		v := true
 		switch {
-		case ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token"):
+		case ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token") ||
+			secret == r.Header.Get(trafficTokenHeader):
 		case lookups >= maxKeyLookups: // over budget: ours, unchecked
 		default:
 			lookups++
@@ -155,6 +221,7 @@ func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(ht
 	}
 	return func(h http.Header) {
 		h.Del("X-Access-Token")
+		h.Del(trafficTokenHeader)
 		h.Del("X-API-Key")
 		if dropAuth {
 			h.Del("Authorization")

@@ -38,6 +38,10 @@ type Config struct {
 	// Admission places each create: start now or wait in the queue (§7);
 	// nil starts every create at once.
 	Admission *admission.Admitter
+	// SandboxDomain is the base domain of host-routed sandbox traffic,
+	// {port}-{sandboxID}.{SandboxDomain} (DREADNODE_SANDBOX_DOMAIN; a port
+	// in it is ignored when matching); "" is "localhost".
+	SandboxDomain string
 }
 
 // Service implements the lifecycle operations.
@@ -66,6 +70,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.WaitLimit <= 0 {
 		cfg.WaitLimit = 2 * time.Minute
+	}
+	if cfg.SandboxDomain == "" {
+		cfg.SandboxDomain = "localhost"
 	}
 	return &Service{cfg: cfg, db: cfg.DB, rc: cfg.Reconciler, prov: cfg.Provider, log: cfg.Logger,
 		rendered: renderCache{maxSize: 50_000}}

@@ -137,6 +137,7 @@ type Provider struct {
 	egress    egressState // the host firewall (egress.go)
 
 	agent     *agentBinary // nil unless Config.AgentBinary is set
+	envds     envdCache    // where each container's agent listens (envd.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }

@@ -150,3 +150,12 @@ var (
 	_ compute.Processes = (*Provider)(nil)
 	_ compute.Files     = (*Provider)(nil)
 )
+
+// Envd implements compute.EnvdLocator through the owning provider.
+func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, error) {
+	sub := p.of(ref)
+	if l, ok := sub.(compute.EnvdLocator); ok {
+		return l.Envd(ctx, ref)
+	}
+	return "", "", compute.Errorf(compute.KindNotFound, "envd", nil, "the %s provider runs no envd in its sandboxes", sub.Name())
+}

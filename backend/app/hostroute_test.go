@@ -1,0 +1,306 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
+)
+
+// hostServer is a python3 server (the base image has python3) answering
+// every GET with its path and request headers as JSON; /set?d=<domain>
+// also sets two cookies for that domain, and a request with
+// Upgrade switches to a line echo (upper-cased), as a WebSocket would.
+const hostServer = `import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.headers.get("Upgrade"):
+            self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+            self.wfile.flush()
+            while True:
+                line = self.rfile.readline()
+                if not line:
+                    break
+                self.wfile.write(line.upper())
+                self.wfile.flush()
+            self.close_connection = True
+            return
+        b = json.dumps({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
+        self.send_response(200)
+        if self.path.startswith("/set?d="):
+            d = self.path[len("/set?d="):]
+            self.send_header("Set-Cookie", "wide=1; Domain=" + d + "; Path=/")
+            self.send_header("Set-Cookie", "own=1; Path=/; domain=." + d + "; HttpOnly")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+http.server.ThreadingHTTPServer(("", 8080), H).serve_forever()
+`
+
+// hostClient sends every request to the test server, whatever the URL's
+// host, so http://8080-<id>.localhost/ URLs work as a browser's would.
+func hostClient(ta *testApp, jar http.CookieJar) *http.Client {
+	addr := ta.srv.Listener.Addr().String()
+	return &http.Client{Jar: jar, Timeout: 60 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+}
+
+type hostAnswer struct {
+	code int
+	hdr  http.Header
+	body []byte
+}
+
+func (a hostAnswer) String() string { return fmt.Sprintf("%d %s", a.code, a.body) }
+
+// echoed is the sandbox server's answer.
+func (a hostAnswer) echoed(t *testing.T) (path string, headers map[string]string) {
+	t.Helper()
+	var m struct {
+		Path    string            `json:"path"`
+		Headers map[string]string `json:"headers"`
+	}
+	if a.code != http.StatusOK || json.Unmarshal(a.body, &m) != nil || m.Headers == nil {
+		t.Fatalf("want the sandbox's echo, got %s", a)
+	}
+	return m.Path, m.Headers
+}
+
+func hostDo(t *testing.T, c *http.Client, method, url, host string, hdr ...string) hostAnswer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return hostAnswer{code: res.StatusCode, hdr: res.Header, body: b}
+}
+
+// TestHostRouting: a server in a sandbox is reached by host name
+// ({port}-{id}.<domain>, with or without an old SDK's -<clientID>), by
+// E2B's E2b-Sandbox-Id / E2b-Sandbox-Port headers, WebSocket-style
+// upgrades included; only with the sandbox's token; an unknown or ended
+// sandbox answers a JSON 502 naming it; and no sandbox can set a cookie
+// another sandbox receives.
+func TestHostRouting(t *testing.T) {
+	t.Parallel()
+	// Two labels (sb.localhost), so that Go's cookie jar, which takes the
+	// last label for a public suffix, keeps the sandboxes' cookies in one
+	// bucket, as a browser does for *.localhost: a cookie with Domain=
+	// would then reach every sandbox. A port in the domain is ignored.
+	const domain = "sb.localhost"
+	ta := newTestApp(t, func(c *Config) { c.SandboxDomain = domain + ":8080" })
+	cmd := map[string]any{"waitReady": true, "timeout": 300, "command": []string{"python3", "-c", hostServer}}
+	a, tokA := ta.create(cmd)
+	b, tokB := ta.create(cmd)
+	c := hostClient(ta, nil)
+	base := ta.srv.URL
+	hostA, hostB := "8080-"+a+"."+domain, "8080-"+b+"."+domain
+	for _, h := range []string{hostA, hostB} {
+		tok := map[string]string{hostA: tokA, hostB: tokB}[h]
+		poll.Until(t, 60*time.Second, 100*time.Millisecond, func() error { // the servers are starting
+			if r := hostDo(t, c, "GET", base+"/", h, "X-Access-Token", tok); r.code != http.StatusOK {
+				return fmt.Errorf("%s: %s", h, r)
+			}
+			return nil
+		})
+	}
+
+	// By host: path and query reach the sandbox as sent; the backend's own
+	// routes (/healthz) are the sandbox's under its host.
+	for _, host := range []string{hostA, "8080-" + a + "-dreadnode." + domain, strings.ToUpper(hostA) + ":8080"} {
+		path, hdr := hostDo(t, c, "GET", base+"/healthz?x=1&y=%2F", host, "X-Access-Token", tokA).echoed(t)
+		if path != "/healthz?x=1&y=%2F" {
+			t.Errorf("Host %s: the sandbox saw path %q, want /healthz?x=1&y=%%2F", host, path)
+		}
+		if _, ok := hdr["x-access-token"]; ok {
+			t.Errorf("Host %s: the sandbox received the access token", host)
+		}
+	}
+	if r := hostDo(t, c, "GET", base+"/healthz", ""); r.code != http.StatusOK || !strings.Contains(string(r.body), `"ok"`) {
+		t.Errorf("the backend's own /healthz answered %s", r)
+	}
+
+	// By E2B's headers, on localhost, an IP (the test server's 127.0.0.1)
+	// or sandbox.<domain>; E2B's traffic-token header works too.
+	for _, host := range []string{"", "localhost:8080", "sandbox." + domain} {
+		_, hdr := hostDo(t, c, "GET", base+"/by-header", host,
+			"E2b-Sandbox-Id", a+"-dreadnode", "E2b-Sandbox-Port", "8080", "E2b-Traffic-Access-Token", tokA).echoed(t)
+		for _, h := range []string{"e2b-sandbox-id", "e2b-sandbox-port", "e2b-traffic-access-token"} {
+			if _, ok := hdr[h]; ok {
+				t.Errorf("Host %q: the sandbox received %s", host, h)
+			}
+		}
+	}
+	if r := hostDo(t, c, "GET", base+"/", "", "E2b-Sandbox-Id", a, "X-Access-Token", tokA); r.code != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "E2b-Sandbox-Port") {
+		t.Errorf("E2b-Sandbox-Id without E2b-Sandbox-Port: want 400 naming it, got %s", r)
+	}
+	if r := hostDo(t, c, "GET", base+"/", "99999-"+a+"."+domain, "X-Access-Token", tokA); r.code != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "99999") {
+		t.Errorf("port 99999: want 400 naming it, got %s", r)
+	}
+
+	// The token is the credential: none is 401, another sandbox's is 403.
+	// (Seen failing with the check switched off: both answered 200.)
+	for _, tc := range []struct {
+		hdr  []string
+		want int
+	}{{nil, http.StatusUnauthorized}, {[]string{"X-Access-Token", tokB}, http.StatusForbidden},
+		{[]string{"E2b-Traffic-Access-Token", "nope"}, http.StatusForbidden}} {
+		if r := hostDo(t, c, "GET", base+"/", hostA, tc.hdr...); r.code != tc.want {
+			t.Errorf("token %v: want %d, got %s", tc.hdr, tc.want, r)
+		}
+		if r := hostDo(t, c, "GET", base+"/", "", append([]string{"E2b-Sandbox-Id", a, "E2b-Sandbox-Port", "8080"}, tc.hdr...)...); r.code != tc.want {
+			t.Errorf("headers, token %v: want %d, got %s", tc.hdr, tc.want, r)
+		}
+	}
+
+	// An upgrade (as a WebSocket's) goes through and stays open both ways.
+	conn, err := net.Dial("tcp", ta.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nX-Access-Token: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", hostA, tokA)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	fmt.Fprintf(conn, "ping\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "PING\n" {
+		t.Errorf("after the upgrade the sandbox answered %q, %v; want PING", line, err)
+	}
+
+	// Cookies: each sandbox port is its own origin. A's cookies, set for
+	// the parent domain (Domain=sb.localhost, domain=.sb.localhost), become host-only: the jar (as a browser) sends them
+	// back to A, never to B. (Seen failing with hostOnlyCookies off: B
+	// received wide=1 and own=1.)
+	jar, _ := cookiejar.New(nil)
+	cj := hostClient(ta, jar)
+	set := hostDo(t, cj, "GET", "http://"+hostA+"/set?d="+domain, "", "X-Access-Token", tokA)
+	for _, sc := range set.hdr.Values("Set-Cookie") {
+		if strings.Contains(strings.ToLower(sc), "domain") {
+			t.Errorf("A's Set-Cookie reached the client with a Domain: %q", sc)
+		}
+	}
+	if len(set.hdr.Values("Set-Cookie")) != 2 {
+		t.Errorf("A's cookies: got %q, want wide=1 and own=1", set.hdr.Values("Set-Cookie"))
+	}
+	if _, hdr := hostDo(t, cj, "GET", "http://"+hostA+"/again", "", "X-Access-Token", tokA).echoed(t); !strings.Contains(hdr["cookie"], "wide=1") ||
+		!strings.Contains(hdr["cookie"], "own=1") {
+		t.Errorf("A did not get its own cookies back: %q", hdr["cookie"])
+	}
+	if _, hdr := hostDo(t, cj, "GET", "http://"+hostB+"/", "", "X-Access-Token", tokB).echoed(t); hdr["cookie"] != "" {
+		t.Errorf("B received cookies A set: %q", hdr["cookie"])
+	}
+
+	// Unknown and ended sandboxes: a JSON 502 naming them.
+	unknown := "zzzzzzzzzzzzzzzzzzzz"
+	for _, r := range []hostAnswer{hostDo(t, c, "GET", base+"/", "8080-"+unknown+"."+domain, "X-Access-Token", tokA),
+		hostDo(t, c, "GET", base+"/", "", "E2b-Sandbox-Id", unknown, "E2b-Sandbox-Port", "8080")} {
+		checkGone(t, r, unknown, "not found")
+	}
+	if r := ta.req("DELETE", "/sandboxes/"+b, nil); r.code/100 != 2 {
+		t.Fatalf("delete: %d %s", r.code, r.body)
+	}
+	ta.waitState(b, 60*time.Second, "deleted")
+	checkGone(t, hostDo(t, c, "GET", base+"/", hostB, "X-Access-Token", tokB), b, "deleted")
+}
+
+func checkGone(t *testing.T, r hostAnswer, id, why string) {
+	t.Helper()
+	var m map[string]any
+	if r.code != http.StatusBadGateway || json.Unmarshal(r.body, &m) != nil || m["sandboxId"] != id ||
+		!strings.Contains(fmt.Sprint(m["detail"]), id) || !strings.Contains(fmt.Sprint(m["detail"]), why) ||
+		!strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+		t.Errorf("sandbox %s: want a JSON 502 naming it (%s), got %s", id, why, r)
+	}
+}
+
+// TestHostRoutingEnvd: port 49983 reaches the sandbox's agent (envd's
+// contract) with the sandbox's token, which the router swaps for the
+// agent's own; the agent's internal routes are refused.
+func TestHostRoutingEnvd(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	// Created as E2B's SDK does; the URL is built as it builds it:
+	// {port}-{sandboxID}.{domain} from the answer.
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true})
+	m := r.json(t)
+	id, tok, domain := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"]), fmt.Sprint(m["domain"])
+	if r.code != http.StatusCreated || domain != "localhost" || m["trafficAccessToken"] != tok {
+		t.Fatalf("POST /e2b/sandboxes: want 201 with domain localhost and the token as trafficAccessToken, got %d %s", r.code, r.body)
+	}
+	c := hostClient(ta, nil)
+	base, host := ta.srv.URL, "49983-"+id+"."+domain
+
+	if r := hostDo(t, c, "GET", base+"/health", host, "X-Access-Token", tok); r.code != http.StatusNoContent || r.hdr.Get("X-Envd-Version") == "" {
+		t.Errorf("envd /health by host: %s (version %q)", r, r.hdr.Get("X-Envd-Version"))
+	}
+	// A Connect call as E2B's SDK makes it, through the host and the headers.
+	// The agent accepts only its own token: a 200 means the router swapped it in.
+	stat := func(hdr ...string) hostAnswer {
+		req, _ := http.NewRequest("POST", base+"/filesystem.Filesystem/Stat", strings.NewReader(`{"path": "/etc"}`))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+				continue
+			}
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return hostAnswer{code: res.StatusCode, hdr: res.Header, body: b}
+	}
+	for _, hdr := range [][]string{{"Host", host}, {"E2b-Sandbox-Id", id, "E2b-Sandbox-Port", "49983"}} {
+		if r := stat(append(hdr, "X-Access-Token", tok)...); r.code != http.StatusOK || !strings.Contains(string(r.body), `"name":"etc"`) {
+			t.Errorf("Stat via %v: %s", hdr, r)
+		}
+		if r := stat(hdr...); r.code != http.StatusUnauthorized {
+			t.Errorf("Stat via %v without a token: want 401, got %s", hdr, r)
+		}
+	}
+	// The orchestrator's routes (envd.yaml x-internal) and routes outside
+	// envd's contract are refused by name. (Seen failing with the check off:
+	// /init reached the agent, which answered 404.)
+	for _, p := range []string{"/init", "/freeze", "/fsfreeze", "/debug/pprof", "/process.Process/"} {
+		r := hostDo(t, c, "POST", base+p, host, "X-Access-Token", tok)
+		if r.code != http.StatusForbidden || !strings.Contains(string(r.body), p) {
+			t.Errorf("POST %s on port 49983: want 403 naming it, got %s", p, r)
+		}
+	}
+}

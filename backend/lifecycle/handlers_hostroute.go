@@ -1,0 +1,218 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// Host-based routing, as E2B's proxy does: a request whose Host is
+// {port}-{sandboxID}[-{clientID}].{SandboxDomain}, or whose Host is
+// localhost, an IP address or sandbox.{SandboxDomain} and which carries
+// E2b-Sandbox-Id and E2b-Sandbox-Port, goes to that port of the sandbox
+// (the same route, token check and dialing as /sandboxes/{id}/proxy/{port}).
+// Each sandbox port is then an origin of its own, so a cookie one sets is
+// never sent to another (the router also keeps sandboxes from setting
+// cookies for a wider domain: hostOnlyCookies).
+
+// The headers E2B's SDKs send when one URL (E2B_SANDBOX_URL) serves every
+// sandbox, and the one carrying the traffic token of a sandbox whose
+// traffic is not public.
+const (
+	sandboxIDHeader    = "E2b-Sandbox-Id"
+	sandboxPortHeader  = "E2b-Sandbox-Port"
+	trafficTokenHeader = "E2b-Traffic-Access-Token"
+)
+
+// routingHeaders address the router, not the sandbox: never forwarded.
+var routingHeaders = []string{sandboxIDHeader, sandboxPortHeader}
+
+// RegisterHostRouter adds the host-based router. Its routes match on the
+// Host (or E2B's routing headers), before any path, so a sandbox's own
+// /healthz or /metrics is the sandbox's: register it first.
+func (s *Service) RegisterHostRouter(r *mux.Router) {
+	r.MatcherFunc(func(req *http.Request, _ *mux.RouteMatch) bool {
+		_, matched := s.hostTarget(req)
+		return matched
+	}).Handler(httpx.Handler(s.handleHostRoute))
+}
+
+// hostAddress is a sandbox port named by a request's Host or headers.
+type hostAddress struct {
+	id   string
+	port int
+	err  error // the request addresses a sandbox, but not well (a 400)
+}
+
+// hostTarget reads the sandbox port a request addresses; matched is false
+// when it addresses the backend itself.
+func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
+	host := hostOf(r.Host)
+	domain := hostOf(s.cfg.SandboxDomain)
+	if label, ok := strings.CutSuffix(host, "."+domain); ok && !strings.Contains(label, ".") {
+		// {port}-{sandboxID}[-{clientID}]; any other name under the
+		// domain (sandbox.<domain>, www.<domain>) is not a sandbox's.
+		p, rest, ok := strings.Cut(label, "-")
+		port, err := strconv.Atoi(p)
+		if ok && err == nil && rest != "" {
+			id, _, _ := strings.Cut(rest, "-")
+			if port < 1 || port > 65535 {
+				return hostAddress{err: invalidHeader("Host", fmt.Sprintf("port %d is not a port (1..65535); address a sandbox as {port}-{sandboxID}.%s", port, domain))}, true
+			}
+			return hostAddress{id: id, port: port}, true
+		}
+	}
+	if host != "localhost" && host != "sandbox."+domain && net.ParseIP(host) == nil {
+		return hostAddress{}, false
+	}
+	rawID, rawPort := r.Header.Get(sandboxIDHeader), r.Header.Get(sandboxPortHeader)
+	if rawID == "" && rawPort == "" {
+		return hostAddress{}, false
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(rawID), "-")
+	if id == "" {
+		return hostAddress{err: invalidHeader(sandboxIDHeader, "is required with "+sandboxPortHeader+": the sandbox's id")}, true
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(rawPort))
+	if err != nil || port < 1 || port > 65535 {
+		return hostAddress{err: invalidHeader(sandboxPortHeader, fmt.Sprintf("must be a port (1..65535), got %q", rawPort))}, true
+	}
+	return hostAddress{id: id, port: port}, true
+}
+
+// invalidHeader is a 400 naming a request header.
+func invalidHeader(name, msg string) error {
+	return &httpx.Error{Code: http.StatusBadRequest, Type: "validation_error", Detail: name + ": " + msg,
+		Errors: []httpx.FieldError{{Loc: []any{"header", name}, Msg: msg, Type: "value_error"}}}
+}
+
+// hostOf is the lower-case host of a Host value, without port or final dot.
+func hostOf(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+}
+
+// handleHostRoute serves a host-routed request. A sandbox that does not
+// exist or has ended answers a JSON 502 naming it, as E2B's proxy does (its
+// SDKs read a 502 as "the sandbox is gone"), with E2B's sandboxId and
+// message beside this API's error envelope.
+func (s *Service) handleHostRoute(w http.ResponseWriter, r *http.Request) error {
+	a, _ := s.hostTarget(r)
+	if a.err != nil {
+		return a.err
+	}
+	rec, err := s.db.GetRecord(r.Context(), a.id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask):
+		return gone(w, a.id, fmt.Sprintf("sandbox %q was not found: no sandbox has this id (check the id in the host name %s or the %s header)",
+			a.id, r.Host, sandboxIDHeader))
+	case err != nil:
+		return err
+	case !rec.Phase.Live():
+		return gone(w, a.id, fmt.Sprintf("sandbox %q is %s: no traffic reaches an ended sandbox; create another", a.id, rec.PublicState()))
+	}
+	return s.route(w, r, rec, a.port, r.URL.Path, r.URL.RawPath)
+}
+
+// gone answers the 502 of a sandbox the router cannot reach: this API's
+// envelope plus E2B's sandboxId and message.
+func gone(w http.ResponseWriter, id, detail string) error {
+	httpx.WriteJSON(w, http.StatusBadGateway, struct {
+		*httpx.Error
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+	}{httpx.NewError(http.StatusBadGateway, "sandbox_not_found", detail), id, detail})
+	return nil
+}
+
+// checkTraffic checks the sandbox's access token: X-Access-Token (this
+// API's, and what E2B's SDKs send to envd) or E2b-Traffic-Access-Token
+// (what E2B's clients send to a sandbox port).
+func checkTraffic(r *http.Request, rec *store.Record) error {
+	tok := r.Header.Get("X-Access-Token")
+	if tok == "" {
+		tok = r.Header.Get(trafficTokenHeader)
+	}
+	if tok == "" {
+		return httpx.NewError(http.StatusUnauthorized, "missing_access_token",
+			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+trafficTokenHeader+" header")
+	}
+	if !ids.Matches(tok, rec.AccessTokenHash) {
+		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the access token does not match this sandbox; connect returns a fresh token")
+	}
+	return nil
+}
+
+// envdPublic are the routes of envd's contract (../shared/e2b/envd.yaml,
+// process.proto, filesystem.proto) a client may call through the router.
+// Everything else is refused, named: envd.yaml's x-internal routes (/init
+// sets the agent's token and environment; /freeze, /unfreeze, /fsfreeze,
+// /fsthaw and /collapse stop or thaw the sandbox's processes and
+// filesystem) belong to the orchestrator, which here is the backend: a
+// pause is the state machine's decision, taken through the API with a key,
+// never one a holder of the sandbox's token makes behind its back, and the
+// agent's token is the backend's alone. Routes the contract does not name
+// are refused too, so a route an agent adds later is internal until listed.
+var envdPublic = map[string]bool{"/health": true, "/metrics": true, "/envs": true, "/files": true, "/files/compose": true}
+
+var envdServices = []string{"/process.Process/", "/filesystem.Filesystem/"}
+
+func envdRouteAllowed(p string) error {
+	if envdPublic[p] {
+		return nil
+	}
+	for _, prefix := range envdServices {
+		if strings.HasPrefix(p, prefix) && len(p) > len(prefix) {
+			return nil
+		}
+	}
+	return httpx.NewError(http.StatusForbidden, "envd_route_refused", fmt.Sprintf(
+		"%s on port %d is not one of envd's public routes (/health, /metrics, /envs, /files, /files/compose, %s*, %s*); the agent's internal routes are the backend's",
+		p, compute.EnvdPort, envdServices[0], envdServices[1]))
+}
+
+// cleanPath is p cleaned ("/a/../b" is "/b"), absolute.
+func cleanPath(p string) string {
+	return path.Clean("/" + p)
+}
+
+// hostOnlyCookies removes the Domain attribute of every cookie a sandbox
+// sets: a cookie is then host-only, kept to the sandbox port that set it
+// ({port}-{id}.{domain} is an origin of its own). With Domain, a sandbox
+// could set a cookie for the parent domain, sent to every other sandbox
+// (and to the backend's host): cookie tossing across sandboxes.
+func hostOnlyCookies(h http.Header) {
+	cookies := h.Values("Set-Cookie")
+	if len(cookies) == 0 {
+		return
+	}
+	out := make([]string, 0, len(cookies))
+	for _, c := range cookies {
+		parts := strings.Split(c, ";")
+		kept := parts[:1] // name=value is never an attribute
+		for _, attr := range parts[1:] {
+			name, _, _ := strings.Cut(attr, "=")
+			if strings.EqualFold(strings.TrimSpace(name), "domain") {
+				continue
+			}
+			kept = append(kept, attr)
+		}
+		out = append(out, strings.Join(kept, ";"))
+	}
+	h["Set-Cookie"] = out
+}
