@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
@@ -210,6 +211,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
 		return c, fmt.Errorf("DREADNODE_METRICS_LISTEN: %q is not host:port: %v", c.MetricsListen, err)
+	}
+	if strings.ContainsAny(c.SandboxDomain, "/ \t@?#") || strings.HasPrefix(c.SandboxDomain, ".") {
+		return c, fmt.Errorf("DREADNODE_SANDBOX_DOMAIN: want a domain, optionally with a port (sandboxes.example.com, localhost:8080), without scheme or path; got %q", c.SandboxDomain)
 	}
 	return c, nil
 }

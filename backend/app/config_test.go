@@ -104,3 +104,17 @@ func TestConfigMaxBodyBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigSandboxDomain(t *testing.T) {
+	for val, want := range map[string]string{"": "localhost", "localhost:8080": "localhost:8080", "sandboxes.example.com": "sandboxes.example.com",
+		"https://sandboxes.example.com": "", "example.com/x": "", ".example.com": ""} {
+		t.Setenv("DREADNODE_SANDBOX_DOMAIN", val)
+		cfg, err := ConfigFromEnv()
+		switch {
+		case want != "" && (err != nil || cfg.SandboxDomain != want):
+			t.Errorf("DREADNODE_SANDBOX_DOMAIN=%q: %q, %v; want %q", val, cfg.SandboxDomain, err, want)
+		case want == "" && (err == nil || !strings.Contains(err.Error(), "DREADNODE_SANDBOX_DOMAIN")):
+			t.Errorf("DREADNODE_SANDBOX_DOMAIN=%q: error %v; want one naming the variable", val, err)
+		}
+	}
+}
