@@ -4,7 +4,11 @@
 #
 # Usage: images/base/build.sh [--force]
 #
-# - Does nothing when the image already exists (unless --force).
+# - Does nothing when the image exists and was built from this recipe
+#   (unless --force): the image carries the recipe's hash (this script and
+#   the suite) in its label dev.dreadnode.recipe, so an image built by an
+#   older recipe is rebuilt. The tag moves to the new image; containers of
+#   the old one (running tests) keep it, untagged.
 # - Quiet on success; on failure prints the captured log and exits non-zero.
 # - Safe to run concurrently: a flock serialises builders, and the image is
 #   re-checked after the lock is taken, so parallel test binaries build once.
@@ -28,7 +32,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--force) force=1 ;;
 	-h | --help)
-		sed -n '2,15p' "$0"
+		sed -n '2,19p' "$0"
 		exit 0
 		;;
 	*)
@@ -38,7 +42,14 @@ for arg in "$@"; do
 	esac
 done
 
-have_image() { docker image inspect "$IMAGE" >/dev/null 2>&1; }
+# The recipe's hash: this script (packages, users, import settings) and
+# the suite it installs.
+RECIPE="$({ cat "$0"; echo "$SUITE"; } | sha256sum | cut -c1-16)"
+
+# have_image: the image exists and was built from this recipe.
+have_image() {
+	[ "$(docker image inspect --format '{{index .Config.Labels "dev.dreadnode.recipe"}}' "$IMAGE" 2>/dev/null)" = "$RECIPE" ]
+}
 
 if [ "$force" = 0 ] && have_image; then exit 0; fi
 
@@ -87,6 +98,12 @@ for applet in wget nc ps ip netstat vi less; do
 	fi
 done
 
+# What E2B's clients assume of a sandbox: bash (Essential, so minbase has
+# it) and a user "user" (uid 1000) with /home/user, whom E2B's SDKs run
+# commands as. The image's default user stays root.
+[ -x "$root/bin/bash" ] || fail "bash check (minbase without bash)"
+chroot "$root" useradd --create-home --uid 1000 --user-group --shell /bin/bash user >>"$log" 2>&1 || fail "useradd user"
+
 # Trim what a sandbox never needs; keeps the import (and every layer copy) small.
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
 	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
@@ -97,5 +114,6 @@ tar --numeric-owner -C "$root" -c . | docker import \
 	--change 'ENV LANG=C.UTF-8' \
 	--change 'WORKDIR /root' \
 	--change 'LABEL dev.dreadnode.image=base' \
+	--change "LABEL dev.dreadnode.recipe=$RECIPE" \
 	--change 'CMD ["sleep","infinity"]' \
 	- "$IMAGE" >>"$log" 2>&1 || fail "docker import"

@@ -39,8 +39,9 @@ func EnsureBase(t testing.TB) {
 	}
 }
 
-// EnsureBaseImage builds dreadnode/base:latest when it is missing. The build
-// script takes a file lock, so concurrent test binaries build it once.
+// EnsureBaseImage builds dreadnode/base:latest when it is missing or was
+// built from an older recipe. The build script takes a file lock, so
+// concurrent test binaries build it once.
 func EnsureBaseImage(ctx context.Context) error {
 	mu.Lock()
 	defer mu.Unlock()
@@ -55,12 +56,12 @@ func EnsureBaseImage(ctx context.Context) error {
 	if _, err := cli.Ping(ctx); err != nil {
 		return fmt.Errorf("these tests need a running Docker engine: %w", err)
 	}
-	if _, err := cli.ImageInspect(ctx, Base); err == nil {
-		built = true
-		return nil
-	} else if !cerrdefs.IsNotFound(err) {
+	if _, err := cli.ImageInspect(ctx, Base); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("inspecting %s: %w", Base, err)
 	}
+	// The build runs even when the image exists: it returns at once when
+	// the image was built from the current recipe (its label
+	// dev.dreadnode.recipe), and rebuilds one an older recipe made.
 	root, err := RepoRoot()
 	if err != nil {
 		return err
