@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
@@ -294,6 +300,34 @@ func TestHostRoutingEnvd(t *testing.T) {
 			t.Errorf("Stat via %v without a token: want 401, got %s", hdr, r)
 		}
 	}
+	// A process as E2B's SDK starts one: the Connect client over the host
+	// name, as E2B's default user "user" (dreadnode/base has it), its
+	// output streamed back through the router.
+	pc := processconnect.NewProcessClient(c, "http://"+host)
+	req := connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/bash",
+		Args: []string{"-c", `id -un; echo "$HOME"; pwd`}}, Stdin: proto.Bool(false)})
+	req.Header().Set("X-Access-Token", tok)
+	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("user:")))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := pc.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var end *process.ProcessEvent_EndEvent
+	for st.Receive() {
+		ev := st.Msg().GetEvent()
+		out.Write(ev.GetData().GetStdout())
+		if e := ev.GetEnd(); e != nil {
+			end = e
+		}
+	}
+	_ = st.Close()
+	if end == nil || end.GetExitCode() != 0 || out.String() != "user\n/home/user\n/home/user\n" {
+		t.Errorf("bash as user through the router: stdout %q, end %v, err %v", out.String(), end, st.Err())
+	}
+
 	// The orchestrator's routes (envd.yaml x-internal) and routes outside
 	// envd's contract are refused by name. (Seen failing with the check off:
 	// /init reached the agent, which answered 404.)
