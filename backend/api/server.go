@@ -317,6 +317,8 @@ func (s *server) instrument(next http.Handler) http.Handler {
 		if cur := mux.CurrentRoute(r); cur != nil {
 			if t, err := cur.GetPathTemplate(); err == nil {
 				route = t
+			} else if n := cur.GetName(); n != "" { // a route matched by Host (the traffic router)
+				route = n
 			}
 		}
 		if sw.code == 0 {

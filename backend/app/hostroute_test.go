@@ -338,3 +338,23 @@ func TestHostRoutingEnvd(t *testing.T) {
 		}
 	}
 }
+
+// TestHostRoutingEnvdOnE2B: on the E2B provider, port 49983 by host reaches
+// E2B's envd (here the spec-checked fake) with the sandbox's envd token
+// swapped in for ours.
+func TestHostRoutingEnvdOnE2B(t *testing.T) {
+	t.Parallel()
+	ta, _ := newE2BApp(t)
+	id, tok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
+	if w := ta.req("PUT", "/sandboxes/"+id+"/files?path=/tmp/f", "data", "X-Access-Token", tok); w.code != 204 {
+		t.Fatalf("write: %d %s", w.code, w.body)
+	}
+	c := hostClient(ta, nil)
+	host := "49983-" + id + ".localhost"
+	if r := hostDo(t, c, "GET", ta.srv.URL+"/files?path=/tmp/f&username=user", host, "X-Access-Token", tok); r.code != http.StatusOK || string(r.body) != "data" {
+		t.Errorf("GET /files through the router on E2B: %s", r)
+	}
+	if r := hostDo(t, c, "GET", ta.srv.URL+"/files?path=/tmp/f&username=user", host); r.code != http.StatusUnauthorized {
+		t.Errorf("without the token: want 401, got %s", r)
+	}
+}

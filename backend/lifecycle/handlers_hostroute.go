@@ -46,7 +46,7 @@ func (s *Service) RegisterHostRouter(r *mux.Router) {
 	r.MatcherFunc(func(req *http.Request, _ *mux.RouteMatch) bool {
 		_, matched := s.hostTarget(req)
 		return matched
-	}).Handler(httpx.Handler(s.handleHostRoute))
+	}).Name("{port}-{sandboxID}.{domain}").Handler(httpx.Handler(s.handleHostRoute))
 }
 
 // hostAddress is a sandbox port named by a request's Host or headers.
