@@ -25,7 +25,8 @@ import (
 
 // hostServer is a python3 server (the base image has python3) answering
 // every GET with its path and request headers as JSON; /set?d=<domain>
-// also sets two cookies for that domain, and a request with
+// also sets two cookies for that domain (and one under the backend's
+// traffic cookie's name), and a request with
 // Upgrade switches to a line echo (upper-cased), as a WebSocket would.
 const hostServer = `import http.server, json
 class H(http.server.BaseHTTPRequestHandler):
@@ -49,6 +50,7 @@ class H(http.server.BaseHTTPRequestHandler):
             d = self.path[len("/set?d="):]
             self.send_header("Set-Cookie", "wide=1; Domain=" + d + "; Path=/")
             self.send_header("Set-Cookie", "own=1; Path=/; domain=." + d + "; HttpOnly")
+            self.send_header("Set-Cookie", "dreadnode_traffic_token=planted; Path=/")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
@@ -227,6 +229,30 @@ func TestHostRouting(t *testing.T) {
 	}
 	if _, hdr := hostDo(t, cj, "GET", "http://"+hostB+"/", "", "X-Access-Token", tokB).echoed(t); hdr["cookie"] != "" {
 		t.Errorf("B received cookies A set: %q", hdr["cookie"])
+	}
+
+	// A browser: the link with ?dreadnode_access_token= sets the token as
+	// a cookie of A's origin and redirects to the same URL without it;
+	// then A works without a header, B does not (the cookie is A's alone),
+	// and the sandbox never sees the token or the cookie.
+	bjar, _ := cookiejar.New(nil)
+	browser := hostClient(ta, bjar)
+	path, hdr := hostDo(t, browser, "GET", "http://"+hostA+"/page?x=1&dreadnode_access_token="+tokA, "").echoed(t)
+	if path != "/page?x=1" || strings.Contains(hdr["cookie"], tokA) || strings.Contains(hdr["cookie"], "dreadnode") {
+		t.Errorf("browser link: the sandbox saw %q with cookies %q; want /page?x=1 and no token", path, hdr["cookie"])
+	}
+	if r := hostDo(t, browser, "GET", "http://"+hostA+"/later", ""); r.code != http.StatusOK {
+		t.Errorf("browser, later request to A with the cookie alone: %s", r)
+	}
+	if r := hostDo(t, browser, "GET", "http://"+hostB+"/", ""); r.code != http.StatusUnauthorized {
+		t.Errorf("browser, request to B with A's cookie jar: want 401, got %s", r)
+	}
+	if r := hostDo(t, browser, "GET", "http://"+hostB+"/?dreadnode_access_token="+tokA, ""); r.code != http.StatusForbidden {
+		t.Errorf("browser, A's token in B's link: want 403, got %s", r)
+	}
+	if r := hostDo(t, c, "POST", base+"/?dreadnode_access_token="+tokA, hostA); r.code != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "dreadnode_access_token") {
+		t.Errorf("POST with the token in the query: want 400 naming it, got %s", r)
 	}
 
 	// Unknown and ended sandboxes: a JSON 502 naming them.

@@ -126,7 +126,42 @@ func (s *Service) handleHostRoute(w http.ResponseWriter, r *http.Request) error 
 	case !rec.Phase.Live():
 		return gone(w, a.id, fmt.Sprintf("sandbox %q is %s: no traffic reaches an ended sandbox; create another", a.id, rec.PublicState()))
 	}
-	return s.route(w, r, rec, a.port, r.URL.Path, r.URL.RawPath)
+	if r.URL.Query().Has(tokenParam) {
+		return browserLogin(w, r, rec)
+	}
+	return s.route(w, r, rec, a.port, r.URL.Path, r.URL.RawPath, true)
+}
+
+// A browser sends no header: it opens a sandbox port once with the token
+// in the query, ?dreadnode_access_token=<token>; the router checks it and
+// answers 303 to the same URL without it, setting the token as a cookie of
+// that origin alone ({port}-{id}.{domain}: host-only, HttpOnly,
+// SameSite=Lax). Later requests of the browser carry it. The cookie, named
+// dreadnode*, is never forwarded into the sandbox, nor can the sandbox set
+// one of that name (hostOnlyCookies); the path router, where every
+// sandbox shares the backend's origin, neither sets nor reads it.
+const (
+	tokenParam    = "dreadnode_access_token"
+	trafficCookie = "dreadnode_traffic_token"
+)
+
+func browserLogin(w http.ResponseWriter, r *http.Request, rec *store.Record) error {
+	q := r.URL.Query()
+	tok := q.Get(tokenParam)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return httpx.InvalidQuery(tokenParam, "is only read on GET (a browser link); send the token in X-Access-Token")
+	}
+	if !ids.Matches(tok, rec.AccessTokenHash) {
+		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the "+tokenParam+" does not match this sandbox; connect returns a fresh token")
+	}
+	q.Del(tokenParam)
+	u := *r.URL
+	u.RawQuery = q.Encode()
+	http.SetCookie(w, &http.Cookie{Name: trafficCookie, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+	return nil
 }
 
 // gone answers the 502 of a sandbox the router cannot reach: this API's
@@ -142,15 +177,20 @@ func gone(w http.ResponseWriter, id, detail string) error {
 
 // checkTraffic checks the sandbox's access token: X-Access-Token (this
 // API's, and what E2B's SDKs send to envd) or E2b-Traffic-Access-Token
-// (what E2B's clients send to a sandbox port).
-func checkTraffic(r *http.Request, rec *store.Record) error {
+// (what E2B's clients send to a sandbox port), or, byHost, a browser's
+// traffic cookie.
+func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
 	tok := r.Header.Get("X-Access-Token")
 	if tok == "" {
 		tok = r.Header.Get(trafficTokenHeader)
 	}
+	if c, err := r.Cookie(trafficCookie); tok == "" && byHost && err == nil {
+		tok = c.Value
+	}
 	if tok == "" {
 		return httpx.NewError(http.StatusUnauthorized, "missing_access_token",
-			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+trafficTokenHeader+" header")
+			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+
+				trafficTokenHeader+" header; in a browser, open this URL once with ?"+tokenParam+"=<token>")
 	}
 	if !ids.Matches(tok, rec.AccessTokenHash) {
 		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the access token does not match this sandbox; connect returns a fresh token")
@@ -191,8 +231,8 @@ func cleanPath(p string) string {
 	return path.Clean("/" + p)
 }
 
-// hostOnlyCookies removes the Domain attribute of every cookie a sandbox
-// sets: a cookie is then host-only, kept to the sandbox port that set it
+// hostOnlyCookies drops the cookies a sandbox sets under the backend's
+// names (dreadnode*) and removes the Domain attribute of every other: a cookie is then host-only, kept to the sandbox port that set it
 // ({port}-{id}.{domain} is an origin of its own). With Domain, a sandbox
 // could set a cookie for the parent domain, sent to every other sandbox
 // (and to the backend's host): cookie tossing across sandboxes.
@@ -203,6 +243,9 @@ func hostOnlyCookies(h http.Header) {
 	}
 	out := make([]string, 0, len(cookies))
 	for _, c := range cookies {
+		if name, _, _ := strings.Cut(c, "="); strings.HasPrefix(strings.ToLower(strings.TrimSpace(name)), backendCookiePrefix) {
+			continue // the backend's names (its traffic cookie): a sandbox sets none
+		}
 		parts := strings.Split(c, ";")
 		kept := parts[:1] // name=value is never an attribute
 		for _, attr := range parts[1:] {
@@ -213,6 +256,10 @@ func hostOnlyCookies(h http.Header) {
 			kept = append(kept, attr)
 		}
 		out = append(out, strings.Join(kept, ";"))
+	}
+	if len(out) == 0 {
+		h.Del("Set-Cookie")
+		return
 	}
 	h["Set-Cookie"] = out
 }

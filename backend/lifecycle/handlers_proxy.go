@@ -37,7 +37,7 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 	}
 	port, _ := strconv.Atoi(vars["port"])
 	prefix := "/sandboxes/" + id + "/proxy/" + vars["port"]
-	return s.route(w, r, rec, port, "/"+strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/"), "")
+	return s.route(w, r, rec, port, "/"+strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/"), "", false)
 }
 
 // route forwards r to port of rec's sandbox at path (rawPath, when set, is
@@ -45,10 +45,12 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 // (/sandboxes/{id}/proxy/{port}) and the host ({port}-{id}.{domain})
 // addresses alike. The sandbox's access token is the credential; a paused
 // sandbox is resumed first when autoResume is set; port compute.EnvdPort
-// reaches the sandbox's envd (the agent), with its own token.
-func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Record, port int, path, rawPath string) error {
+// reaches the sandbox's envd (the agent), with its own token. byHost: the
+// request came by host, on the sandbox port's own origin, where the
+// browser's traffic cookie also counts (see handleHostRoute).
+func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Record, port int, path, rawPath string, byHost bool) error {
 	id := rec.ID
-	if err := checkTraffic(r, rec); err != nil {
+	if err := checkTraffic(r, rec, byHost); err != nil {
 		return err
 	}
 	envd := port == compute.EnvdPort
