@@ -190,7 +190,7 @@ func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
 	if tok == "" {
 		return httpx.NewError(http.StatusUnauthorized, "missing_access_token",
 			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+
-				trafficTokenHeader+" header; in a browser, open this URL once with ?"+tokenParam+"=<token>")
+				trafficTokenHeader+" header; in a browser, open this URL once with ?"+tokenParam+"=TOKEN")
 	}
 	if !ids.Matches(tok, rec.AccessTokenHash) {
 		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the access token does not match this sandbox; connect returns a fresh token")
