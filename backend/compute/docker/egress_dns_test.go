@@ -191,6 +191,20 @@ func TestEgressOfflineResolvesNothing(t *testing.T) {
 	if got := resolve(t, p, offline, "allowed.test"); got != "" {
 		t.Errorf("an offline sandbox resolved allowed.test to %s", got)
 	}
+	// Where the engine's embedded DNS forwards: a listener inside the
+	// sandbox, on its own loopback, receives the query (nothing answers
+	// it), so it went nowhere outside the sandbox's namespace.
+	res := exec(t, p, offline, "python3", "-c", `import socket,threading
+l = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); l.bind(("127.0.0.1", 53)); l.settimeout(8)
+def ask():
+    try: socket.gethostbyname("allowed.test")
+    except OSError: pass
+threading.Thread(target=ask, daemon=True).start()
+try: print("asked", l.recv(512)[12:].split(b"\0")[0])
+except socket.timeout: print("nothing")`)
+	if out := strings.TrimSpace(string(res.Stdout)); !strings.Contains(out, "allowed") {
+		t.Errorf("the offline sandbox's embedded DNS did not ask its own loopback (got %q %s): it forwards elsewhere", out, res.Stderr)
+	}
 	c, err := p.cli.ContainerInspect(context.Background(), offline.Ref.ID)
 	if err != nil {
 		t.Fatal(err)
