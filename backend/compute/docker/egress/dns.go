@@ -115,7 +115,17 @@ type Forwarder struct {
 
 	mu      sync.Mutex
 	serving map[string]*served // by key (the sandbox's MAC)
+	// opened remembers until when an address is open to a sandbox, so
+	// that repeated answers renew it only past half its timeout: a
+	// sandbox asking in a loop costs no nft transaction per query.
+	opened map[string]time.Time
+	// busy bounds the queries in flight (each may wait on an upstream).
+	busy chan struct{}
 }
+
+// maxInFlight bounds the queries being answered at once, all sandboxes
+// together; a query beyond gets SERVFAIL at once.
+const maxInFlight = 256
 
 type served struct {
 	ns   uint64 // inode of the network namespace served
@@ -125,7 +135,8 @@ type served struct {
 // NewForwarder returns a Forwarder asking upstreams and recording answers
 // in fw.
 func NewForwarder(fw *Firewall, upstreams []netip.AddrPort) *Forwarder {
-	d := &Forwarder{fw: fw, timeout: 3 * time.Second, serving: map[string]*served{}}
+	d := &Forwarder{fw: fw, timeout: 3 * time.Second, serving: map[string]*served{},
+		opened: map[string]time.Time{}, busy: make(chan struct{}, maxInFlight)}
 	for _, u := range upstreams {
 		d.upstreams = append(d.upstreams, u.String())
 	}
@@ -252,6 +263,13 @@ func (d *Forwarder) serve(w dns.ResponseWriter, q *dns.Msg, c Client) {
 		reply(w, q, dns.RcodeRefused)
 		return
 	}
+	select {
+	case d.busy <- struct{}{}:
+		defer func() { <-d.busy }()
+	default:
+		reply(w, q, dns.RcodeServerFailure)
+		return
+	}
 	allowed := MatchName(c.Names, q.Question[0].Name)
 	if !allowed && c.DenyAll {
 		reply(w, q, dns.RcodeNameError)
@@ -275,20 +293,46 @@ func (d *Forwarder) serve(w dns.ResponseWriter, q *dns.Msg, c Client) {
 // record adds the answer's addresses to the sandbox's resolved sets.
 func (d *Forwarder) record(ctx context.Context, mac string, resp *dns.Msg) error {
 	var rs []Resolved
+	now := time.Now()
+	d.mu.Lock()
 	for _, rr := range resp.Answer {
-		ttl := time.Duration(rr.Header().Ttl) * time.Second
+		ttl := min(max(time.Duration(rr.Header().Ttl)*time.Second, MinResolvedTTL), MaxResolvedTTL)
+		var a netip.Addr
 		switch rr := rr.(type) {
 		case *dns.A:
-			if a, ok := netip.AddrFromSlice(rr.A); ok {
-				rs = append(rs, Resolved{Addr: a.Unmap(), TTL: ttl})
-			}
+			a, _ = netip.AddrFromSlice(rr.A)
 		case *dns.AAAA:
-			if a, ok := netip.AddrFromSlice(rr.AAAA); ok {
-				rs = append(rs, Resolved{Addr: a, TTL: ttl})
+			a, _ = netip.AddrFromSlice(rr.AAAA)
+		}
+		if !a.IsValid() {
+			continue
+		}
+		key := mac + " " + a.Unmap().String()
+		if until, ok := d.opened[key]; ok && until.Sub(now) > ttl/2 {
+			continue // open long enough already
+		}
+		rs = append(rs, Resolved{Addr: a.Unmap(), TTL: ttl})
+	}
+	d.mu.Unlock()
+	if err := d.fw.AllowResolved(ctx, mac, rs); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.opened) > 1<<16 { // a cache: forgetting only costs a renewal
+		for k, until := range d.opened {
+			if until.Before(now) {
+				delete(d.opened, k)
 			}
 		}
+		if len(d.opened) > 1<<16 {
+			clear(d.opened)
+		}
 	}
-	return d.fw.AllowResolved(ctx, mac, rs)
+	for _, r := range rs {
+		d.opened[mac+" "+r.Addr.String()] = now.Add(r.TTL)
+	}
+	return nil
 }
 
 // exchange asks the upstreams in turn (over TCP when the answer was

@@ -2,11 +2,14 @@ package egress
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"net/netip"
+	"github.com/miekg/dns"
 )
 
 func TestParseAndMatchNames(t *testing.T) {
@@ -54,4 +57,90 @@ func TestAllowResolvedScript(t *testing.T) {
 	if err := f.AllowResolved(context.Background(), "02:00:00:00:00:01; flush ruleset", nil); err == nil {
 		t.Fatal("an unusable MAC must be refused")
 	}
+}
+
+// TestForwarderAnswersByPolicy runs the forwarder in the test's own network
+// namespace against a test upstream on 127.0.0.1: an allowed name is
+// answered and its address opened (once for repeated answers), another
+// name gets NXDOMAIN without being asked upstream.
+func TestForwarderAnswersByPolicy(t *testing.T) {
+	upstream, asked := testUpstream(t, map[string]string{"allowed.test.": "192.0.2.7", "other.test.": "192.0.2.8"})
+	var mu sync.Mutex
+	var scripts []string
+	fw := New(Config{}, func(_ context.Context, stdin string, _ ...string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		scripts = append(scripts, stdin)
+		return "", nil
+	})
+	d := NewForwarder(fw, []netip.AddrPort{upstream})
+	t.Cleanup(d.Close)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.MustParseAddrPort(pc.LocalAddr().String())
+	pc.Close()
+	if err := d.ServeIn("02:00:00:00:00:07", "/proc/self/ns/net", addr, Client{MAC: "02:00:00:00:00:07", Names: []string{"allowed.test"}, DenyAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(name string) *dns.Msg {
+		t.Helper()
+		q := new(dns.Msg)
+		q.SetQuestion(name, dns.TypeA)
+		r, _, err := (&dns.Client{Timeout: 5 * time.Second}).Exchange(q, addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for range 3 {
+		if r := ask("allowed.test."); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.7" {
+			t.Fatalf("allowed.test: %v", r)
+		}
+	}
+	mu.Lock()
+	if len(scripts) != 1 || !strings.Contains(scripts[0], "02:00:00:00:00:07 . 192.0.2.7 timeout 60s") {
+		t.Errorf("three answers must open the address once: %q", scripts)
+	}
+	mu.Unlock()
+	if r := ask("other.test."); r.Rcode != dns.RcodeNameError || len(r.Answer) != 0 {
+		t.Errorf("other.test: %v", r)
+	}
+	if n := asked("other.test."); n != 0 {
+		t.Errorf("other.test was asked upstream %d times", n)
+	}
+	d.Stop("02:00:00:00:00:07")
+	if len(d.Serving()) != 0 {
+		t.Errorf("still serving after Stop: %v", d.Serving())
+	}
+}
+
+func testUpstream(t *testing.T, zone map[string]string) (netip.AddrPort, func(string) int) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	asks := map[string]int{}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		mu.Lock()
+		asks[q.Question[0].Name]++
+		mu.Unlock()
+		if ip, ok := zone[q.Question[0].Name]; ok {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: net.ParseIP(ip)})
+		} else {
+			m.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return netip.MustParseAddrPort(pc.LocalAddr().String()), func(n string) int { mu.Lock(); defer mu.Unlock(); return asks[n] }
 }
