@@ -275,6 +275,15 @@ func BenchmarkCreateRunningWithPolicy(b *testing.B) {
 	})
 }
 
+// BenchmarkCreateRunningWithDomainPolicy is BenchmarkCreateRunningWithPolicy
+// with a domain name in allowOut: the forwarder's sockets are opened in the
+// sandbox's namespace as it starts.
+func BenchmarkCreateRunningWithDomainPolicy(b *testing.B) {
+	benchCreate(b, newProvider(b, Config{}), func(spec *compute.Spec) {
+		spec.Network.DenyOut, spec.Network.AllowOut = []string{"0.0.0.0/0"}, []string{"192.0.2.0/24", "allowed.test"}
+	})
+}
+
 // BenchmarkCreateRunningUnfiltered is BenchmarkCreateRunning with
 // DREADNODE_EGRESS=off: the cost of the rules on a default create.
 func BenchmarkCreateRunningUnfiltered(b *testing.B) {

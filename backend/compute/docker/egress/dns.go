@@ -201,10 +201,20 @@ func listenIn(nsPath string, addr netip.AddrPort) (net.PacketConn, net.Listener,
 			r.err = fmt.Errorf("entering the sandbox's network namespace: %w", err)
 			return
 		}
-		if r.pc, r.err = net.ListenPacket("udp", addr.String()); r.err != nil {
+		// SO_REUSEPORT: backends of one deployment sharing the engine may
+		// each serve a sandbox (a replica starting while another creates
+		// it), with the same policy, read from the sandbox's labels.
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+				return err
+			}
+			return serr
+		}}
+		if r.pc, r.err = lc.ListenPacket(context.Background(), "udp", addr.String()); r.err != nil {
 			return
 		}
-		if r.ln, r.err = net.Listen("tcp", addr.String()); r.err != nil {
+		if r.ln, r.err = lc.Listen(context.Background(), "tcp", addr.String()); r.err != nil {
 			r.pc.Close()
 		}
 	}()

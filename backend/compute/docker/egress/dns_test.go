@@ -75,14 +75,21 @@ func TestForwarderAnswersByPolicy(t *testing.T) {
 	})
 	d := NewForwarder(fw, []netip.AddrPort{upstream})
 	t.Cleanup(d.Close)
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := netip.MustParseAddrPort(pc.LocalAddr().String())
-	pc.Close()
-	if err := d.ServeIn("02:00:00:00:00:07", "/proc/self/ns/net", addr, Client{MAC: "02:00:00:00:00:07", Names: []string{"allowed.test"}, DenyAll: true}); err != nil {
-		t.Fatal(err)
+	var addr netip.AddrPort
+	for attempt := 0; ; attempt++ { // a free UDP port may be taken on TCP: try another
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = netip.MustParseAddrPort(pc.LocalAddr().String())
+		pc.Close()
+		err = d.ServeIn("02:00:00:00:00:07", "/proc/self/ns/net", addr, Client{MAC: "02:00:00:00:00:07", Names: []string{"allowed.test"}, DenyAll: true})
+		if err == nil {
+			break
+		}
+		if attempt == 20 {
+			t.Fatal(err)
+		}
 	}
 	ask := func(name string) *dns.Msg {
 		t.Helper()
