@@ -106,8 +106,8 @@ func (p *Provider) sandboxDNS(hc *container.HostConfig, labels map[string]string
 // started sandbox with domain names in its allowOut (idempotent).
 func (p *Provider) serveSandboxDNS(ctx context.Context, id string, labels map[string]string) error {
 	names, mac := namesOf(labels), labels[labelEgressMAC]
-	if len(names) == 0 || mac == "" || p.egress.dns == nil {
-		return nil
+	if len(names) == 0 || mac == "" || p.egress.dns == nil || labels[labelNetwork] == isolatedValue {
+		return nil // an offline sandbox resolves nothing external, allowOut or not
 	}
 	c, err := p.cli.ContainerInspect(ctx, id)
 	if err != nil {

@@ -172,8 +172,9 @@ func TestEgressDomainNames(t *testing.T) {
 }
 
 // TestEgressOfflineResolvesNothing: a sandbox without internet access
-// resolves no external name, on a backend where the name resolves (an
-// online sandbox allowing it resolves it through the same backend). The
+// resolves no external name, even one its allowOut names, on a backend
+// where the name resolves (an online sandbox allowing it resolves it
+// through the same backend), and no forwarder serves it. The
 // engine's embedded DNS has only the sandbox's own loopback as upstream,
 // so it forwards nothing out of the sandbox's namespace.
 func TestEgressOfflineResolvesNothing(t *testing.T) {
@@ -185,11 +186,14 @@ func TestEgressOfflineResolvesNothing(t *testing.T) {
 	if got := resolve(t, p, online, "allowed.test"); got != a {
 		t.Fatalf("control: allowed.test must resolve on this backend, got %q", got)
 	}
-	spec := testSpec()
+	spec := policySpec("allowed.test") // offline wins over allowOut
 	spec.Network.AllowInternetAccess = ptr(false)
 	offline := mustCreate(t, p, spec)
 	if got := resolve(t, p, offline, "allowed.test"); got != "" {
 		t.Errorf("an offline sandbox resolved allowed.test to %s", got)
+	}
+	if rcode := askDirectly(t, p, offline, sandboxDNSAddr.Addr().String(), "allowed.test"); !strings.HasPrefix(rcode, "none") {
+		t.Errorf("a forwarder answers inside the offline sandbox (rcode %s)", rcode)
 	}
 	// Where the engine's embedded DNS forwards: a listener inside the
 	// sandbox, on its own loopback, receives the query (nothing answers
