@@ -834,11 +834,11 @@ type SandboxNetwork struct {
 	// AllowInternetAccess false cuts all egress
 	AllowInternetAccess *bool `json:"allowInternetAccess,omitempty"`
 
-	// AllowOut IP addresses or CIDR blocks the sandbox may reach even when denyOut covers them (allowOut wins). Docker enforces IPs and CIDRs and refuses domain names (400 naming the entry); E2B also takes domain names. Link-local, the Docker host's own addresses and private ranges the operator did not allow stay unreachable on Docker whatever this says.
+	// AllowOut IP addresses, CIDR blocks or domain names the sandbox may reach even when denyOut covers them (allowOut wins). A domain name is exact (api.example.com) or a wildcard of its subdomains (*.example.com, not example.com itself), matched on DNS answers: the addresses a name resolves to in the sandbox open to that sandbox alone, for about the answer's TTL (1 minute to 1 hour); with denyOut 0.0.0.0/0 other names do not resolve (NXDOMAIN). Link-local, the Docker host's own addresses and private ranges the operator did not allow stay unreachable on Docker whatever this says.
 	AllowOut           []string `json:"allowOut,omitempty"`
 	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
 
-	// DenyOut IP addresses or CIDR blocks the sandbox may not reach; 0.0.0.0/0 with an allowOut list means only those.
+	// DenyOut IP addresses or CIDR blocks the sandbox may not reach (Docker refuses domain names here); 0.0.0.0/0 with an allowOut list means only those.
 	DenyOut []string `json:"denyOut,omitempty"`
 }
 

@@ -33,15 +33,16 @@ func egressNetwork(t *testing.T) string {
 	return name
 }
 
-// A domain name in allowOut is refused at the door on Docker, naming the
-// field, and no record is stored; the drop counters are in /metrics.
+// A domain name in denyOut (allowOut takes them, denyOut does not) is
+// refused at the door on Docker, naming the field, and no record is
+// stored; the drop counters are in /metrics.
 func TestEgressDomainNameRefusedAndCounted(t *testing.T) {
 	net := egressNetwork(t)
 	ta := newTestApp(t, func(c *Config) { c.DockerNetwork = net; withAdmin(c) })
-	r := ta.req("POST", "/sandboxes", map[string]any{"network": map[string]any{"allowOut": []string{"10.1.2.3", "*.example.com"}}})
-	if r.code != 400 || !strings.Contains(string(r.body), "network.allowOut.1") && !strings.Contains(string(r.body), `"allowOut","1"`) ||
-		!strings.Contains(string(r.body), "host name") {
-		t.Fatalf("got %d %s, want a 400 naming network.allowOut.1", r.code, r.body)
+	r := ta.req("POST", "/sandboxes", map[string]any{"network": map[string]any{"allowOut": []string{"*.example.com"}, "denyOut": []string{"10.1.2.3", "example.com"}}})
+	if r.code != 400 || !strings.Contains(string(r.body), "network.denyOut.1") && !strings.Contains(string(r.body), `"denyOut","1"`) ||
+		!strings.Contains(string(r.body), "domain name") {
+		t.Fatalf("got %d %s, want a 400 naming network.denyOut.1", r.code, r.body)
 	}
 	if all := ta.req("GET", "/sandboxes?state=starting,running,paused,deleted,failed,completed", nil); strings.Contains(string(all.body), `"sandboxID"`) {
 		t.Fatalf("a refused create stored a record: %s", all.body)

@@ -91,7 +91,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 				p.removeQuietly(id)
 				return compute.Instance{}, err
 			}
-			err := p.start(ctx, op, id, isolated)
+			err := p.start(ctx, op, id, isolated, labels)
 			if err == nil {
 				return p.getChecked(ctx, op, id, labels)
 			}
@@ -192,6 +192,9 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	}
 	hc.NetworkMode = container.NetworkMode(netID)
 	egressMAC(cfg, hc, netName)
+	if err := p.sandboxDNS(hc, labels, isolated); err != nil {
+		return "", err
+	}
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
@@ -243,8 +246,11 @@ func (p *Provider) createError(op, image string, err error) error {
 // start starts a created container and, for an isolated sandbox, drops its
 // default route. On failure the broken container is removed so that a retry
 // starts clean, and the error says why in the user's terms.
-func (p *Provider) start(ctx context.Context, op, id string, isolated bool) error {
+func (p *Provider) start(ctx context.Context, op, id string, isolated bool, labels map[string]string) error {
 	err := p.cli.ContainerStart(ctx, id, container.StartOptions{})
+	if err == nil {
+		err = p.serveSandboxDNS(ctx, id, labels) // at once: its first query may follow its start
+	}
 	if err == nil && p.agent != nil {
 		err = p.waitAgent(ctx, id)
 	}
@@ -289,7 +295,11 @@ func (p *Provider) adopt(ctx context.Context, name string) (compute.Instance, er
 		if err := p.sandboxEgress(ctx, c.Config.Labels); err != nil {
 			return compute.Instance{}, err
 		}
-		if err := p.start(ctx, op, c.ID, isolated); err != nil {
+		if err := p.start(ctx, op, c.ID, isolated, c.Config.Labels); err != nil {
+			return compute.Instance{}, err
+		}
+	} else if c.Config != nil {
+		if err := p.serveSandboxDNS(ctx, c.ID, c.Config.Labels); err != nil {
 			return compute.Instance{}, err
 		}
 	}

@@ -225,6 +225,9 @@ func (p *Provider) Close() error {
 			p.removeNetworks()
 		}
 		p.releaseDeployment()
+		if p.egress.dns != nil {
+			p.egress.dns.Close()
+		}
 		err = p.cli.Close()
 	})
 	return err

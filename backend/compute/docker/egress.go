@@ -24,6 +24,11 @@ type EgressConfig struct {
 	Off bool
 	// AllowPrivate are private ranges sandboxes may reach.
 	AllowPrivate []netip.Prefix
+	// Upstreams are the resolvers the DNS forwarder of allowOut's domain
+	// names asks (egress/dns.go). Default: the host's, from
+	// /etc/resolv.conf (loopback ones included: the forwarder asks from
+	// the host's namespace).
+	Upstreams []netip.AddrPort
 }
 
 // EgressConfigFromEnv reads DREADNODE_EGRESS (on, the default, or off) and
@@ -48,12 +53,15 @@ const (
 	labelEgressMAC   = "dev.dreadnode.egress.mac"
 	labelEgressAllow = "dev.dreadnode.egress.allow"
 	labelEgressDeny  = "dev.dreadnode.egress.deny"
+	labelEgressNames = "dev.dreadnode.egress.names"
 )
 
 // egressState is the provider's firewall, or why there is none.
 type egressState struct {
 	fw  *egress.Firewall // nil when off or not installed
 	err error            // why the rules could not be installed
+
+	dns *egress.Forwarder // allowOut's domain names (egress_dns.go)
 }
 
 // initEgress installs the baseline rules and sweeps rules whose container
@@ -79,6 +87,7 @@ func (p *Provider) initEgress() {
 	}
 	p.egress.fw = fw
 	_ = p.sweepEgress(ctx) // best effort: leftovers only cost a map entry
+	p.startDNS(ctx)
 }
 
 // sameNetns checks the backend sees the engine's bridges: rules installed
@@ -155,45 +164,58 @@ func (p *Provider) FilterNetwork(ctx context.Context, networkID string) error {
 	return nil
 }
 
-// policyRules reads the spec's allowOut/denyOut as canonical CIDR blocks;
-// field names the first entry the provider cannot enforce (a host name).
-func policyRules(n compute.Network) (allow, deny []string, field, reason string) {
+// policyRules reads the spec's allowOut/denyOut as canonical CIDR blocks
+// and allowOut's domain names; field names the first entry the provider
+// cannot enforce.
+func policyRules(n compute.Network) (allow, deny, names []string, field, reason string) {
 	for _, l := range []struct {
 		field string
 		rules []string
 		out   *[]string
 	}{{"network.allowOut", n.AllowOut, &allow}, {"network.denyOut", n.DenyOut, &deny}} {
 		for i, r := range l.rules {
-			p, ok := egress.ParseRule(r)
-			if !ok {
-				return nil, nil, fmt.Sprintf("%s.%d", l.field, i),
-					fmt.Sprintf("%q is a host name; the docker provider enforces IP addresses and CIDR blocks only (use the e2b provider for domain names)", r)
+			if p, ok := egress.ParseRule(r); ok {
+				*l.out = append(*l.out, p.String())
+				continue
 			}
-			*l.out = append(*l.out, p.String())
+			name, ok := egress.ParseName(r)
+			switch {
+			case ok && l.field == "network.allowOut":
+				names = append(names, name)
+				continue
+			case ok:
+				reason = fmt.Sprintf("%q is a domain name; denyOut takes IP addresses and CIDR blocks (domain names go in allowOut, with denyOut [\"0.0.0.0/0\"] to allow only them)", r)
+			default:
+				reason = fmt.Sprintf("%q is not an IP address, a CIDR block or a domain name (exact, like api.example.com, or a wildcard of its subdomains, like *.example.com)", r)
+			}
+			return nil, nil, nil, fmt.Sprintf("%s.%d", l.field, i), reason
 		}
 	}
-	return allow, deny, "", ""
+	return allow, deny, names, "", ""
 }
 
 // CheckNetwork implements compute.NetworkChecker.
 func (p *Provider) CheckNetwork(_ string, n compute.Network) (field, reason string) {
-	_, _, field, reason = policyRules(n)
+	_, _, _, field, reason = policyRules(n)
 	return field, reason
 }
 
 // egressLabels checks the spec's allowOut/denyOut and records them (with
 // the MAC address keying the sandbox's rules) in labels.
 func egressLabels(spec compute.Spec, labels map[string]string) error {
-	allow, deny, field, reason := policyRules(spec.Network)
+	allow, deny, names, field, reason := policyRules(spec.Network)
 	if field != "" {
 		return compute.Errorf(compute.KindInvalid, "create", nil, "%s: %s", field, reason)
 	}
-	if len(allow)+len(deny) == 0 {
+	if len(allow)+len(deny)+len(names) == 0 {
 		return nil
 	}
 	labels[labelEgressMAC] = egress.NewMAC()
 	labels[labelEgressAllow] = strings.Join(allow, ",")
 	labels[labelEgressDeny] = strings.Join(deny, ",")
+	if len(names) > 0 {
+		labels[labelEgressNames] = strings.Join(names, ",")
+	}
 	return nil
 }
 
@@ -221,6 +243,7 @@ func policyOf(labels map[string]string) egress.Policy {
 			}
 		}
 	}
+	pol.Names = namesOf(labels)
 	return pol
 }
 
@@ -264,6 +287,9 @@ func checkEgressMAC(c container.InspectResponse) error {
 func (p *Provider) forgetEgress(ctx context.Context, labels map[string]string) {
 	if mac := labels[labelEgressMAC]; mac != "" && p.egress.fw != nil {
 		_ = p.egress.fw.RemoveSandbox(ctx, mac) // a leftover is swept at the next start
+		if p.egress.dns != nil {
+			p.egress.dns.Stop(mac)
+		}
 	}
 }
 
@@ -288,6 +314,13 @@ func (p *Provider) sweepEgress(ctx context.Context) error {
 	for _, mac := range macs {
 		if !live[mac] {
 			_ = p.egress.fw.RemoveSandbox(ctx, mac)
+		}
+	}
+	if p.egress.dns != nil {
+		for _, mac := range p.egress.dns.Serving() {
+			if !live[mac] {
+				p.egress.dns.Stop(mac)
+			}
 		}
 	}
 	nets, err := p.cli.NetworkList(ctx, network.ListOptions{})

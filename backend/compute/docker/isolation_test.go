@@ -306,7 +306,7 @@ func TestStartOnRemovedNetworkIsRetried(t *testing.T) {
 	if err := p.cli.NetworkRemove(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	err = p.start(ctx, "create", id, false)
+	err = p.start(ctx, "create", id, false, nil)
 	if !errors.Is(err, errNetworkGone) {
 		t.Fatalf("start on a removed network: %v, want errNetworkGone", err)
 	}

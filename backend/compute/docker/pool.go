@@ -184,7 +184,7 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 	if err != nil {
 		return poolEntry{}, err
 	}
-	if err := p.start(ctx, "pool", id, false); err != nil {
+	if err := p.start(ctx, "pool", id, false, nil); err != nil {
 		return poolEntry{}, err
 	}
 	return poolEntry{id: id, name: name}, nil

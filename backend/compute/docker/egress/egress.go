@@ -119,6 +119,7 @@ func (f *Firewall) Install(ctx context.Context) error {
 	fmt.Fprintf(&b, "add set inet %s bridges { type ifname; }\n", Table)
 	fmt.Fprintf(&b, "add map inet %s nets { type ifname : verdict; }\n", Table)
 	fmt.Fprintf(&b, "add map inet %s sandboxes { type ether_addr : verdict; }\n", Table)
+	b.WriteString(resolvedSets()) // what the DNS forwarder opened (dns.go)
 	// priority -1: judged before Docker's own filter chains (priority 0).
 	fmt.Fprintf(&b, "add chain inet %s forward { type filter hook forward priority -1; policy accept; }\n", Table)
 	fmt.Fprintf(&b, "add chain inet %s input { type filter hook input priority -1; policy accept; }\n", Table)

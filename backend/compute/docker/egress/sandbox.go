@@ -14,10 +14,13 @@ import (
 // denyOut, and denyOut 0.0.0.0/0 with an allowOut list means only those.
 type Policy struct {
 	Allow, Deny []netip.Prefix
+	// Names are allowOut's domain names (ParseName's form): the addresses
+	// the DNS forwarder resolved for them pass (dns.go).
+	Names []string
 }
 
 // Empty reports whether the policy adds nothing to the baseline.
-func (p Policy) Empty() bool { return len(p.Allow) == 0 && len(p.Deny) == 0 }
+func (p Policy) Empty() bool { return len(p.Allow) == 0 && len(p.Deny) == 0 && len(p.Names) == 0 }
 
 // ParseRule reads one allowOut/denyOut entry: an IP address or a CIDR
 // block. ok is false for anything else (a host name).
@@ -56,6 +59,11 @@ func (f *Firewall) SetSandbox(ctx context.Context, mac string, p Policy) error {
 	c := SandboxChain(mac)
 	var b strings.Builder
 	fmt.Fprintf(&b, "add chain inet %s %s\nflush chain inet %s %s\n", Table, c, Table, c)
+	if len(p.Names) > 0 { // allowOut wins: the resolved addresses of its names come first
+		b.WriteString(resolvedSets())
+		fmt.Fprintf(&b, "add rule inet %s %s ether saddr . ip daddr @resolved4 accept\n", Table, c)
+		fmt.Fprintf(&b, "add rule inet %s %s ether saddr . ip6 daddr @resolved6 accept\n", Table, c)
+	}
 	for _, fam := range []struct {
 		name        string
 		allow, deny []netip.Prefix
