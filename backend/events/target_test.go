@@ -24,14 +24,14 @@ func TestDeliveryRefusesDeniedAddressAtConnect(t *testing.T) {
 	defer srv.Close()
 	d := newDispatcher(nil, DeliveryConfig{}, slog.Default(), time.Now)
 	wh := &store.Webhook{ID: "wh", URL: srv.URL, Secret: "s"}
-	_, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")})
-	if err == nil || !strings.Contains(err.Error(), "loopback") || hits.Load() != 0 {
-		t.Fatalf("delivery to 127.0.0.1: err %v, receiver hit %d times", err, hits.Load())
+	a := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")})
+	if a.err == nil || !strings.Contains(a.err.Error(), "loopback") || a.class != classTransport || hits.Load() != 0 {
+		t.Fatalf("delivery to 127.0.0.1: err %v (%s), receiver hit %d times", a.err, a.class, hits.Load())
 	}
 	// The operator's opt-in lets it through.
 	d = newDispatcher(nil, DeliveryConfig{AllowPrivate: true}, slog.Default(), time.Now)
-	if _, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")}); err != nil || hits.Load() != 1 {
-		t.Fatalf("allowed delivery: %v, hits %d", err, hits.Load())
+	if a := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")}); a.err != nil || a.status != 200 || hits.Load() != 1 {
+		t.Fatalf("allowed delivery: %v (%d), hits %d", a.err, a.status, hits.Load())
 	}
 }
 
