@@ -283,10 +283,13 @@ func (db *DB) FinishDeliveries(ctx context.Context, owner string, fs []Finished)
 		}
 		if len(rows) > 0 {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (id, delivery_id, webhook_id, at, duration_ns, status_code,
-				error, error_class, url, response_body) VALUES `+strings.Join(rows, ", "), args...); err != nil {
+				error, error_class, url, response_body) VALUES `+strings.Join(rows, ", ")+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
 				return err
 			}
 		}
+		// The outcomes, one statement for all (a round trip per delivery
+		// serialised the pass): each only while owner holds its claim.
+		rows, args = rows[:0], args[:0]
 		for _, f := range fs {
 			d, r := f.Delivery, f.Result
 			status, next, delivered := DeliveryPending, NanosOrNull(r.Retry), any(nil)
@@ -296,17 +299,35 @@ func (db *DB) FinishDeliveries(ctx context.Context, owner string, fs []Finished)
 			case r.Retry.IsZero():
 				status, next = DeliveryFailed, r.At.UnixNano()
 			}
-			res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_at = ?,
-				last_status = ?, last_error = ?, delivered_at = ?, claimed_by = NULL, claim_expires = NULL
-				WHERE id = ? AND claimed_by = ?`, status, next, r.Status, r.Error, delivered, d.ID, owner)
-			if err != nil {
-				return err
+			rows = append(rows, `(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT))`)
+			args = append(args, d.ID, status, next, r.Status, r.Error, delivered)
+		}
+		// VALUES' columns are column1… on both SQLite and PostgreSQL.
+		updated, err := QueryAll(ctx, tx, func(s Scanner) ([2]string, error) {
+			var v [2]string
+			return v, s.Scan(&v[0], &v[1])
+		}, `UPDATE webhook_deliveries SET status = v.column2, attempts = attempts + 1,
+			next_at = v.column3, last_status = v.column4, last_error = v.column5, delivered_at = v.column6,
+			claimed_by = NULL, claim_expires = NULL
+			FROM (VALUES `+strings.Join(rows, ", ")+`) AS v
+			WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.claimed_by = ?
+			RETURNING webhook_deliveries.id, webhook_deliveries.status`, append(args, owner)...)
+		if err != nil {
+			return err
+		}
+		var failed []string
+		for _, u := range updated {
+			if u[1] == DeliveryFailed {
+				failed = append(failed, u[0])
 			}
-			if n, _ := res.RowsAffected(); n != 1 || status != DeliveryFailed {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0, disabled_reason = ? WHERE id = ?`, r.DisableReason, d.WebhookID); err != nil {
-				return err
+		}
+		// A delivery that failed for good disables its webhook, with why.
+		for _, f := range fs {
+			if slices.Contains(failed, f.Delivery.ID) {
+				if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0, disabled_reason = ? WHERE id = ?`,
+					f.Result.DisableReason, f.Delivery.WebhookID); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

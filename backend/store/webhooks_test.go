@@ -192,3 +192,62 @@ func TestDeliveryAttemptLog(t *testing.T) {
 		}
 	})
 }
+
+// A delivery failing for good (no retry) disables its webhook with the
+// reason given; recorded in one pass with another webhook's success, that
+// one stays enabled; a loser's late result changes nothing.
+func TestDeliveryFailingForGoodDisables(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		rec := newRecord(t, db, "r1")
+		for _, id := range []string{"bad", "good"} {
+			if err := db.PutWebhook(ctx, &Webhook{ID: id, OrgID: rec.OrgID, URL: "http://x", Enabled: true, Secret: "s", CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		moveAll(t, db, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, sandbox.PhaseRunning, sandbox.CauseReconciler)
+		n := 0
+		now := time.Now()
+		if _, err := db.FanOut(ctx, now, func(e *Event) []byte { return []byte("{}") }, func() string { n++; return fmt.Sprintf("d%d", n) }); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := db.ClaimDeliveries(ctx, "A", now, time.Minute, 10)
+		if err != nil || len(ds) != 2 {
+			t.Fatalf("claims: %v %v", ds, err)
+		}
+		var fs []Finished
+		for _, d := range ds {
+			r := DeliveryResult{AttemptID: "a-" + d.WebhookID, At: now, Status: 204}
+			if d.WebhookID == "bad" {
+				r = DeliveryResult{AttemptID: "a-bad", At: now, Status: 500, Error: "the receiver answered 500", DisableReason: "kept failing"}
+			}
+			fs = append(fs, Finished{d, r})
+		}
+		if err := db.FinishDeliveries(ctx, "B", fs); err != nil { // not the holder: only the log
+			t.Fatal(err)
+		}
+		if w, _ := db.GetWebhookByID(ctx, "bad"); !w.Enabled {
+			t.Fatalf("a non-holder's result disabled the webhook: %+v", w)
+		}
+		for i := range fs {
+			fs[i].Result.AttemptID += "-2"
+		}
+		if err := db.FinishDeliveries(ctx, "A", fs); err != nil {
+			t.Fatal(err)
+		}
+		bad, _ := db.GetWebhookByID(ctx, "bad")
+		good, _ := db.GetWebhookByID(ctx, "good")
+		if bad.Enabled || bad.DisabledReason != "kept failing" || !good.Enabled {
+			t.Fatalf("bad %+v, good %+v", bad, good)
+		}
+		for id, want := range map[string]string{"bad": DeliveryFailed, "good": DeliveryDelivered} {
+			log, _ := db.ListDeliveries(ctx, id, 10)
+			if len(log) != 1 || log[0].Status != want || log[0].Attempts != 1 {
+				t.Errorf("%s: %+v", id, log)
+			}
+			if tries, _ := db.ListAttempts(ctx, AttemptFilter{WebhookID: id}); len(tries) != 2 {
+				t.Errorf("%s: %d attempts logged, want 2 (the non-holder's too)", id, len(tries))
+			}
+		}
+	})
+}
