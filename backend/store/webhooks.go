@@ -164,20 +164,39 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errFanOutRaced
 		}
+		// Inserted fanOutRows at a time: a round trip per delivery held
+		// PostgreSQL's fan-out far below 1,000 events a second.
+		var rows []string
+		var args []any
+		flush := func() error {
+			if len(rows) == 0 {
+				return nil
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,
+				sandbox_id, body, status, created_at, next_at) VALUES `+strings.Join(rows, ", ")+`
+				ON CONFLICT (webhook_id, event_seq) DO NOTHING`, args...)
+			rows, args = rows[:0], args[:0]
+			return err
+		}
 		for _, e := range evs {
+			var body string
 			for _, h := range hooks {
 				if h.OrgID != e.OrgID || e.Seq <= h.FromSeq || !h.Wants(e.Type) {
 					continue
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,
-					sandbox_id, body, status, created_at, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-					ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
-					newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, string(render(e)), DeliveryPending, now.UnixNano(), now.UnixNano()); err != nil {
-					return err
+				if body == "" {
+					body = string(render(e))
+				}
+				rows = append(rows, `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+				args = append(args, newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, body, DeliveryPending, now.UnixNano(), now.UnixNano())
+				if len(rows) == fanOutRows {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		return nil
+		return flush()
 	})
 	if errors.Is(err, errFanOutRaced) {
 		return 0, nil
@@ -186,6 +205,10 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 }
 
 var errFanOutRaced = errors.New("another replica fanned these events out")
+
+// fanOutRows bounds the deliveries one fan-out statement inserts (10
+// parameters each, well under both databases' limits).
+const fanOutRows = 500
 
 // ClaimDeliveries claims up to limit due deliveries of enabled webhooks
 // for owner until now+hold: each the oldest pending one of its webhook
