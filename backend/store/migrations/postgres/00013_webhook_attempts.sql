@@ -7,6 +7,8 @@
 -- request_error, canceled), the URL tried and the start of the answer.
 -- Written in the transaction that records the attempt's outcome; deleted
 -- with its webhook and, past the event retention, by the events sweep.
+-- Indexed for the log (a webhook's attempts by seq, E2B's cursor) and for
+-- the sweep and E2B's stats (attempts in a time range).
 
 -- +goose Up
 CREATE TABLE webhook_attempts (
@@ -23,7 +25,8 @@ CREATE TABLE webhook_attempts (
 	response_body TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX webhook_attempts_delivery ON webhook_attempts (delivery_id, seq);
-CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, at);
+CREATE INDEX webhook_attempts_webhook ON webhook_attempts (webhook_id, seq);
+CREATE INDEX webhook_attempts_at ON webhook_attempts (at);
 
 -- +goose Down
 DROP TABLE webhook_attempts;
