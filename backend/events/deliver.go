@@ -161,8 +161,15 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 	// Recorded together, in one transaction; a delivery left out (its
 	// webhook unreadable) keeps its claim until it lapses.
 	finished := slices.DeleteFunc(done, func(f store.Finished) bool { return f.Delivery == nil })
-	if err := d.db.FinishDeliveries(context.WithoutCancel(ctx), d.owner, finished); err != nil {
-		d.log.Warn("webhooks: recording deliveries failed; they will be sent again", "count", len(finished), "err", err)
+	if err := d.db.FinishDeliveries(context.WithoutCancel(ctx), d.owner, finished); err != nil && len(finished) > 1 {
+		// One at a time, so one delivery's trouble cannot hold the others.
+		for _, f := range finished {
+			if err := d.db.FinishDelivery(context.WithoutCancel(ctx), f.Delivery, d.owner, f.Result); err != nil {
+				d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", f.Delivery.ID, "err", err)
+			}
+		}
+	} else if err != nil {
+		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", finished[0].Delivery.ID, "err", err)
 	}
 	return n > 0 || len(due) == claimBatch
 }
@@ -244,7 +251,8 @@ func (d *dispatcher) post(ctx context.Context, wh *store.Webhook, dl *store.Deli
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, answerKept))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	a := attempt{status: resp.StatusCode, answer: strings.ToValidUTF8(string(head), "\ufffd")}
+	// Kept as text: valid UTF-8 without NUL (PostgreSQL's text refuses it).
+	a := attempt{status: resp.StatusCode, answer: strings.ReplaceAll(strings.ToValidUTF8(string(head), "\ufffd"), "\x00", "")}
 	if resp.StatusCode/100 != 2 {
 		a.err, a.class = fmt.Errorf("the receiver answered %d", resp.StatusCode), classHTTP
 	}

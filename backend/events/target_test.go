@@ -58,3 +58,20 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 	}
 	return a
 }
+
+// An attempt keeps the start of the receiver's answer as text the
+// databases store (valid UTF-8, no NUL: PostgreSQL's text refuses it),
+// with its status and E2B's error class.
+func TestAttemptKeepsTheAnswerAsText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("a\x00b\xffc" + strings.Repeat("x", 4096)))
+	}))
+	defer srv.Close()
+	d := newDispatcher(nil, DeliveryConfig{AllowPrivate: true}, slog.Default(), time.Now)
+	a := d.post(context.Background(), &store.Webhook{ID: "wh", URL: srv.URL, Secret: "s"}, &store.Delivery{ID: "d", Body: []byte("{}")})
+	if a.status != 502 || a.class != classHTTP || a.err == nil || !strings.HasPrefix(a.answer, "ab\ufffdc") ||
+		strings.ContainsRune(a.answer, 0) || len(a.answer) > answerKept+2 {
+		t.Fatalf("attempt: %d %s %v %q", a.status, a.class, a.err, a.answer[:min(len(a.answer), 16)])
+	}
+}
