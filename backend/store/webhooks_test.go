@@ -163,6 +163,17 @@ func TestDeliveryAttemptLog(t *testing.T) {
 				t.Errorf("ListAttempts(%+v) = %v, want %v", c.f, ids, c.want)
 			}
 		}
+		// Stats: a1 and a2 failed, a3 succeeded.
+		all, buckets, err := db.AttemptStats(ctx, "wh1", now.Add(-time.Minute), later.Add(time.Minute), time.Minute)
+		if err != nil || all.Total != 3 || all.Failed != 2 || all.Min != time.Millisecond || all.Max != 10*time.Second ||
+			all.Avg != (40*time.Millisecond+10*time.Second+time.Millisecond)/3 {
+			t.Fatalf("stats: %+v %v", all, err)
+		}
+		// Minute buckets from now-1m: a1 and a2 (now, now+1s) in the second, a3 (now+2m1s) in the fourth.
+		if len(buckets) != 2 || buckets[0].Total != 2 || buckets[0].Failed != 2 || !buckets[0].Start.Equal(now) ||
+			buckets[1].Total != 1 || buckets[1].Failed != 0 || !buckets[1].Start.Equal(now.Add(2*time.Minute)) {
+			t.Fatalf("buckets: %+v", buckets)
+		}
 		// The retention takes the attempts made before its horizon (with
 		// the finished deliveries made before it).
 		count := func() int {
