@@ -313,3 +313,28 @@ func TestE2BEventsAndWebhooks(t *testing.T) {
 	}
 	e.e2bError("deleted webhook", 404, gone.Body, hook)
 }
+
+// The edge's registration applies the native egress check: a URL to a
+// loopback, link-local or private address is refused (400 naming url, in
+// E2B's shape) unless the operator allows private targets. The addresses
+// are classified, never contacted.
+func TestE2BWebhookRefusesPrivateTargets(t *testing.T) {
+	env := appenv.New(t, appenv.Opts{NoLoops: true})
+	for _, u := range []string{"http://127.0.0.1:9/hook", "http://169.254.169.254/latest", "http://10.1.2.3/", "http://[::1]:9/"} {
+		r := env.Req("POST", "/e2b/events/webhooks", map[string]any{"name": "n", "url": u, "events": []string{}, "signatureSecret": evSecret})
+		if r.Code != 400 {
+			t.Errorf("%s: want 400, got %s", u, r)
+			continue
+		}
+		var v struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(r.Body, &v); err != nil || v.Code != 400 || !strings.Contains(v.Message, "url") {
+			t.Errorf("%s: want E2B's {code: 400, message naming url}, got %s", u, r)
+		}
+	}
+	if r := env.Req("GET", "/e2b/events/webhooks", nil); r.Code != 200 || strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Errorf("webhooks after the refusals: %s", r)
+	}
+}
