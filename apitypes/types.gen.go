@@ -373,6 +373,36 @@ func (e TaskEnvironmentState) Valid() bool {
 	}
 }
 
+// Defines values for WebhookAttemptErrorClass.
+const (
+	WebhookAttemptErrorClassCanceled       WebhookAttemptErrorClass = "canceled"
+	WebhookAttemptErrorClassDnsError       WebhookAttemptErrorClass = "dns_error"
+	WebhookAttemptErrorClassHttpError      WebhookAttemptErrorClass = "http_error"
+	WebhookAttemptErrorClassRequestError   WebhookAttemptErrorClass = "request_error"
+	WebhookAttemptErrorClassTimeout        WebhookAttemptErrorClass = "timeout"
+	WebhookAttemptErrorClassTransportError WebhookAttemptErrorClass = "transport_error"
+)
+
+// Valid indicates whether the value is a known member of the WebhookAttemptErrorClass enum.
+func (e WebhookAttemptErrorClass) Valid() bool {
+	switch e {
+	case WebhookAttemptErrorClassCanceled:
+		return true
+	case WebhookAttemptErrorClassDnsError:
+		return true
+	case WebhookAttemptErrorClassHttpError:
+		return true
+	case WebhookAttemptErrorClassRequestError:
+		return true
+	case WebhookAttemptErrorClassTimeout:
+		return true
+	case WebhookAttemptErrorClassTransportError:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookDeliveryStatus.
 const (
 	WebhookDeliveryStatusDelivered WebhookDeliveryStatus = "delivered"
@@ -613,7 +643,7 @@ type LedgerRecordSandboxKind string
 // LedgerRecordState defines model for LedgerRecord.State.
 type LedgerRecordState string
 
-// LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, eventData), plus cause and sandboxMetadata.
+// LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, sandboxExecutionId, sandboxBuildId, eventData), plus cause and sandboxMetadata.
 type LifecycleEvent struct {
 	// Cause what decided the change (on an end: what decided the stop)
 	Cause         LifecycleEventCause         `json:"cause"`
@@ -622,9 +652,15 @@ type LifecycleEvent struct {
 	EventLabel    LifecycleEventEventLabel    `json:"eventLabel"`
 
 	// Id unique; the same in every listing, stream and delivery
-	Id              string            `json:"id"`
-	SandboxId       string            `json:"sandboxId"`
-	SandboxMetadata map[string]string `json:"sandboxMetadata"`
+	Id string `json:"id"`
+
+	// SandboxBuildId E2B's build id: here the template id (templates have no builds)
+	SandboxBuildId string `json:"sandboxBuildId"`
+
+	// SandboxExecutionId E2B's execution id: here the sandbox id (one execution per sandbox)
+	SandboxExecutionId string            `json:"sandboxExecutionId"`
+	SandboxId          string            `json:"sandboxId"`
+	SandboxMetadata    map[string]string `json:"sandboxMetadata"`
 
 	// SandboxTeamId the org
 	SandboxTeamId     string    `json:"sandboxTeamId"`
@@ -1031,6 +1067,26 @@ type Webhook struct {
 	Url    string `json:"url"`
 }
 
+// WebhookAttempt defines model for WebhookAttempt.
+type WebhookAttempt struct {
+	// At when the POST started
+	At time.Time `json:"at"`
+
+	// DurationMs how long it took to the answer (or the failure)
+	DurationMs int64 `json:"durationMs"`
+
+	// Error why it failed (absent: a 2xx)
+	Error      *string                   `json:"error,omitempty"`
+	ErrorClass *WebhookAttemptErrorClass `json:"errorClass,omitempty"`
+	Id         string                    `json:"id"`
+
+	// StatusCode the receiver's HTTP status (absent: no answer)
+	StatusCode *int `json:"statusCode,omitempty"`
+}
+
+// WebhookAttemptErrorClass defines model for WebhookAttempt.ErrorClass.
+type WebhookAttemptErrorClass string
+
 // WebhookBody defines model for WebhookBody.
 type WebhookBody struct {
 	Enabled *bool `json:"enabled,omitempty"`
@@ -1048,11 +1104,13 @@ type WebhookBody struct {
 
 // WebhookDelivery defines model for WebhookDelivery.
 type WebhookDelivery struct {
-	Attempts    int        `json:"attempts"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
-	EventId     string     `json:"eventId"`
-	EventType   string     `json:"eventType"`
+	// AttemptLog every attempt made, oldest first (kept for DREADNODE_EVENT_RETENTION)
+	AttemptLog  []WebhookAttempt `json:"attemptLog"`
+	Attempts    int              `json:"attempts"`
+	CreatedAt   time.Time        `json:"createdAt"`
+	DeliveredAt *time.Time       `json:"deliveredAt,omitempty"`
+	EventId     string           `json:"eventId"`
+	EventType   string           `json:"eventType"`
 
 	// Id e2b-delivery-id; the same for every attempt
 	Id        string  `json:"id"`

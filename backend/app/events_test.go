@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 
 // eventsApp is an app on the E2B fake (no Docker needed to drive the
@@ -49,6 +52,7 @@ type eventItem struct {
 	Cause           string            `json:"cause"`
 	EventData       struct {
 		SandboxMetadata map[string]string `json:"sandbox_metadata"`
+		EnvironmentID   string            `json:"environment_id"`
 		Execution       *struct {
 			StartedAt time.Time `json:"started_at"`
 			VCPUCount int       `json:"vcpu_count"`
@@ -297,5 +301,111 @@ func TestLifecycleEventsOnDocker(t *testing.T) {
 	failed, _ := ta.create(map[string]any{"waitReady": true, "command": []string{"sh", "-c", "sleep 1; exit 3"}})
 	if got, want := labels(ta.waitEvents(failed, "sandbox.lifecycle.failed")), []string{"created/reconciler", "failed/provider"}; !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// On real Docker and both databases: a sandbox of an org whose credits run
+// out ends killed by credits; a task environment's life (ready, paused,
+// resumed, torn down) is environment.lifecycle.* events naming it, in
+// order.
+func TestLifecycleEventsCreditsAndEnvironmentOnDocker(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			tasksDir := filepath.Join(t.TempDir(), "tasks")
+			writeTask(t, tasksDir, "ev-life", `name: ev-life
+version: 1.0.0
+description: One idle service, for the events test.
+instruction: nothing to do
+execute_service: app
+`, `services:
+  app:
+    image: dreadnode/base:latest
+    command: ["sleep", "3600"]
+`)
+			url := ""
+			if db == "postgres" {
+				url = pgtest.Start(t).NewDatabase(t)
+			}
+			ta := newTestApp(t, func(c *Config) {
+				c.TasksDir = tasksDir
+				if url != "" {
+					c.DatabaseURL = url
+				}
+			})
+
+			// Credits: about a second of the base template's running time.
+			poor, _, err := ta.app.DB.EnsureOrg(t.Context(), "poor", 20) // micro-credits
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ta.app.DB.EnsureAPIKey(t.Context(), poor.ID, "key-poor-"+db); err != nil {
+				t.Fatal(err)
+			}
+			c := ta.reqKey("key-poor-"+db, "POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 300})
+			if c.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", c.code, c.body)
+			}
+			sb := c.json(t)["sandboxID"].(string)
+			var got []eventItem
+			poll.Until(t, 60*time.Second, 50*time.Millisecond, func() error {
+				r := ta.reqKey("key-poor-"+db, "GET", "/sandboxes/"+sb+"/events", nil)
+				var p eventPage
+				if err := json.Unmarshal(r.body, &p); err != nil || r.code != 200 {
+					return fmt.Errorf("events: %d %s", r.code, r.body)
+				}
+				got = p.Items
+				if len(got) == 0 || got[len(got)-1].Type != "sandbox.lifecycle.killed" {
+					return fmt.Errorf("no killed event yet: %v", labels(got))
+				}
+				return nil
+			})
+			if want := []string{"created/reconciler", "killed/credits"}; !slices.Equal(labels(got), want) {
+				t.Fatalf("credits: events %v, want %v", labels(got), want)
+			}
+
+			// A task environment's life.
+			const envs = "/api/v1/org/org1/ws/main/environments"
+			r := ta.req("POST", envs, map[string]any{"task_ref": "ev-life", "timeout_sec": 600})
+			if r.code != http.StatusCreated {
+				t.Fatalf("create environment: %d %s", r.code, r.body)
+			}
+			env := r.json(t)["id"].(string)
+			path := envs + "/" + env
+			ta.waitEnv(path, 120*time.Second, "ready")
+			if p := ta.req("POST", path+"/pause", nil); p.code != http.StatusOK {
+				t.Fatalf("pause: %d %s", p.code, p.body)
+			}
+			if p := ta.req("POST", path+"/resume", nil); p.code != http.StatusOK {
+				t.Fatalf("resume: %d %s", p.code, p.body)
+			}
+			if d := ta.req("DELETE", path, nil); d.code != http.StatusOK {
+				t.Fatalf("delete: %d %s", d.code, d.body)
+			}
+			var mine []eventItem
+			poll.Until(t, 60*time.Second, 50*time.Millisecond, func() error {
+				mine = nil
+				for _, e := range ta.events("/events?limit=500").Items {
+					if e.EventData.EnvironmentID == env {
+						mine = append(mine, e)
+					}
+				}
+				if len(mine) == 0 || mine[len(mine)-1].EventLabel != "killed" {
+					return fmt.Errorf("environment %s: events %v", env, labels(mine))
+				}
+				return nil
+			})
+			if want := []string{"created/reconciler", "paused/reconciler", "resumed/reconciler", "killed/user"}; !slices.Equal(labels(mine), want) {
+				t.Fatalf("environment: events %v, want %v", labels(mine), want)
+			}
+			for _, e := range mine {
+				if !strings.HasPrefix(e.Type, "environment.lifecycle.") || e.SandboxID != mine[0].SandboxID {
+					t.Errorf("environment event: %+v", e)
+				}
+			}
+			if sbEvents := ta.req("GET", "/sandboxes/"+mine[0].SandboxID+"/events", nil); sbEvents.code != 404 {
+				t.Errorf("a task record's events under /sandboxes: %d %s", sbEvents.code, sbEvents.body)
+			}
+		})
 	}
 }

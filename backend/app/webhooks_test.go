@@ -212,6 +212,35 @@ func TestWebhookReceiverDownThenBack(t *testing.T) {
 			if r := ta.req("GET", "/events/webhooks/"+hook, nil); !r.json(t)["enabled"].(bool) {
 				t.Fatalf("a webhook that recovered was disabled: %s", r.body)
 			}
+			// The delivery log lists each attempt: the first event's
+			// failures (503, how long each took), then its success.
+			var log []struct {
+				EventID    string `json:"eventId"`
+				Attempts   int    `json:"attempts"`
+				AttemptLog []struct {
+					At         time.Time `json:"at"`
+					DurationMs *int64    `json:"durationMs"`
+					StatusCode int       `json:"statusCode"`
+					Error      string    `json:"error"`
+					ErrorClass string    `json:"errorClass"`
+				} `json:"attemptLog"`
+			}
+			if err := json.Unmarshal(ta.req("GET", "/events/webhooks/"+hook+"/deliveries", nil).body, &log); err != nil || len(log) != 2 {
+				t.Fatalf("delivery log: %v %v", log, err)
+			}
+			first := log[1] // newest first
+			n := len(first.AttemptLog)
+			if first.EventID != want[0].ID || n < 4 || n != first.Attempts {
+				t.Fatalf("the first event's attempts: %+v", first)
+			}
+			for i, a := range first.AttemptLog {
+				failed := i < n-1
+				if a.DurationMs == nil || *a.DurationMs < 0 || a.At.IsZero() || (i > 0 && a.At.Before(first.AttemptLog[i-1].At)) ||
+					(failed && (a.StatusCode != 503 || !strings.Contains(a.Error, "503") || a.ErrorClass != "http_error")) ||
+					(!failed && (a.StatusCode != 204 || a.Error != "" || a.ErrorClass != "")) {
+					t.Errorf("attempt %d of %d: %+v", i, n, a)
+				}
+			}
 		})
 	}
 }
@@ -239,8 +268,14 @@ func TestWebhookFailingForeverIsDisabled(t *testing.T) {
 	}
 	var log []map[string]any
 	_ = json.Unmarshal(ta.req("GET", "/events/webhooks/"+hook+"/deliveries", nil).body, &log)
-	if len(log) != 1 || log[0]["status"] != "failed" || log[0]["attempts"].(float64) < 2 {
+	if len(log) != 1 || log[0]["status"] != "failed" || log[0]["attempts"].(float64) < 2 ||
+		len(log[0]["attemptLog"].([]any)) != int(log[0]["attempts"].(float64)) {
 		t.Fatalf("delivery log: %v", log)
+	}
+	for _, a := range log[0]["attemptLog"].([]any) {
+		if a := a.(map[string]any); a["statusCode"] != float64(500) || a["errorClass"] != "http_error" || a["durationMs"] == nil {
+			t.Errorf("attempt: %v", a)
+		}
 	}
 	// Re-enabled and redelivered, it gets through once the receiver is fixed.
 	rc.code.Store(0)

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -40,6 +41,8 @@ type Config struct {
 	Domain string
 	// EnvdVersion is the version of the in-sandbox agent.
 	EnvdVersion string
+	// Events serves E2B's /events routes (events.go); nil leaves them out.
+	Events *events.Service
 }
 
 // Edge is the E2B control plane.
@@ -78,6 +81,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{sandboxID}/logs", h(e.handleLogsV1)).Methods(http.MethodGet)
 	r.Handle("/v2/sandboxes/{sandboxID}/logs", h(e.handleLogsV2)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{sandboxID}/metrics", h(e.handleMetrics)).Methods(http.MethodGet)
+	e.registerEvents(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

@@ -6,12 +6,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,7 +141,8 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 	}
 	hooks := map[string]*store.Webhook{} // read once per pass, not per delivery
 	var wg sync.WaitGroup
-	for _, dl := range due {
+	done := make([]store.Finished, len(due))
+	for i, dl := range due {
 		wh, read := hooks[dl.WebhookID]
 		if !read {
 			var err error
@@ -150,19 +155,36 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); d.deliver(ctx, wh, dl) }()
+		go func() { defer wg.Done(); done[i] = store.Finished{Delivery: dl, Result: d.deliver(ctx, wh, dl)} }()
 	}
 	wg.Wait()
+	// Recorded together, in one transaction; a delivery left out (its
+	// webhook unreadable) keeps its claim until it lapses.
+	finished := slices.DeleteFunc(done, func(f store.Finished) bool { return f.Delivery == nil })
+	if err := d.db.FinishDeliveries(context.WithoutCancel(ctx), d.owner, finished); err != nil && len(finished) > 1 {
+		// One at a time, so one delivery's trouble cannot hold the others.
+		for _, f := range finished {
+			if err := d.db.FinishDelivery(context.WithoutCancel(ctx), f.Delivery, d.owner, f.Result); err != nil {
+				d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", f.Delivery.ID, "err", err)
+			}
+		}
+	} else if err != nil {
+		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", finished[0].Delivery.ID, "err", err)
+	}
 	return n > 0 || len(due) == claimBatch
 }
 
-// deliver makes one attempt of dl to wh and records it.
-func (d *dispatcher) deliver(ctx context.Context, wh *store.Webhook, dl *store.Delivery) {
-	res := store.DeliveryResult{}
-	status, err := d.post(ctx, wh, dl)
-	res.At, res.Status = d.now(), status
-	if err != nil {
-		res.Error = err.Error()
+// deliver makes one attempt of dl to wh and returns its outcome, for the
+// delivery and for the attempt log.
+func (d *dispatcher) deliver(ctx context.Context, wh *store.Webhook, dl *store.Delivery) store.DeliveryResult {
+	started := d.now()
+	at := d.post(ctx, wh, dl)
+	res := store.DeliveryResult{AttemptID: "att_" + randomHex(12), Started: started, URL: wh.URL,
+		Status: at.status, ErrorClass: at.class, ResponseBody: at.answer}
+	res.At = d.now()
+	res.Duration = res.At.Sub(started)
+	if at.err != nil {
+		res.Error = at.err.Error()
 		if res.At.Sub(dl.CreatedAt) >= d.cfg.GiveUp {
 			res.DisableReason = fmt.Sprintf("disabled at %s: delivery %s of event %s kept failing for %s (last: %s); fix the receiver, then PATCH enabled=true and redeliver",
 				res.At.Format(time.RFC3339), dl.ID, dl.EventID, d.cfg.GiveUp, res.Error)
@@ -170,9 +192,7 @@ func (d *dispatcher) deliver(ctx context.Context, wh *store.Webhook, dl *store.D
 			res.Retry = res.At.Add(d.backoff(dl.Attempts))
 		}
 	}
-	if err := d.db.FinishDelivery(context.WithoutCancel(ctx), dl, d.owner, res); err != nil {
-		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", dl.ID, "err", err)
-	}
+	return res
 }
 
 // backoff is the wait after the attempts-th failed attempt (0-based):
@@ -185,13 +205,34 @@ func (d *dispatcher) backoff(attempts int) time.Duration {
 	return min(w, d.cfg.BackoffMax)
 }
 
+// attempt is what one POST came to.
+type attempt struct {
+	status int    // the receiver's HTTP status (0: no answer)
+	err    error  // nil: a 2xx
+	class  string // E2B's errorClass of err
+	answer string // the start of the receiver's answer
+}
+
+// Error classes (E2B's errorClass).
+const (
+	classHTTP      = "http_error"
+	classDNS       = "dns_error"
+	classTimeout   = "timeout"
+	classTransport = "transport_error"
+	classRequest   = "request_error"
+	classCanceled  = "canceled"
+)
+
+// answerKept is how much of a receiver's answer the attempt log keeps.
+const answerKept = 1 << 10
+
 // post sends dl's body with E2B's headers; a 2xx is success.
-func (d *dispatcher) post(ctx context.Context, wh *store.Webhook, dl *store.Delivery) (int, error) {
+func (d *dispatcher) post(ctx context.Context, wh *store.Webhook, dl *store.Delivery) attempt {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.attemptTimeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(dl.Body))
 	if err != nil {
-		return 0, err
+		return attempt{err: err, class: classRequest}
 	}
 	ts := d.now().Unix()
 	req.Header.Set("Content-Type", "application/json")
@@ -205,12 +246,29 @@ func (d *dispatcher) post(ctx context.Context, wh *store.Webhook, dl *store.Deli
 	req.Header.Set("webhook-signature", TimestampSignature(wh.Secret, dl.ID, ts, dl.Body))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("no answer: %v", err)
+		return attempt{err: fmt.Errorf("no answer: %v", err), class: errorClass(ctx, err)}
 	}
 	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, answerKept))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// Kept as text: valid UTF-8 without NUL (PostgreSQL's text refuses it).
+	a := attempt{status: resp.StatusCode, answer: strings.ReplaceAll(strings.ToValidUTF8(string(head), "\ufffd"), "\x00", "")}
 	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, fmt.Errorf("the receiver answered %d", resp.StatusCode)
+		a.err, a.class = fmt.Errorf("the receiver answered %d", resp.StatusCode), classHTTP
 	}
-	return resp.StatusCode, nil
+	return a
+}
+
+// errorClass classes a failed request as E2B does.
+func errorClass(ctx context.Context, err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &dnsErr):
+		return classDNS
+	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return classTimeout
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return classCanceled
+	}
+	return classTransport
 }

@@ -24,14 +24,14 @@ func TestDeliveryRefusesDeniedAddressAtConnect(t *testing.T) {
 	defer srv.Close()
 	d := newDispatcher(nil, DeliveryConfig{}, slog.Default(), time.Now)
 	wh := &store.Webhook{ID: "wh", URL: srv.URL, Secret: "s"}
-	_, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")})
-	if err == nil || !strings.Contains(err.Error(), "loopback") || hits.Load() != 0 {
-		t.Fatalf("delivery to 127.0.0.1: err %v, receiver hit %d times", err, hits.Load())
+	a := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")})
+	if a.err == nil || !strings.Contains(a.err.Error(), "loopback") || a.class != classTransport || hits.Load() != 0 {
+		t.Fatalf("delivery to 127.0.0.1: err %v (%s), receiver hit %d times", a.err, a.class, hits.Load())
 	}
 	// The operator's opt-in lets it through.
 	d = newDispatcher(nil, DeliveryConfig{AllowPrivate: true}, slog.Default(), time.Now)
-	if _, err := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")}); err != nil || hits.Load() != 1 {
-		t.Fatalf("allowed delivery: %v, hits %d", err, hits.Load())
+	if a := d.post(context.Background(), wh, &store.Delivery{ID: "d", Body: []byte("{}")}); a.err != nil || a.status != 200 || hits.Load() != 1 {
+		t.Fatalf("allowed delivery: %v (%d), hits %d", a.err, a.status, hits.Load())
 	}
 }
 
@@ -57,4 +57,21 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// An attempt keeps the start of the receiver's answer as text the
+// databases store (valid UTF-8, no NUL: PostgreSQL's text refuses it),
+// with its status and E2B's error class.
+func TestAttemptKeepsTheAnswerAsText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("a\x00b\xffc" + strings.Repeat("x", 4096)))
+	}))
+	defer srv.Close()
+	d := newDispatcher(nil, DeliveryConfig{AllowPrivate: true}, slog.Default(), time.Now)
+	a := d.post(context.Background(), &store.Webhook{ID: "wh", URL: srv.URL, Secret: "s"}, &store.Delivery{ID: "d", Body: []byte("{}")})
+	if a.status != 502 || a.class != classHTTP || a.err == nil || !strings.HasPrefix(a.answer, "ab\ufffdc") ||
+		strings.ContainsRune(a.answer, 0) || len(a.answer) > answerKept+2 {
+		t.Fatalf("attempt: %d %s %v %q", a.status, a.class, a.err, a.answer[:min(len(a.answer), 16)])
+	}
 }

@@ -13,18 +13,22 @@ import (
 // receiver written for E2B reads it unchanged, plus cause and
 // sandboxMetadata.
 type Event struct {
-	Version           string            `json:"version"`
-	ID                string            `json:"id"`
-	Type              string            `json:"type"`
-	EventCategory     string            `json:"eventCategory"`
-	EventLabel        string            `json:"eventLabel"`
-	Timestamp         time.Time         `json:"timestamp"`
-	SandboxID         string            `json:"sandboxId"`
-	SandboxTemplateID string            `json:"sandboxTemplateId"`
-	SandboxTeamID     string            `json:"sandboxTeamId"`
-	SandboxMetadata   map[string]string `json:"sandboxMetadata"`
-	Cause             sandbox.Cause     `json:"cause"`
-	EventData         store.EventData   `json:"eventData"`
+	Version           string    `json:"version"`
+	ID                string    `json:"id"`
+	Type              string    `json:"type"`
+	EventCategory     string    `json:"eventCategory"`
+	EventLabel        string    `json:"eventLabel"`
+	Timestamp         time.Time `json:"timestamp"`
+	SandboxID         string    `json:"sandboxId"`
+	SandboxTemplateID string    `json:"sandboxTemplateId"`
+	SandboxTeamID     string    `json:"sandboxTeamId"`
+	// E2B's ids of the run and of the template's build: here one
+	// execution per sandbox (its id) and no builds (the template id).
+	SandboxExecutionID string            `json:"sandboxExecutionId"`
+	SandboxBuildID     string            `json:"sandboxBuildId"`
+	SandboxMetadata    map[string]string `json:"sandboxMetadata"`
+	Cause              sandbox.Cause     `json:"cause"`
+	EventData          store.EventData   `json:"eventData"`
 }
 
 // View renders e.
@@ -32,6 +36,7 @@ func View(e *store.Event) Event {
 	label := e.Type[lastDot(e.Type)+1:]
 	return Event{Version: "v1", ID: e.ID, Type: e.Type, EventCategory: "lifecycle", EventLabel: label,
 		Timestamp: e.At, SandboxID: e.SandboxID, SandboxTemplateID: e.TemplateID, SandboxTeamID: e.OrgID,
+		SandboxExecutionID: e.SandboxID, SandboxBuildID: e.TemplateID,
 		SandboxMetadata: e.Metadata, Cause: e.Cause, EventData: e.Data}
 }
 

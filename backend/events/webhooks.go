@@ -43,7 +43,8 @@ type WebhookView struct {
 	DisabledReason string    `json:"disabledReason,omitempty"`
 }
 
-func webhookView(w *store.Webhook) WebhookView {
+// WebhookViewOf renders w.
+func WebhookViewOf(w *store.Webhook) WebhookView {
 	ev := w.Events
 	if ev == nil {
 		ev = []string{}
@@ -94,25 +95,40 @@ func (s *Service) apply(r *http.Request, w *store.Webhook, b *WebhookBody) error
 	return nil
 }
 
+// CreateWebhook validates b and registers it as a webhook of the request's
+// org (POST /events/webhooks, here and on the E2B edge).
+func (s *Service) CreateWebhook(r *http.Request, b *WebhookBody) (*store.Webhook, error) {
+	switch {
+	case b.URL == nil:
+		return nil, httpx.Invalid("url", "required")
+	case b.SignatureSecret == nil:
+		return nil, httpx.Invalid("signatureSecret", "required: deliveries are signed with it (e2b-signature)")
+	}
+	wh := &store.Webhook{ID: "wh_" + randomHex(12), OrgID: httpx.Org(r), Enabled: true, CreatedAt: s.cfg.Now().UTC()}
+	if err := s.apply(r, wh, b); err != nil {
+		return nil, err
+	}
+	return wh, s.db.PutWebhook(r.Context(), wh)
+}
+
+// UpdateWebhook validates b and applies it to wh (PATCH).
+func (s *Service) UpdateWebhook(r *http.Request, wh *store.Webhook, b *WebhookBody) error {
+	if err := s.apply(r, wh, b); err != nil {
+		return err
+	}
+	return s.db.PutWebhook(r.Context(), wh)
+}
+
 func (s *Service) handleWebhookCreate(w http.ResponseWriter, r *http.Request) error {
 	var b WebhookBody
 	if err := httpx.Decode(r, &b, nil); err != nil {
 		return err
 	}
-	switch {
-	case b.URL == nil:
-		return httpx.Invalid("url", "required")
-	case b.SignatureSecret == nil:
-		return httpx.Invalid("signatureSecret", "required: deliveries are signed with it (e2b-signature)")
-	}
-	wh := &store.Webhook{ID: "wh_" + randomHex(12), OrgID: httpx.Org(r), Enabled: true, CreatedAt: s.cfg.Now().UTC()}
-	if err := s.apply(r, wh, &b); err != nil {
+	wh, err := s.CreateWebhook(r, &b)
+	if err != nil {
 		return err
 	}
-	if err := s.db.PutWebhook(r.Context(), wh); err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusCreated, webhookView(wh))
+	httpx.WriteJSON(w, http.StatusCreated, WebhookViewOf(wh))
 	return nil
 }
 
@@ -123,7 +139,7 @@ func (s *Service) handleWebhookList(w http.ResponseWriter, r *http.Request) erro
 	}
 	out := make([]WebhookView, len(hooks))
 	for i, h := range hooks {
-		out[i] = webhookView(h)
+		out[i] = WebhookViewOf(h)
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -144,7 +160,7 @@ func (s *Service) handleWebhookGet(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, webhookView(wh))
+	httpx.WriteJSON(w, http.StatusOK, WebhookViewOf(wh))
 	return nil
 }
 
@@ -157,13 +173,10 @@ func (s *Service) handleWebhookPatch(w http.ResponseWriter, r *http.Request) err
 	if err := httpx.Decode(r, &b, nil); err != nil {
 		return err
 	}
-	if err := s.apply(r, wh, &b); err != nil {
+	if err := s.UpdateWebhook(r, wh, &b); err != nil {
 		return err
 	}
-	if err := s.db.PutWebhook(r.Context(), wh); err != nil {
-		return err
-	}
-	httpx.WriteJSON(w, http.StatusOK, webhookView(wh))
+	httpx.WriteJSON(w, http.StatusOK, WebhookViewOf(wh))
 	return nil
 }
 
@@ -191,11 +204,29 @@ type DeliveryView struct {
 	CreatedAt   time.Time  `json:"createdAt"`
 	NextAttempt *time.Time `json:"nextAttemptAt,omitempty"`
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	// AttemptLog is every attempt made, oldest first.
+	AttemptLog []AttemptView `json:"attemptLog"`
+}
+
+// AttemptView is one attempt of a delivery: when the POST started, how
+// long it took, the receiver's status (absent: no answer) and why it
+// failed (absent: a 2xx).
+type AttemptView struct {
+	ID         string    `json:"id"`
+	At         time.Time `json:"at"`
+	DurationMs int64     `json:"durationMs"`
+	StatusCode int       `json:"statusCode,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	ErrorClass string    `json:"errorClass,omitempty"`
+}
+
+func attemptView(a *store.Attempt) AttemptView {
+	return AttemptView{ID: a.ID, At: a.At.UTC(), DurationMs: a.Duration.Milliseconds(), StatusCode: a.StatusCode, Error: a.Error, ErrorClass: a.ErrorClass}
 }
 
 func deliveryView(d *store.Delivery) DeliveryView {
 	v := DeliveryView{ID: d.ID, EventID: d.EventID, EventType: d.EventType, SandboxID: d.SandboxID, Status: d.Status,
-		Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt}
+		Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt, AttemptLog: []AttemptView{}}
 	if d.Status == store.DeliveryPending {
 		n := d.NextAt
 		v.NextAttempt = &n
@@ -225,8 +256,18 @@ func (s *Service) handleDeliveries(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	out := make([]DeliveryView, len(ds))
+	at := make(map[string]int, len(ds))
+	ids := make([]string, len(ds))
 	for i, d := range ds {
-		out[i] = deliveryView(d)
+		out[i], at[d.ID], ids[i] = deliveryView(d), i, d.ID
+	}
+	tries, err := s.db.AttemptsOf(r.Context(), wh.ID, ids)
+	if err != nil {
+		return err
+	}
+	for _, a := range tries {
+		v := &out[at[a.DeliveryID]]
+		v.AttemptLog = append(v.AttemptLog, attemptView(a))
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil

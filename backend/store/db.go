@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,10 @@ type DB struct {
 	keyLookups atomic.Int64
 	// evWake wakes event streams (eventwake.go).
 	evWake eventWake
+	// ckStop stops SQLite's checkpoint loop (checkpoint.go); ckDone is
+	// closed when it has.
+	ckStop chan struct{}
+	ckDone chan struct{}
 }
 
 // Open opens (creating if needed) the database named by url: a file path,
@@ -72,7 +77,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 			return nil, fmt.Errorf("creating database directory %s: %w", dir, err)
 		}
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate" +
+		"&_pragma=wal_autocheckpoint(" + strconv.Itoa(walBackstop) + ")" // checkpoints run beside the writer (checkpoint.go)
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -94,6 +100,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("database %s: %w", path, err)
 	}
+	db.ckStop, db.ckDone = make(chan struct{}), make(chan struct{})
+	go checkpointLoop(r, db.ckStop, db.ckDone)
 	return db, nil
 }
 
@@ -163,6 +171,11 @@ func redactURL(raw string) string {
 func (db *DB) Close() error {
 	if db.remote != nil {
 		db.remote.stop()
+	}
+	if db.ckStop != nil {
+		close(db.ckStop)
+		<-db.ckDone
+		db.ckStop = nil
 	}
 	db.stmts.Range(func(_, s any) bool { s.(*sql.Stmt).Close(); return true })
 	if db.r == db.w {

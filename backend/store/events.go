@@ -146,6 +146,9 @@ type EventFilter struct {
 	Since     time.Time
 	AfterSeq  int64 // cursor
 	Limit     int
+	// Desc lists newest first; Offset skips that many (E2B's paging).
+	Desc   bool
+	Offset int
 }
 
 const eventColumns = `seq, id, org_id, sandbox_id, type, at, template_id, metadata, cause, data`
@@ -185,9 +188,16 @@ func (db *DB) ListEvents(ctx context.Context, f EventFilter) ([]*Event, error) {
 		args = append(args, f.Since.UnixNano())
 	}
 	q += ` ORDER BY seq`
+	if f.Desc {
+		q += ` DESC`
+	}
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
+		if f.Offset > 0 {
+			q += ` OFFSET ?`
+			args = append(args, f.Offset)
+		}
 	}
 	return QueryAll(ctx, db.r, scanEvent, q, args...)
 }
@@ -203,9 +213,13 @@ func (db *DB) EventSeq(ctx context.Context, orgID, id string) (int64, error) {
 	return seq, err
 }
 
-// DeleteEventsBefore deletes the events older than t (retention), and the
-// finished webhook deliveries made before t, and says how many events went.
+// DeleteEventsBefore deletes the events older than t (retention), the
+// finished webhook deliveries made before t and the delivery attempts made
+// before t, and says how many events went.
 func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+	if _, err := db.w.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE at < ?`, t.UnixNano()); err != nil {
+		return 0, err
+	}
 	if _, err := db.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE created_at < ? AND status <> ?`, t.UnixNano(), DeliveryPending); err != nil {
 		return 0, err
 	}

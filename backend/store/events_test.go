@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -212,6 +213,30 @@ func TestCreditsKillAndEnvironmentEvents(t *testing.T) {
 		}
 		if evs[3].Data.EnvironmentID != "env-1" {
 			t.Errorf("environment event without its environment: %+v", evs[3].Data)
+		}
+	})
+}
+
+// E2B's paging: newest first, offset and limit, on both databases.
+func TestListEventsNewestFirstWithOffset(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		rec := newRecord(t, db, "r1")
+		moveAll(t, db, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, sandbox.PhaseRunning, sandbox.CauseReconciler,
+			sandbox.PhasePausing, sandbox.CauseUser, sandbox.PhasePaused, sandbox.CauseReconciler,
+			sandbox.PhaseStopping, sandbox.CauseUser, sandbox.PhaseDeleted, sandbox.CauseReconciler)
+		for _, c := range []struct {
+			f    EventFilter
+			want []string
+		}{
+			{EventFilter{OrgID: rec.OrgID}, []string{"sandbox.lifecycle.created", "sandbox.lifecycle.paused", "sandbox.lifecycle.killed"}},
+			{EventFilter{OrgID: rec.OrgID, Desc: true}, []string{"sandbox.lifecycle.killed", "sandbox.lifecycle.paused", "sandbox.lifecycle.created"}},
+			{EventFilter{OrgID: rec.OrgID, Desc: true, Limit: 1, Offset: 1}, []string{"sandbox.lifecycle.paused"}},
+			{EventFilter{OrgID: rec.OrgID, Limit: 2, Offset: 1}, []string{"sandbox.lifecycle.paused", "sandbox.lifecycle.killed"}},
+			{EventFilter{OrgID: rec.OrgID, Limit: 5, Offset: 3}, []string{}},
+		} {
+			if got := typesOf(eventTypes(t, db, c.f)); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%+v: %v, want %v", c.f, got, c.want)
+			}
 		}
 	})
 }

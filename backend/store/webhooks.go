@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -70,7 +71,7 @@ func (db *DB) ListWebhooks(ctx context.Context, orgID string) ([]*Webhook, error
 	return QueryAll(ctx, db.r, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks WHERE org_id = ? ORDER BY created_at, id`, orgID)
 }
 
-// DeleteWebhook removes an org's webhook and its deliveries.
+// DeleteWebhook removes an org's webhook, its deliveries and their attempts.
 func (db *DB) DeleteWebhook(ctx context.Context, orgID, id string) error {
 	return db.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ? AND org_id = ?`, id, orgID)
@@ -79,6 +80,9 @@ func (db *DB) DeleteWebhook(ctx context.Context, orgID, id string) error {
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrNotFound
+		}
+		if _, err = tx.ExecContext(ctx, `DELETE FROM webhook_attempts WHERE webhook_id = ?`, id); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = ?`, id)
 		return err
@@ -160,20 +164,39 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errFanOutRaced
 		}
+		// Inserted fanOutRows at a time: a round trip per delivery held
+		// PostgreSQL's fan-out far below 1,000 events a second.
+		var rows []string
+		var args []any
+		flush := func() error {
+			if len(rows) == 0 {
+				return nil
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,
+				sandbox_id, body, status, created_at, next_at) VALUES `+strings.Join(rows, ", ")+`
+				ON CONFLICT (webhook_id, event_seq) DO NOTHING`, args...)
+			rows, args = rows[:0], args[:0]
+			return err
+		}
 		for _, e := range evs {
+			var body string
 			for _, h := range hooks {
 				if h.OrgID != e.OrgID || e.Seq <= h.FromSeq || !h.Wants(e.Type) {
 					continue
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_seq, event_id, event_type,
-					sandbox_id, body, status, created_at, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-					ON CONFLICT (webhook_id, event_seq) DO NOTHING`,
-					newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, string(render(e)), DeliveryPending, now.UnixNano(), now.UnixNano()); err != nil {
-					return err
+				if body == "" {
+					body = string(render(e))
+				}
+				rows = append(rows, `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+				args = append(args, newID(), h.ID, e.Seq, e.ID, e.Type, e.SandboxID, body, DeliveryPending, now.UnixNano(), now.UnixNano())
+				if len(rows) == fanOutRows {
+					if err := flush(); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		return nil
+		return flush()
 	})
 	if errors.Is(err, errFanOutRaced) {
 		return 0, nil
@@ -182,6 +205,10 @@ func (db *DB) FanOut(ctx context.Context, now time.Time, render func(*Event) []b
 }
 
 var errFanOutRaced = errors.New("another replica fanned these events out")
+
+// fanOutRows bounds the deliveries one fan-out statement inserts (10
+// parameters each, well under both databases' limits).
+const fanOutRows = 500
 
 // ClaimDeliveries claims up to limit due deliveries of enabled webhooks
 // for owner until now+hold: each the oldest pending one of its webhook
@@ -226,31 +253,216 @@ type DeliveryResult struct {
 	// delivery fails and its webhook is disabled with DisableReason.
 	Retry         time.Time
 	DisableReason string
+	// The attempt's entry in the log (webhook_attempts): its id, when the
+	// POST started and how long it took, the class of its error (E2B's
+	// errorClass), the URL tried and the start of the answer.
+	AttemptID    string
+	Started      time.Time
+	Duration     time.Duration
+	ErrorClass   string
+	URL          string
+	ResponseBody string
 }
 
-// FinishDelivery records an attempt of d by owner (ignored when the claim
-// was lost meanwhile: the new holder's attempt counts).
+// FinishDelivery records an attempt of d by owner (FinishDeliveries).
 func (db *DB) FinishDelivery(ctx context.Context, d *Delivery, owner string, r DeliveryResult) error {
+	return db.FinishDeliveries(ctx, owner, []Finished{{d, r}})
+}
+
+// Finished is an attempt made of a delivery and its outcome.
+type Finished struct {
+	Delivery *Delivery
+	Result   DeliveryResult
+}
+
+// FinishDeliveries records attempts made by owner, in one transaction (a
+// dispatcher's pass records its attempts together: a transaction per
+// attempt held PostgreSQL's deliveries far below 1,000 a second). Every
+// attempt goes to the log (it was made); a delivery's outcome is recorded
+// only while owner still holds its claim (else the new holder's attempt
+// counts).
+func (db *DB) FinishDeliveries(ctx context.Context, owner string, fs []Finished) error {
+	if len(fs) == 0 {
+		return nil
+	}
 	return db.Tx(ctx, func(tx *sql.Tx) error {
-		status, next, delivered := DeliveryPending, NanosOrNull(r.Retry), any(nil)
-		switch {
-		case r.Error == "":
-			status, next, delivered = DeliveryDelivered, r.At.UnixNano(), r.At.UnixNano()
-		case r.Retry.IsZero():
-			status, next = DeliveryFailed, r.At.UnixNano()
+		// The log, one statement for all. A webhook deleted meanwhile
+		// leaves its rows behind, unread (the log joins its delivery)
+		// until the retention sweep.
+		var rows []string
+		var args []any
+		for _, f := range fs {
+			d, r := f.Delivery, f.Result
+			if r.AttemptID == "" {
+				continue
+			}
+			started := r.Started
+			if started.IsZero() {
+				started = r.At.Add(-r.Duration)
+			}
+			rows = append(rows, `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			args = append(args, r.AttemptID, d.ID, d.WebhookID, started.UnixNano(), int64(r.Duration), r.Status, r.Error, r.ErrorClass,
+				r.URL, r.ResponseBody)
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_at = ?,
-			last_status = ?, last_error = ?, delivered_at = ?, claimed_by = NULL, claim_expires = NULL
-			WHERE id = ? AND claimed_by = ?`, status, next, r.Status, r.Error, delivered, d.ID, owner)
+		if len(rows) > 0 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (id, delivery_id, webhook_id, at, duration_ns, status_code,
+				error, error_class, url, response_body) VALUES `+strings.Join(rows, ", ")+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
+				return err
+			}
+		}
+		// The outcomes, one statement for all (a round trip per delivery
+		// serialised the pass): each only while owner holds its claim.
+		rows, args = rows[:0], args[:0]
+		for _, f := range fs {
+			d, r := f.Delivery, f.Result
+			status, next, delivered := DeliveryPending, NanosOrNull(r.Retry), any(nil)
+			switch {
+			case r.Error == "":
+				status, next, delivered = DeliveryDelivered, r.At.UnixNano(), r.At.UnixNano()
+			case r.Retry.IsZero():
+				status, next = DeliveryFailed, r.At.UnixNano()
+			}
+			rows = append(rows, `(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT))`)
+			args = append(args, d.ID, status, next, r.Status, r.Error, delivered)
+		}
+		// VALUES' columns are column1… on both SQLite and PostgreSQL.
+		updated, err := QueryAll(ctx, tx, func(s Scanner) ([2]string, error) {
+			var v [2]string
+			return v, s.Scan(&v[0], &v[1])
+		}, `UPDATE webhook_deliveries SET status = v.column2, attempts = attempts + 1,
+			next_at = v.column3, last_status = v.column4, last_error = v.column5, delivered_at = v.column6,
+			claimed_by = NULL, claim_expires = NULL
+			FROM (VALUES `+strings.Join(rows, ", ")+`) AS v
+			WHERE webhook_deliveries.id = v.column1 AND webhook_deliveries.claimed_by = ?
+			RETURNING webhook_deliveries.id, webhook_deliveries.status`, append(args, owner)...)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n != 1 || status != DeliveryFailed {
-			return nil
+		var failed []string
+		for _, u := range updated {
+			if u[1] == DeliveryFailed {
+				failed = append(failed, u[0])
+			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0, disabled_reason = ? WHERE id = ?`, r.DisableReason, d.WebhookID)
-		return err
+		// A delivery that failed for good disables its webhook, with why.
+		for _, f := range fs {
+			if slices.Contains(failed, f.Delivery.ID) {
+				if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0, disabled_reason = ? WHERE id = ?`,
+					f.Result.DisableReason, f.Delivery.WebhookID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
+}
+
+// Attempt is one entry of a webhook's attempt log, with its delivery's
+// event.
+type Attempt struct {
+	Seq          int64
+	ID           string
+	DeliveryID   string
+	WebhookID    string
+	At           time.Time // when the POST started
+	Duration     time.Duration
+	StatusCode   int // 0: no answer
+	Error        string
+	ErrorClass   string
+	URL          string
+	ResponseBody string
+	// Of the delivery.
+	EventID, EventType, SandboxID string
+	Body                          []byte
+}
+
+// Success reports whether the attempt was answered 2xx.
+func (a *Attempt) Success() bool { return a.Error == "" }
+
+const attemptColumns = `a.seq, a.id, a.delivery_id, a.webhook_id, a.at, a.duration_ns, a.status_code, a.error, a.error_class, a.url,
+	a.response_body, d.event_id, d.event_type, d.sandbox_id, d.body`
+
+func scanAttempt(s Scanner) (*Attempt, error) {
+	var a Attempt
+	var dur int64
+	var body string
+	if err := s.Scan(&a.Seq, &a.ID, &a.DeliveryID, &a.WebhookID, nsTime(&a.At), &dur, &a.StatusCode, &a.Error, &a.ErrorClass, &a.URL,
+		&a.ResponseBody, &a.EventID, &a.EventType, &a.SandboxID, &body); err != nil {
+		return nil, err
+	}
+	a.Duration, a.Body = time.Duration(dur), []byte(body)
+	return &a, nil
+}
+
+// AttemptsOf returns the attempts of the given deliveries of webhookID,
+// oldest first.
+func (db *DB) AttemptsOf(ctx context.Context, webhookID string, deliveryIDs []string) ([]*Attempt, error) {
+	if len(deliveryIDs) == 0 {
+		return nil, nil
+	}
+	args := []any{webhookID}
+	for _, id := range deliveryIDs {
+		args = append(args, id)
+	}
+	return QueryAll(ctx, db.r, scanAttempt, `SELECT `+attemptColumns+` FROM webhook_attempts a
+		JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE a.webhook_id = ? AND a.delivery_id IN (`+placeholders(len(deliveryIDs))+`)
+		ORDER BY a.seq`, args...)
+}
+
+// AttemptFilter selects a webhook's attempts.
+type AttemptFilter struct {
+	WebhookID  string
+	Asc        bool      // oldest first (else newest first)
+	Cursor     int64     // after this seq (in the order asked); 0: from the start
+	Start, End time.Time // at in [Start, End) when set
+	Success    *bool     // only successful (true) or failed (false) attempts
+	Types      []string  // only these event types
+	Limit      int
+}
+
+// ListAttempts lists a webhook's attempt log.
+func (db *DB) ListAttempts(ctx context.Context, f AttemptFilter) ([]*Attempt, error) {
+	q := `SELECT ` + attemptColumns + ` FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE a.webhook_id = ?`
+	args := []any{f.WebhookID}
+	order := ` ORDER BY a.seq DESC`
+	if f.Asc {
+		order = ` ORDER BY a.seq`
+	}
+	if f.Cursor > 0 {
+		if f.Asc {
+			q += ` AND a.seq > ?`
+		} else {
+			q += ` AND a.seq < ?`
+		}
+		args = append(args, f.Cursor)
+	}
+	if !f.Start.IsZero() {
+		q += ` AND a.at >= ?`
+		args = append(args, f.Start.UnixNano())
+	}
+	if !f.End.IsZero() {
+		q += ` AND a.at < ?`
+		args = append(args, f.End.UnixNano())
+	}
+	if f.Success != nil {
+		if *f.Success {
+			q += ` AND a.error = ''`
+		} else {
+			q += ` AND a.error <> ''`
+		}
+	}
+	if len(f.Types) > 0 {
+		q += ` AND d.event_type IN (` + placeholders(len(f.Types)) + `)`
+		for _, t := range f.Types {
+			args = append(args, t)
+		}
+	}
+	q += order
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return QueryAll(ctx, db.r, scanAttempt, q, args...)
 }
 
 // ListDeliveries is a webhook's delivery log, newest first.
@@ -276,4 +488,42 @@ func (db *DB) Redeliver(ctx context.Context, webhookID, id string, now time.Time
 // GetWebhookByID reads a webhook whatever its org (the dispatcher's view).
 func (db *DB) GetWebhookByID(ctx context.Context, id string) (*Webhook, error) {
 	return scanWebhook(db.r.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = ?`, id))
+}
+
+// AttemptStat aggregates attempts: how many, how many failed, and their
+// durations.
+type AttemptStat struct {
+	Start         time.Time // of the bucket
+	Total, Failed int64
+	Min, Avg, Max time.Duration
+}
+
+// AttemptStats aggregates a webhook's attempts made in [start, end), in all
+// and per bucket (buckets without attempts are left out).
+func (db *DB) AttemptStats(ctx context.Context, webhookID string, start, end time.Time, bucket time.Duration) (all AttemptStat, buckets []AttemptStat, err error) {
+	const aggregates = `COUNT(*), COALESCE(SUM(CASE WHEN error <> '' THEN 1 ELSE 0 END), 0), COALESCE(MIN(duration_ns), 0),
+		COALESCE(CAST(AVG(duration_ns) AS DOUBLE PRECISION), 0), COALESCE(MAX(duration_ns), 0)`
+	scan := func(s Scanner, b *AttemptStat, extra ...any) error {
+		var minNs, maxNs int64
+		var avg float64
+		if err := s.Scan(append(extra, &b.Total, &b.Failed, &minNs, &avg, &maxNs)...); err != nil {
+			return err
+		}
+		b.Min, b.Avg, b.Max = time.Duration(minNs), time.Duration(avg), time.Duration(maxNs)
+		return nil
+	}
+	if err := scan(db.r.QueryRowContext(ctx, `SELECT `+aggregates+` FROM webhook_attempts WHERE webhook_id = ? AND at >= ? AND at < ?`,
+		webhookID, start.UnixNano(), end.UnixNano()), &all); err != nil {
+		return all, nil, err
+	}
+	all.Start = start
+	buckets, err = QueryAll(ctx, db.r, func(s Scanner) (AttemptStat, error) {
+		var b AttemptStat
+		var n int64
+		err := scan(s, &b, &n)
+		b.Start = start.Add(time.Duration(n) * bucket)
+		return b, err
+	}, `SELECT (at - ?) / ? AS b, `+aggregates+` FROM webhook_attempts WHERE webhook_id = ? AND at >= ? AND at < ? GROUP BY b ORDER BY b`,
+		start.UnixNano(), int64(bucket), webhookID, start.UnixNano(), end.UnixNano())
+	return all, buckets, err
 }

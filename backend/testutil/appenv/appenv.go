@@ -42,6 +42,8 @@ type Env struct {
 type Opts struct {
 	NoLoops bool    // do not run the reconciler and settle loops
 	Credits float64 // org1's balance (default 1000)
+	// Config, when set, changes the backend's configuration before it starts.
+	Config func(*app.Config)
 }
 
 // New starts the backend; the test's cleanup stops it and removes its containers.
@@ -57,6 +59,9 @@ func New(t *testing.T, o Opts) *Env {
 		AdminKey: "admin-" + t.Name(), MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond,
 		// Set to run the app's tests with the sandbox agent injected.
 		AgentBinary: os.Getenv("DREADNODE_AGENT_BINARY")}
+	if o.Config != nil {
+		o.Config(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
