@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -320,16 +319,6 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 func (r *sandboxResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
-
-var (
-	sandboxResourcesAttrTypes = map[string]attr.Type{"cpu_count": types.Int64Type, "memory_mb": types.Int64Type}
-	sandboxNetworkAttrTypes   = map[string]attr.Type{
-		"allow_public_traffic":  types.BoolType,
-		"allow_internet_access": types.BoolType,
-		"allow_out":             types.ListType{ElemType: types.StringType},
-		"deny_out":              types.ListType{ElemType: types.StringType},
-	}
-)
 
 // createRequest builds the POST /sandboxes body from the plan; envVarsWO
 // is the write-only env_vars_wo of the configuration (never in the plan).

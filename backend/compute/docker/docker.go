@@ -30,7 +30,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -310,5 +309,3 @@ const (
 )
 
 func containerName(recordID string) string { return namePrefix + recordID }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -44,7 +44,7 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 					case <-ctx.Done():
 						return
 					}
-				case <-errs:
+				case _ = <-errs: // the stream ended, whatever the cause: reconnect
 					break stream
 				}
 			}

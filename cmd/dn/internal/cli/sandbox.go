@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -327,7 +326,7 @@ func (a *app) sandboxCpCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var r io.Reader = a.io.In
+				r := a.io.In
 				if argv[0] != "-" {
 					f, err := os.Open(argv[0])
 					if err != nil {
