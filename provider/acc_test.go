@@ -228,13 +228,13 @@ func requireTaintedWith(t *testing.T, workingDir, typ, name string, attrs ...str
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(timeout time.Duration, f func() error) error {
 	deadline := time.Now().Add(timeout)
-	b := newBackoff(100*time.Millisecond, time.Second)
+	b := client.Doubling(100*time.Millisecond, time.Second)
 	for {
 		err := f()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(b.Next()) // polling interval, bounded by the deadline
+		time.Sleep(b.NextBackOff()) // polling interval, bounded by the deadline
 	}
 }
 
