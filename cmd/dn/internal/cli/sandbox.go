@@ -399,7 +399,7 @@ func (a *app) sandboxLogsCmd() *cobra.Command {
 				}
 			}
 			emit()
-			backoff := backoffMin
+			pause := client.Doubling(backoffMin, backoffMax/2) // between polls; reset by new lines
 			for follow {
 				sb, err := c.GetSandbox(cmd.Context(), id)
 				if err != nil {
@@ -410,15 +410,14 @@ func (a *app) sandboxLogsCmd() *cobra.Command {
 					select {
 					case <-cmd.Context().Done():
 						return nil
-					case <-time.After(backoff):
+					case <-time.After(pause.NextBackOff()):
 					}
-					backoff = min(backoff*2, backoffMax/2)
 				}
 				if lines, err = c.SandboxLogs(cmd.Context(), id); err != nil {
 					return err
 				}
 				if len(lines) > printed {
-					backoff = backoffMin
+					pause.Reset()
 				}
 				emit()
 				if gone {
