@@ -15,8 +15,8 @@ import (
 // errWaitTimeout is returned when the deadline passes before the target state.
 var errWaitTimeout = errors.New("timed out")
 
-// Poll intervals: task environments follow the SDK's 1 s → 5 s (seed 000)
-// and long-poll the status; sandboxes start in about a second and their GET
+// Poll intervals (client.WaitState runs the waits): task environments are
+// polled 1 s doubling to 5 s, as dn does, each poll long-polling the status; sandboxes start in about a second and their GET
 // cannot long-poll, so they are polled more finely (50 ms doubling to 500 ms): the cap
 // is added, at worst, to every create.
 var (

@@ -2,7 +2,7 @@ package taskenv
 
 import "testing"
 
-// Every (from, to) pair of states (seed 000): monotonic, with paused → ready
+// Every (from, to) pair of states: monotonic, with paused → ready
 // the one move backwards.
 func TestTransitionsEveryPair(t *testing.T) {
 	allowed := map[[2]State]bool{}

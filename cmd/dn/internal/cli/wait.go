@@ -10,11 +10,11 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
-// DefaultWaitDeadline bounds a wait without --timeout-sec (seed 000).
+// DefaultWaitDeadline bounds a wait without --timeout-sec (README, dn).
 const DefaultWaitDeadline = 15 * time.Minute
 
-// Backoff of polling when the server does not hold the answer (seed 000:
-// 1 s doubling to a 5 s cap), and the longest long poll asked for.
+// Backoff of polling when the server does not hold the answer (1 s doubling
+// to a 5 s cap, as the README says), and the longest long poll asked for.
 const (
 	backoffMin  = time.Second
 	backoffMax  = 5 * time.Second
