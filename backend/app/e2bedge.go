@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/e2bapi"
 )
 
@@ -9,6 +10,7 @@ import (
 // (so E2B_API_URL=<backend>/e2b points E2B's SDKs here). Its domain is
 // where sandbox traffic is routed: DREADNODE_SANDBOX_DOMAIN (localhost).
 func (a *App) e2bEdge() api.Edge {
-	edge := e2bapi.New(e2bapi.Config{Lifecycle: a.Lifecycle, DB: a.DB, Domain: env("DREADNODE_SANDBOX_DOMAIN", "localhost")})
+	e, _ := config.Parse[config.E2BEdge]() // text: reading it cannot fail
+	edge := e2bapi.New(e2bapi.Config{Lifecycle: a.Lifecycle, DB: a.DB, Domain: e.SandboxDomain})
 	return api.Edge{Prefix: e2bapi.Prefix, Wrap: e2bapi.Errors, Routes: edge.Register}
 }

@@ -28,7 +28,6 @@ package docker
 import (
 	"context"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -98,15 +97,6 @@ func networkOf(scope string) string {
 		return DefaultNetwork
 	}
 	return DefaultNetwork + "-" + scope
-}
-
-// ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
-func ConfigFromEnv() Config {
-	return Config{
-		Host:      os.Getenv("DOCKER_HOST"),
-		Network:   os.Getenv("DOCKER_NETWORK"),
-		BaseImage: os.Getenv("DOCKER_RUNTIME_IMAGE"),
-	}
 }
 
 // Provider is the Docker implementation of compute.Provider and
