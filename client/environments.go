@@ -11,7 +11,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Task environment states (API §3, seed 000).
+// Task environment states (the TaskEnvironment schema of apitypes/openapi.yaml).
 const (
 	EnvBuilding     = "building"
 	EnvProvisioning = "provisioning"

@@ -41,7 +41,7 @@ var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServe
 const accWorkspace = "acc"
 
 func TestMain(m *testing.M) {
-	os.Setenv("CHECKPOINT_DISABLE", "1") // no version check calls from the CLI
+	_ = os.Setenv("CHECKPOINT_DISABLE", "1") // no version check calls from the CLI
 	// Without a CLI configuration file Terraform warns on every command;
 	// give it an empty one unless the configured one exists.
 	emptyRC := ""
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 		if f, err := os.CreateTemp("", "dreadnode-acc-terraformrc"); err == nil {
 			f.Close()
 			emptyRC = f.Name()
-			os.Setenv("TF_CLI_CONFIG_FILE", emptyRC)
+			_ = os.Setenv("TF_CLI_CONFIG_FILE", emptyRC)
 		}
 	}
 	code := m.Run()
@@ -115,7 +115,7 @@ func requireTerraform(t *testing.T) {
 	for _, p := range candidates {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			// Process-wide, set once; every test resolves the same binary.
-			os.Setenv("TF_ACC_TERRAFORM_PATH", p)
+			_ = os.Setenv("TF_ACC_TERRAFORM_PATH", p)
 			return
 		}
 	}
@@ -228,13 +228,13 @@ func requireTaintedWith(t *testing.T, workingDir, typ, name string, attrs ...str
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(timeout time.Duration, f func() error) error {
 	deadline := time.Now().Add(timeout)
-	b := newBackoff(100*time.Millisecond, time.Second)
+	b := client.Doubling(100*time.Millisecond, time.Second)
 	for {
 		err := f()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(b.Next()) // polling interval, bounded by the deadline
+		time.Sleep(b.NextBackOff()) // polling interval, bounded by the deadline
 	}
 }
 

@@ -96,16 +96,7 @@ func listValueOrNull(l []string, diags *diag.Diagnostics) types.List {
 	return out
 }
 
-// int64Ptr returns nil for null or unknown.
-func int64Ptr(v types.Int64) *int64 {
-	if v.IsNull() || v.IsUnknown() {
-		return nil
-	}
-	x := v.ValueInt64()
-	return &x
-}
-
-// intPtr is int64Ptr for the API types' int fields.
+// intPtr returns nil for null or unknown, else the value as the API types' int.
 func intPtr(v types.Int64) *int {
 	if v.IsNull() || v.IsUnknown() {
 		return nil

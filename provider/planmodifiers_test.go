@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 // A small resource schema: paused and timeout change in place, token is computed.
@@ -183,10 +185,10 @@ func TestReplaceUnlessAdopting(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	b := newBackoff(envPollInitial, envPollMax)
+	b := client.Doubling(envPollInitial, envPollMax)
 	var got []int
 	for i := 0; i < 6; i++ {
-		got = append(got, int(b.Next().Seconds()))
+		got = append(got, int(b.NextBackOff().Seconds()))
 	}
 	want := []int{1, 2, 4, 5, 5, 5}
 	if !reflect.DeepEqual(got, want) {

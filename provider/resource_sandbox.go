@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -320,16 +320,6 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 func (r *sandboxResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = configuredData(req.ProviderData, &resp.Diagnostics)
 }
-
-var (
-	sandboxResourcesAttrTypes = map[string]attr.Type{"cpu_count": types.Int64Type, "memory_mb": types.Int64Type}
-	sandboxNetworkAttrTypes   = map[string]attr.Type{
-		"allow_public_traffic":  types.BoolType,
-		"allow_internet_access": types.BoolType,
-		"allow_out":             types.ListType{ElemType: types.StringType},
-		"deny_out":              types.ListType{ElemType: types.StringType},
-	}
-)
 
 // createRequest builds the POST /sandboxes body from the plan; envVarsWO
 // is the write-only env_vars_wo of the configuration (never in the plan).
@@ -710,22 +700,25 @@ func goneDetail(sb *client.Sandbox) string {
 // settleSandbox watches a sandbox that just became running for window and
 // fails when it ends in that time (a command that exits at once).
 func settleSandbox(ctx context.Context, c *client.Client, id string, cur *client.Sandbox, window time.Duration) (*client.Sandbox, error) {
-	deadline := time.Now().Add(window)
-	b := newBackoff(sandboxPollInitial, sandboxPollMax)
-	for time.Now().Before(deadline) {
-		if err := sleepCtx(ctx, min(b.Next(), time.Until(deadline))); err != nil {
-			return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: errWaitTimeout}
-		}
+	state, err := client.WaitState(ctx, cur.State, client.SandboxGone, func(ctx context.Context, _ string, _ time.Duration) (string, error) {
 		sb, err := c.GetSandbox(ctx, id)
 		if err != nil {
-			return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: err}
+			return "", err
 		}
 		cur = sb
-		if client.SandboxGone(sb.State) {
-			return sb, &sandboxWaitError{id: id, target: client.SandboxRunning, state: sb.State, diagnostic: sb.DiagnosticText()}
-		}
+		return sb.State, nil
+	}, client.WaitOptions{Initial: sandboxPollInitial, Max: sandboxPollMax, Deadline: time.Now().Add(window)})
+	var de *client.WaitDeadlineError
+	switch {
+	case errors.As(err, &de):
+		return cur, nil // still running at the end of the window
+	case err != nil && ctx.Err() != nil:
+		return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: errWaitTimeout}
+	case err != nil:
+		return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: cur.State, err: err}
+	default:
+		return cur, &sandboxWaitError{id: id, target: client.SandboxRunning, state: state, diagnostic: cur.DiagnosticText()}
 	}
-	return cur, nil
 }
 
 func (r *sandboxResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {

@@ -12,42 +12,11 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
-// backoff yields exponentially growing intervals: initial, 2×, 4×, … capped at max.
-type backoff struct {
-	next, max time.Duration
-}
-
-func newBackoff(initial, max time.Duration) *backoff { return &backoff{next: initial, max: max} }
-
-func (b *backoff) Next() time.Duration {
-	d := b.next
-	b.next *= 2
-	if b.next > b.max {
-		b.next = b.max
-	}
-	return d
-}
-
-// sleepCtx sleeps d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // errWaitTimeout is returned when the deadline passes before the target state.
 var errWaitTimeout = errors.New("timed out")
 
-// Poll intervals: task environments follow the SDK's 1 s → 5 s (seed 000)
-// and long-poll the status; sandboxes start in about a second and their GET
+// Poll intervals (client.WaitState runs the waits): task environments are
+// polled 1 s doubling to 5 s, as dn does, each poll long-polling the status; sandboxes start in about a second and their GET
 // cannot long-poll, so they are polled more finely (50 ms doubling to 500 ms): the cap
 // is added, at worst, to every create.
 var (
@@ -88,48 +57,37 @@ func (e *envWaitError) Unwrap() error { return e.err }
 // rest of the interval is slept. failed is an error carrying the server's
 // error; torn_down (or 404) is success only when target is torn_down.
 func waitEnvironment(ctx context.Context, c *client.Client, org, ws, id, target string, last *client.Environment) (*client.Environment, error) {
-	b := newBackoff(envPollInitial, envPollMax)
 	prev := ""
 	if last != nil {
 		prev = last.State
 	}
-	for {
-		d := b.Next()
-		if dl, ok := ctx.Deadline(); ok {
-			if rem := time.Until(dl); rem < d {
-				d = rem
-			}
+	final := func(s string) bool { return s == target || s == client.EnvFailed || s == client.EnvTornDown }
+	// The state given is not taken as final: the first poll comes at once.
+	state, err := client.WaitState(ctx, "", final, func(ctx context.Context, _ string, hold time.Duration) (string, error) {
+		st, err := c.EnvironmentStatus(ctx, org, ws, id, hold)
+		if err != nil && client.IsNotFound(err) && target == client.EnvTornDown {
+			st = &client.Environment{ID: id, State: client.EnvTornDown}
+		} else if err != nil {
+			return "", err
 		}
-		start := time.Now()
-		st, err := c.EnvironmentStatus(ctx, org, ws, id, d)
-		switch {
-		case err != nil && client.IsNotFound(err) && target == client.EnvTornDown:
-			return &client.Environment{ID: id, State: client.EnvTornDown}, nil
-		case err != nil && ctx.Err() != nil:
-			return last, &envWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
-		case err != nil:
-			return last, &envWaitError{id: id, target: target, state: prev, err: err}
-		}
-		last = st
+		last, prev = st, st.State
 		tflog.Debug(ctx, "task environment state", map[string]any{"id": id, "state": st.State, "target": target})
-		switch {
-		case st.State == target:
-			return st, nil
-		case st.State == client.EnvFailed && target == client.EnvTornDown:
-			return st, nil // a failed environment holds nothing any more
-		case st.State == client.EnvFailed:
-			return st, &envWaitError{id: id, target: target, state: st.State, detail: st.ErrorText()}
-		case st.State == client.EnvTornDown:
-			return st, &envWaitError{id: id, target: target, state: st.State}
-		}
-		changed := prev != "" && st.State != prev
-		prev = st.State
-		if changed {
-			continue // progress: ask again at once
-		}
-		if err := sleepCtx(ctx, d-time.Since(start)); err != nil {
-			return last, &envWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
-		}
+		return st.State, nil
+	}, client.WaitOptions{Initial: envPollInitial, Max: envPollMax, LongPoll: true, PollFirst: true})
+	var de *client.WaitDeadlineError
+	switch {
+	case errors.As(err, &de) || (err != nil && ctx.Err() != nil):
+		return last, &envWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
+	case err != nil:
+		return last, &envWaitError{id: id, target: target, state: prev, err: err}
+	case state == target:
+		return last, nil
+	case state == client.EnvFailed && target == client.EnvTornDown:
+		return last, nil // a failed environment holds nothing any more
+	case state == client.EnvFailed:
+		return last, &envWaitError{id: id, target: target, state: state, detail: last.ErrorText()}
+	default: // torn down
+		return last, &envWaitError{id: id, target: target, state: state}
 	}
 }
 
@@ -165,33 +123,32 @@ func (e *sandboxWaitError) Unwrap() error { return e.err }
 // failed is an error carrying the server's diagnostic; the other terminal
 // states are errors unless target is deleted (404 then counts as deleted).
 func waitSandbox(ctx context.Context, c *client.Client, id, target string, last *client.Sandbox) (*client.Sandbox, error) {
-	b := newBackoff(sandboxPollInitial, sandboxPollMax)
 	prev := ""
 	if last != nil {
 		prev = last.State
 	}
-	for {
+	final := func(s string) bool { return s == target || client.SandboxGone(s) }
+	// The state given is not taken as final: the first poll comes at once.
+	state, err := client.WaitState(ctx, "", final, func(ctx context.Context, _ string, _ time.Duration) (string, error) {
 		sb, err := c.GetSandbox(ctx, id)
-		switch {
-		case err != nil && client.IsNotFound(err) && target == client.SandboxDeleted:
-			return &client.Sandbox{Sandbox: apitypes.Sandbox{SandboxID: id, State: client.SandboxDeleted}}, nil
-		case err != nil && ctx.Err() != nil:
-			return last, &sandboxWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
-		case err != nil:
-			return last, &sandboxWaitError{id: id, target: target, state: prev, err: err}
+		if err != nil && client.IsNotFound(err) && target == client.SandboxDeleted {
+			sb = &client.Sandbox{Sandbox: apitypes.Sandbox{SandboxID: id, State: client.SandboxDeleted}}
+		} else if err != nil {
+			return "", err
 		}
 		last, prev = sb, sb.State
 		tflog.Debug(ctx, "sandbox state", map[string]any{"id": id, "state": sb.State, "target": target})
-		switch {
-		case sb.State == target:
-			return sb, nil
-		case target == client.SandboxDeleted && client.SandboxGone(sb.State):
-			return sb, nil
-		case client.SandboxGone(sb.State):
-			return sb, &sandboxWaitError{id: id, target: target, state: sb.State, diagnostic: sb.DiagnosticText()}
-		}
-		if err := sleepCtx(ctx, b.Next()); err != nil {
-			return last, &sandboxWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
-		}
+		return sb.State, nil
+	}, client.WaitOptions{Initial: sandboxPollInitial, Max: sandboxPollMax, PollFirst: true})
+	var de *client.WaitDeadlineError
+	switch {
+	case errors.As(err, &de) || (err != nil && ctx.Err() != nil):
+		return last, &sandboxWaitError{id: id, target: target, state: prev, err: errWaitTimeout}
+	case err != nil:
+		return last, &sandboxWaitError{id: id, target: target, state: prev, err: err}
+	case state == target, target == client.SandboxDeleted:
+		return last, nil
+	default: // gone in another way
+		return last, &sandboxWaitError{id: id, target: target, state: state, diagnostic: last.DiagnosticText()}
 	}
 }

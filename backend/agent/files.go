@@ -130,8 +130,8 @@ func postFile(w http.ResponseWriter, r *http.Request) {
 	hasPath := r.URL.Query().Get("path") != ""
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var out []uploaded
-	switch {
-	case mt == "multipart/form-data":
+	switch mt {
+	case "multipart/form-data":
 		mr := multipart.NewReader(r.Body, params["boundary"])
 		for {
 			part, err := mr.NextPart()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 )
 
 // Environment of the agent itself; none of it reaches the processes it starts.
@@ -32,6 +34,13 @@ const (
 	// as root so it can read its token and start processes as any user.
 	EnvMainUser = "DN_AGENT_MAIN_USER"
 )
+
+// ownEnv reads the agent's variables (package config; text only, so
+// reading them cannot fail).
+func ownEnv() config.Agent {
+	e, _ := config.Parse[config.Agent]()
+	return e
+}
 
 // DefaultTokenFile is read when neither variable is set and it exists: the
 // Docker provider copies the token there before the container starts.
@@ -63,7 +72,7 @@ func Main(args []string) int {
 	env := childEnv(os.Environ())
 	reaper := NewReaper(true)
 	srv := New(Config{Token: token, Env: env}, reaper)
-	addr := os.Getenv(EnvListen)
+	addr := ownEnv().Listen
 	if addr == "" {
 		addr = ":" + strconv.Itoa(Port)
 	}
@@ -108,7 +117,7 @@ func Main(args []string) int {
 // startMain starts the sandbox's own command with the agent's stdio.
 func startMain(r *Reaper, cmd, env []string, done func(syscall.WaitStatus)) (int, error) {
 	var sys *syscall.SysProcAttr
-	if spec := os.Getenv(EnvMainUser); spec != "" {
+	if spec := ownEnv().MainUser; spec != "" {
 		id, err := userSpec(spec)
 		if err != nil {
 			return 0, err
@@ -132,10 +141,10 @@ func startMain(r *Reaper, cmd, env []string, done func(syscall.WaitStatus)) (int
 }
 
 func readToken() (string, error) {
-	if t := os.Getenv(EnvToken); t != "" {
+	if t := ownEnv().Token; t != "" {
 		return t, nil
 	}
-	file := os.Getenv(EnvTokenFile)
+	file := ownEnv().TokenFile
 	if file == "" {
 		if _, err := os.Stat(DefaultTokenFile); err != nil {
 			return "", nil // no token: every request is accepted (envd before /init)
@@ -166,7 +175,7 @@ func childEnv(env []string) []string {
 
 // markReady creates the ready file, if one is asked for.
 func markReady() {
-	if f := os.Getenv(EnvReadyFile); f != "" {
+	if f := ownEnv().ReadyFile; f != "" {
 		if err := os.WriteFile(f, nil, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "dn-agent: cannot write the ready file:", err)
 		}

@@ -83,9 +83,7 @@ func (id identity) resolve(p string) string {
 	if p == "" {
 		return id.home
 	}
-	if strings.HasPrefix(p, "~/") {
-		p = p[2:]
-	}
+	p = strings.TrimPrefix(p, "~/")
 	if !strings.HasPrefix(p, "/") {
 		p = strings.TrimSuffix(id.home, "/") + "/" + p
 	}

@@ -162,12 +162,12 @@ func (w *watch) wakeLocked() {
 }
 
 // take empties the queue.
-func (w *watch) take() ([]*filesystem.FilesystemEvent, error, <-chan struct{}) {
+func (w *watch) take() ([]*filesystem.FilesystemEvent, <-chan struct{}, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queue
 	w.queue = nil
-	return q, w.err, w.changed
+	return q, w.changed, w.err
 }
 
 func (w *watch) close() {
@@ -211,7 +211,7 @@ func (f *Filesystem) WatchDir(ctx context.Context, req *connect.Request[filesyst
 	keepAlive := time.NewTicker(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
-		evs, werr, changed := w.take()
+		evs, changed, werr := w.take()
 		for _, ev := range evs {
 			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: ev}}); err != nil {
 				return err
@@ -265,7 +265,7 @@ func (f *Filesystem) GetWatcherEvents(_ context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	evs, werr, _ := w.take()
+	evs, _, werr := w.take()
 	if werr != nil && len(evs) == 0 {
 		return nil, connect.NewError(connect.CodeAborted, werr)
 	}

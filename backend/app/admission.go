@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 )
 
 // Overcommit of the Docker engine's size in the default capacity. On Docker
@@ -20,16 +21,12 @@ const (
 
 // capacityConfig reads DREADNODE_CAPACITY_SANDBOXES, DREADNODE_CAPACITY_CPU
 // and DREADNODE_CAPACITY_MEMORY_MB (0 or unset: the provider's default).
-func capacityConfig() (admission.Capacity, error) {
-	var c admission.Capacity
-	var err error
+func capacityConfig(e config.Backend) (admission.Capacity, error) {
+	c := admission.Capacity{Sandboxes: e.CapacitySandboxes, CPU: e.CapacityCPU, MemoryMB: e.CapacityMemoryMB}
 	for _, v := range []struct {
 		name string
 		dst  *int
 	}{{"DREADNODE_CAPACITY_SANDBOXES", &c.Sandboxes}, {"DREADNODE_CAPACITY_CPU", &c.CPU}, {"DREADNODE_CAPACITY_MEMORY_MB", &c.MemoryMB}} {
-		if *v.dst, err = envInt(v.name, 0); err != nil {
-			return c, err
-		}
 		if *v.dst < 0 {
 			return c, fmt.Errorf("%s: must be 0 (the provider's default) or more, got %d", v.name, *v.dst)
 		}

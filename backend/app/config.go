@@ -5,7 +5,6 @@ package app
 import (
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,8 +15,8 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 )
 
 // Config is the backend's configuration; see DESIGN.md for the variables.
@@ -111,93 +110,81 @@ const DefaultBootstrapCredits = 1000
 // is unset: generous for archives and uploads, finite.
 const DefaultMaxBodyBytes = 4 << 30
 
-// ConfigFromEnv reads the DREADNODE_* and provider variables.
+// ConfigFromEnv reads the DREADNODE_* and provider variables (config.Backend
+// has them all, typed, with their defaults) and checks what their types do
+// not: ranges and combinations.
 func ConfigFromEnv() (Config, error) {
+	e, err := config.Load()
+	if err != nil {
+		return Config{}, err
+	}
 	c := Config{
-		Listen:        env("DREADNODE_LISTEN", "127.0.0.1:8080"),
-		DataDir:       env("DREADNODE_DATA_DIR", ".dreadnode"),
-		TasksDir:      env("DREADNODE_TASKS_DIR", "tasks"),
-		Provider:      env("DREADNODE_PROVIDER", "docker"),
-		BootstrapOrg:  os.Getenv("DREADNODE_BOOTSTRAP_ORG"),
-		BootstrapKey:  os.Getenv("DREADNODE_BOOTSTRAP_API_KEY"),
-		AdminKey:      os.Getenv("DREADNODE_ADMIN_API_KEY"),
-		MetricsListen: os.Getenv("DREADNODE_METRICS_LISTEN"),
-		SandboxDomain: env("DREADNODE_SANDBOX_DOMAIN", "localhost"),
-		DockerHost:    os.Getenv("DOCKER_HOST"),
-		DockerNetwork: os.Getenv("DOCKER_NETWORK"),
-		DockerImage:   os.Getenv("DOCKER_RUNTIME_IMAGE"),
-		DockerRuntime: os.Getenv("DOCKER_SANDBOX_RUNTIME"),
-		AgentBinary:   os.Getenv("DREADNODE_AGENT_BINARY"),
+		Listen:            e.Listen,
+		DataDir:           e.DataDir,
+		DatabaseURL:       e.DatabaseURL,
+		TasksDir:          e.Catalog.TasksDir,
+		Provider:          e.Provider,
+		BootstrapOrg:      e.BootstrapOrg,
+		BootstrapKey:      e.BootstrapKey,
+		BootstrapCredits:  e.BootstrapCredits,
+		AdminKey:          e.AdminKey,
+		MetricsListen:     e.MetricsListen,
+		MinTimeoutSec:     e.MinTimeoutSec,
+		WarmPoolSize:      e.WarmPoolSize,
+		ReconcileInterval: e.ReconcileInterval,
+		LeaseTTL:          e.LeaseTTL,
+		EventRetention:    e.EventRetention,
+		MaxQueue:          e.MaxQueue,
+		DockerHost:        e.Docker.Host,
+		DockerNetwork:     e.Docker.Network,
+		DockerImage:       e.Docker.Image,
+		DockerRuntime:     e.Docker.Runtime,
+		DockerDiskLimitMB: e.Docker.DiskLimitMB,
+		AgentBinary:       e.AgentBinary,
+		SandboxDomain:     e.Edge.SandboxDomain,
+		MaxBodyBytes:      int64(e.MaxBodyBytes),
 	}
-	c.DatabaseURL = env("DREADNODE_DATABASE_URL", filepath.Join(c.DataDir, "dreadnode.db"))
-	var err error
-	if c.DockerEgress, err = docker.EgressConfigFromEnv(os.Getenv); err != nil {
-		return c, err
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = filepath.Join(c.DataDir, "dreadnode.db")
 	}
-	if c.BootstrapCredits, err = envFloat("DREADNODE_BOOTSTRAP_CREDITS", DefaultBootstrapCredits); err != nil {
-		return c, err
-	}
-	if c.MinTimeoutSec, err = envInt("DREADNODE_MIN_TIMEOUT_SEC", 60); err != nil {
+	if c.DockerEgress, err = docker.EgressConfigFrom(e.Docker.Egress, e.Docker.EgressPrivate); err != nil {
 		return c, err
 	}
 	if c.MinTimeoutSec < 1 || c.MinTimeoutSec > 60 {
 		return c, fmt.Errorf("DREADNODE_MIN_TIMEOUT_SEC: must be between 1 and 60, got %d", c.MinTimeoutSec)
 	}
-	if c.WarmPoolSize, err = envInt("DREADNODE_WARM_POOL_SIZE", 0); err != nil {
-		return c, err
-	}
-	if c.DockerDiskLimitMB, err = envInt("DOCKER_DISK_LIMIT_MB", docker.DefaultDiskLimitMB); err != nil {
-		return c, err
-	}
 	if c.DockerDiskLimitMB < 0 {
 		return c, fmt.Errorf("DOCKER_DISK_LIMIT_MB: must be 0 (no cap) or more, got %d", c.DockerDiskLimitMB)
-	}
-	if c.ReconcileInterval, err = envDuration("DREADNODE_RECONCILE_INTERVAL", time.Second); err != nil {
-		return c, err
-	}
-	if c.LeaseTTL, err = envDuration("DREADNODE_LEASE_TTL", reconciler.DefaultLeaseTTL); err != nil {
-		return c, err
 	}
 	if c.LeaseTTL < minLeaseTTL {
 		return c, fmt.Errorf("DREADNODE_LEASE_TTL: must be at least %s (leases are renewed every third of it), got %s", minLeaseTTL, c.LeaseTTL)
 	}
-	if c.EventRetention, err = envDuration("DREADNODE_EVENT_RETENTION", events.DefaultRetention); err != nil {
-		return c, err
-	}
 	if c.EventRetention < time.Minute {
 		return c, fmt.Errorf("DREADNODE_EVENT_RETENTION: must be at least 1m, got %s", c.EventRetention)
 	}
-	if c.Webhooks, err = webhookConfig(); err != nil {
+	if c.Webhooks, err = webhookConfig(e.Webhooks); err != nil {
 		return c, err
 	}
-	if c.Capacity, err = capacityConfig(); err != nil {
-		return c, err
-	}
-	if c.MaxQueue, err = envInt("DREADNODE_MAX_QUEUE", admission.DefaultMaxQueue); err != nil {
+	if c.Capacity, err = capacityConfig(e); err != nil {
 		return c, err
 	}
 	if c.MaxQueue < 1 {
 		return c, fmt.Errorf("DREADNODE_MAX_QUEUE: must be 1 or more, got %d", c.MaxQueue)
 	}
-	switch v := os.Getenv("DREADNODE_READ_BARRIER"); v {
+	switch v := e.ReadBarrier; v {
 	case "", "on":
 	case "off":
 		c.NoReadBarrier = true
 	default:
 		return c, fmt.Errorf("DREADNODE_READ_BARRIER: must be on (the default) or off, got %q", v)
 	}
-	maxBody, err := envInt("DREADNODE_MAX_BODY_BYTES", DefaultMaxBodyBytes)
-	if err != nil {
+	if c.MaxBodyBytes < 1 {
+		return c, fmt.Errorf("DREADNODE_MAX_BODY_BYTES: must be 1 or more, got %d", c.MaxBodyBytes)
+	}
+	if c.Limits, err = rateLimitsFrom(e.Rates); err != nil {
 		return c, err
 	}
-	if maxBody < 1 {
-		return c, fmt.Errorf("DREADNODE_MAX_BODY_BYTES: must be 1 or more, got %d", maxBody)
-	}
-	c.MaxBodyBytes = int64(maxBody)
-	if c.Limits, err = rateLimitsFromEnv(); err != nil {
-		return c, err
-	}
-	if c.TemplateProviders, err = multi.ParseRoutes(os.Getenv("DREADNODE_TEMPLATE_PROVIDERS")); err != nil {
+	if c.TemplateProviders, err = multi.ParseRoutes(e.TemplateProviders); err != nil {
 		return c, err
 	}
 	if c.Provider != "docker" && c.Provider != "e2b" {
@@ -218,15 +205,8 @@ func ConfigFromEnv() (Config, error) {
 	return c, nil
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) (int, error) {
-	v := os.Getenv(name)
+// parseInt and parseFloat read a value kept as text in config (unset: def).
+func parseInt(name, v string, def int) (int, error) {
 	if v == "" {
 		return def, nil
 	}
@@ -237,8 +217,7 @@ func envInt(name string, def int) (int, error) {
 	return n, nil
 }
 
-func envFloat(name string, def float64) (float64, error) {
-	v := os.Getenv(name)
+func parseFloat(name, v string, def float64) (float64, error) {
 	if v == "" {
 		return def, nil
 	}
@@ -249,37 +228,15 @@ func envFloat(name string, def float64) (float64, error) {
 	return n, nil
 }
 
-func envDuration(name string, def time.Duration) (time.Duration, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration such as 1s or 500ms", name, v)
-	}
-	return d, nil
-}
-
-// webhookConfig reads the DREADNODE_WEBHOOK_* variables.
-func webhookConfig() (events.DeliveryConfig, error) {
-	var c events.DeliveryConfig
-	switch v := os.Getenv("DREADNODE_WEBHOOK_ALLOW_PRIVATE"); v {
+// webhookConfig checks the DREADNODE_WEBHOOK_* variables.
+func webhookConfig(e config.Webhooks) (events.DeliveryConfig, error) {
+	c := events.DeliveryConfig{BackoffMax: e.BackoffMax, GiveUp: e.GiveUp, ClaimHold: e.ClaimHold}
+	switch v := e.AllowPrivate; v {
 	case "", "false":
 	case "true":
 		c.AllowPrivate = true
 	default:
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_ALLOW_PRIVATE: must be true or false, got %q", v)
-	}
-	var err error
-	if c.BackoffMax, err = envDuration("DREADNODE_WEBHOOK_BACKOFF_MAX", events.DefaultBackoffMax); err != nil {
-		return c, err
-	}
-	if c.GiveUp, err = envDuration("DREADNODE_WEBHOOK_GIVE_UP", events.DefaultGiveUp); err != nil {
-		return c, err
-	}
-	if c.ClaimHold, err = envDuration("DREADNODE_WEBHOOK_CLAIM_HOLD", events.DefaultClaimHold); err != nil {
-		return c, err
 	}
 	if c.ClaimHold < 3*time.Second {
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_CLAIM_HOLD must be at least 3s (an attempt gets a third of it), got %s", c.ClaimHold)

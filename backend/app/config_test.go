@@ -4,6 +4,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 )
 
 func TestConfigLeaseTTL(t *testing.T) {
@@ -115,6 +121,38 @@ func TestConfigSandboxDomain(t *testing.T) {
 			t.Errorf("DREADNODE_SANDBOX_DOMAIN=%q: %q, %v; want %q", val, cfg.SandboxDomain, err, want)
 		case want == "" && (err == nil || !strings.Contains(err.Error(), "DREADNODE_SANDBOX_DOMAIN")):
 			t.Errorf("DREADNODE_SANDBOX_DOMAIN=%q: error %v; want one naming the variable", val, err)
+		}
+	}
+}
+
+// config.Backend's defaults (struct tags) are the packages' own defaults.
+func TestConfigDefaultsAreThePackages(t *testing.T) {
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates, settle, err := billing.EnvConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"DREADNODE_LEASE_TTL", cfg.LeaseTTL, reconciler.DefaultLeaseTTL},
+		{"DREADNODE_MAX_QUEUE", cfg.MaxQueue, admission.DefaultMaxQueue},
+		{"DREADNODE_EVENT_RETENTION", cfg.EventRetention, events.DefaultRetention},
+		{"DREADNODE_WEBHOOK_BACKOFF_MAX", cfg.Webhooks.BackoffMax, events.DefaultBackoffMax},
+		{"DREADNODE_WEBHOOK_GIVE_UP", cfg.Webhooks.GiveUp, events.DefaultGiveUp},
+		{"DREADNODE_WEBHOOK_CLAIM_HOLD", cfg.Webhooks.ClaimHold, events.DefaultClaimHold},
+		{"DREADNODE_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(DefaultMaxBodyBytes)},
+		{"DREADNODE_BOOTSTRAP_CREDITS", cfg.BootstrapCredits, float64(DefaultBootstrapCredits)},
+		{"DOCKER_DISK_LIMIT_MB", cfg.DockerDiskLimitMB, docker.DefaultDiskLimitMB},
+		{"DREADNODE_SETTLE_INTERVAL", settle, billing.DefaultSettleInterval},
+		{"DREADNODE_CREDIT_RATES", rates, billing.DefaultRates},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s defaults to %v in config.Backend, %v in its package", c.name, c.got, c.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -36,20 +37,18 @@ func (a *App) wireE2BWebhook() (public func(r *mux.Router)) {
 		return func(*mux.Router) {}
 	}
 	a.loops = append(a.loops, func(ctx context.Context) error {
-		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-			err := p.RegisterWebhook(ctx)
-			if err == nil {
-				a.Log.Info("E2B lifecycle webhook registered; killed and paused sandboxes are applied as E2B reports them", "path", p.WebhookPath())
-				return nil
-			}
-			a.Log.Warn("registering the E2B lifecycle webhook failed; retrying (until then, the reconciler's polling finds E2B's kills and pauses)",
-				"err", err, "retry_in", wait)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(wait):
-			}
+		// Retried until it succeeds or ctx ends, 1 s doubling to 1 min apart.
+		_, err := backoff.Retry(ctx, func() (struct{}, error) { return struct{}{}, p.RegisterWebhook(ctx) },
+			backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: time.Minute}),
+			backoff.WithMaxElapsedTime(0),
+			backoff.WithNotify(func(err error, wait time.Duration) {
+				a.Log.Warn("registering the E2B lifecycle webhook failed; retrying (until then, the reconciler's polling finds E2B's kills and pauses)",
+					"err", err, "retry_in", wait)
+			}))
+		if err == nil {
+			a.Log.Info("E2B lifecycle webhook registered; killed and paused sandboxes are applied as E2B reports them", "path", p.WebhookPath())
 		}
+		return nil // ended by ctx
 	})
 	return func(r *mux.Router) { r.Handle(p.WebhookPath(), p.CallbackHandler()).Methods(http.MethodPost) }
 }

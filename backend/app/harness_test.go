@@ -59,7 +59,7 @@ func newApp(tb testing.TB, mutate func(*Config)) *testApp {
 	go func() {
 		defer close(done)
 		for _, loop := range a.loops {
-			go loop(ctx)
+			go func() { _ = loop(ctx) }()
 		}
 		<-ctx.Done()
 	}()

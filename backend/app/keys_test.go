@@ -239,7 +239,7 @@ func TestMetricsArePrivate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- ta.app.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-served })
+	t.Cleanup(func() { cancel(); _ = <-served })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err := http.Get("http://" + port + "/metrics")

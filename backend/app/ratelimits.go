@@ -2,10 +2,9 @@ package app
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 )
 
 // defaultRates are the per-key limits of each route class, per replica,
@@ -19,22 +18,22 @@ var defaultRates = map[string]api.Rate{
 	"auth_failures": {PerSecond: 2, Burst: 20},
 }
 
-// rateLimitsFromEnv reads DREADNODE_RATE_<CLASS> (tokens per second; 0
+// rateLimitsFrom reads DREADNODE_RATE_<CLASS> (tokens per second; 0
 // or "off": no limit) and DREADNODE_RATE_<CLASS>_BURST for the classes
 // create, write, read, exec and auth_failures.
-func rateLimitsFromEnv() (api.RateLimits, error) {
+func rateLimitsFrom(e config.RateLimits) (api.RateLimits, error) {
 	out := api.RateLimits{Class: map[string]api.Rate{}}
 	for class, def := range defaultRates {
-		name := "DREADNODE_RATE_" + strings.ToUpper(class)
+		v, burst, name := e.Class(class)
 		r := def
-		if v := os.Getenv(name); v == "off" {
+		if v == "off" {
 			r = api.Rate{}
 		} else {
 			var err error
-			if r.PerSecond, err = envFloat(name, def.PerSecond); err != nil {
+			if r.PerSecond, err = parseFloat(name, v, def.PerSecond); err != nil {
 				return out, err
 			}
-			if r.Burst, err = envInt(name+"_BURST", def.Burst); err != nil {
+			if r.Burst, err = parseInt(name+"_BURST", burst, def.Burst); err != nil {
 				return out, err
 			}
 			if r.PerSecond > 0 && r.Burst < 1 {

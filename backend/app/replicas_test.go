@@ -46,7 +46,7 @@ func newReplicaLog(t *testing.T, url string, fake *e2bfake.Server, driving bool,
 	done := make(chan struct{}, len(a.loops))
 	if driving {
 		for _, loop := range a.loops {
-			go func() { loop(ctx); done <- struct{}{} }()
+			go func() { _ = loop(ctx); done <- struct{}{} }()
 		}
 	}
 	srv := httptest.NewServer(a.Handler)

@@ -73,7 +73,9 @@ func rawRun(ctx context.Context, cli *client.Client, name string) error {
 	if err != nil {
 		return err
 	}
-	defer cli.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	defer func() {
+		_ = cli.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	}()
 	return cli.ContainerStart(rctx, c.ID, container.StartOptions{})
 }
 

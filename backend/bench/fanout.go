@@ -40,7 +40,7 @@ func expiryDuringBurst(ctx context.Context) {
 	parallel(*expiring, func(int) {
 		code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": *expiryTTL})
 		var sb struct{ SandboxID, State string }
-		if json.Unmarshal(body, &sb); code != 201 || sb.State != string(sbx.StateRunning) {
+		if err := json.Unmarshal(body, &sb); err != nil || code != 201 || sb.State != string(sbx.StateRunning) {
 			fail(fmt.Errorf("expiring create: %d %s", code, body))
 		}
 		mu.Lock()
@@ -78,7 +78,7 @@ func expiryDuringBurst(ctx context.Context) {
 		defer func() { <-sem }()
 		code, body := b.do("POST", "/sandboxes", map[string]any{"timeout": 600})
 		var sb struct{ SandboxID string }
-		if json.Unmarshal(body, &sb); code != 201 {
+		if err := json.Unmarshal(body, &sb); err != nil || code != 201 {
 			fail(fmt.Errorf("burst create: %d %s", code, body))
 		}
 		burstIDs[i] = sb.SandboxID

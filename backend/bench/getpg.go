@@ -34,7 +34,7 @@ func getOnPostgres(ctx context.Context, sqlite *backend) {
 	if err != nil {
 		fail(err)
 	}
-	defer atExit(func() { cluster.Stop() })()
+	defer atExit(func() { _ = cluster.Stop() })()
 	url, err := cluster.CreateDatabase(ctx)
 	if err != nil {
 		fail(err)

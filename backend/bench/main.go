@@ -198,7 +198,7 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	for _, loop := range a.Loops() {
-		go loop(lctx)
+		go func() { _ = loop(lctx) }()
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
 	b := &backend{app: a, srv: httptest.NewServer(a.Handler), key: key, client: &http.Client{Transport: tr}}
@@ -332,7 +332,7 @@ func (b *backend) getInProcess(url string) {
 			if err != nil {
 				fail(err)
 			}
-			io.Copy(io.Discard, res.Body)
+			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			lat[i] = append(lat[i], time.Since(t0))
 			if res.StatusCode != 200 {

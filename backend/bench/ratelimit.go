@@ -109,7 +109,7 @@ func (b *backend) paced(key, path string, perSecond int, d time.Duration, more f
 		if err != nil {
 			fail(err)
 		}
-		io.Copy(io.Discard, res.Body) // drained, so the connection is kept
+		_, _ = io.Copy(io.Discard, res.Body) // drained, so the connection is kept
 		res.Body.Close()
 		took := time.Since(t0)
 		switch {

@@ -42,7 +42,7 @@ func replicaParts() {
 	if err != nil {
 		tb.Fatalf("%v", err)
 	}
-	tb.Cleanup(func() { cluster.Stop() })
+	tb.Cleanup(func() { _ = cluster.Stop() })
 	if want("replicas") {
 		// A replica keeps a bounded number of creates in flight (its create
 		// lane); with the cloud's response time the part measures how that

@@ -71,7 +71,7 @@ func onDatabases(ctx context.Context, part, dbs string, measure func(name string
 			if err != nil {
 				fail(fmt.Errorf("the %s part on PostgreSQL needs a server: %w", part, err))
 			}
-			stop := atExit(func() { c.Stop() })
+			stop := atExit(func() { _ = c.Stop() })
 			url, err := c.CreateDatabase(ctx)
 			if err != nil {
 				fail(err)

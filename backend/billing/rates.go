@@ -2,9 +2,9 @@ package billing
 
 import (
 	"fmt"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"math"
 	"math/bits"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -101,21 +101,15 @@ func ParseRates(s string) (Rates, error) {
 // DefaultSettleInterval is how often running records are settled.
 const DefaultSettleInterval = 10 * time.Second
 
-// EnvConfig reads DREADNODE_CREDIT_RATES and DREADNODE_SETTLE_INTERVAL.
+// EnvConfig reads DREADNODE_CREDIT_RATES and DREADNODE_SETTLE_INTERVAL
+// (default DefaultSettleInterval) through package config.
 func EnvConfig() (Rates, time.Duration, error) {
-	rates, err := ParseRates(os.Getenv("DREADNODE_CREDIT_RATES"))
+	e, err := config.Parse[config.Billing]()
 	if err != nil {
-		return rates, 0, err
+		return Rates{}, 0, err
 	}
-	every := DefaultSettleInterval
-	if v := os.Getenv("DREADNODE_SETTLE_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return rates, 0, fmt.Errorf("DREADNODE_SETTLE_INTERVAL: %q is not a positive duration such as 10s", v)
-		}
-		every = d
-	}
-	return rates, every, nil
+	rates, err := ParseRates(e.CreditRates)
+	return rates, e.SettleInterval, err
 }
 
 // cost is the price in micro-credits of ns nanoseconds at rate nano-credits

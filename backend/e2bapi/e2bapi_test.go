@@ -152,7 +152,7 @@ func TestE2BClientLifecycle(t *testing.T) {
 	}
 
 	// v1: every live sandbox matching the metadata filter.
-	v1, err := e.c.GetSandboxesWithResponse(e.ctx, &e2bclient.GetSandboxesParams{Metadata: ptr("run=" + run + "&role=first")})
+	v1, err := e.c.GetSandboxesWithResponse(e.ctx, &e2bclient.GetSandboxesParams{Metadata: ptr("run=" + run + "&role=first")}) //nolint:staticcheck // E2B deprecated the v1 list; the compatible API keeps serving it to the SDKs that call it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestE2BClientLifecycle(t *testing.T) {
 		t.Errorf("a refresh of 30 s shortened the end to %s", end)
 	}
 
-	logs, err := e.c.GetSandboxesSandboxIDLogsWithResponse(e.ctx, id, &e2bclient.GetSandboxesSandboxIDLogsParams{})
+	logs, err := e.c.GetSandboxesSandboxIDLogsWithResponse(e.ctx, id, &e2bclient.GetSandboxesSandboxIDLogsParams{}) //nolint:staticcheck // E2B deprecated the v1 logs; the compatible API keeps serving them to the SDKs that call them
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func (s *Service) handleReadFileStream(w http.ResponseWriter, r *http.Request) e
 	start, end := rg.start, rg.end
 	if rg.suffix > 0 {
 		start = max(info.Size-rg.suffix, 0)
-		if _, err := io.CopyN(io.Discard, rc, start); err != nil && err != io.EOF {
+		if _, err := io.CopyN(io.Discard, rc, start); err != nil && !errors.Is(err, io.EOF) {
 			return providerErr("read "+p+" from", err)
 		}
 	}

@@ -43,7 +43,7 @@ func TestFinish(t *testing.T) {
 	// Before any line: the error is the answer.
 	w := New(httptest.NewRecorder())
 	err := httpx.NewError(404, "not_found", "no such process")
-	if got := w.Finish(err); got != err {
+	if got := w.Finish(err); !errors.Is(got, err) {
 		t.Fatalf("Finish before a line: %v", got)
 	}
 	// After a line: a last error line with the code.

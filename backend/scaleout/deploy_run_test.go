@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	dockertypes "github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -272,7 +272,7 @@ func status(url, key string) int {
 	if err != nil {
 		return 0
 	}
-	io.Copy(io.Discard, res.Body)
+	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res.StatusCode
 }
@@ -291,7 +291,7 @@ func containerLogs(cli *client.Client, ctr string) string {
 // image-backend` runs when the engine does not have it.
 func ensureBackendImage(t *testing.T, cli *client.Client) {
 	t.Helper()
-	if _, _, err := cli.ImageInspectWithRaw(context.Background(), backendImage); err == nil {
+	if _, err := cli.ImageInspect(context.Background(), backendImage); err == nil {
 		return
 	}
 	root, err := images.RepoRoot()
@@ -341,7 +341,7 @@ func buildContext(t *testing.T, cli *client.Client, dir, tag string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := cli.ImageBuild(ctx, &buf, dockertypes.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
+	res, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
 	if err != nil {
 		t.Fatalf("building %s: %v", tag, err)
 	}

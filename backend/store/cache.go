@@ -40,14 +40,6 @@ func (c *recordCache) at() uint64 {
 	return c.epoch
 }
 
-func (c *recordCache) get(id string) (*Record, bool) {
-	r, ok := c.peek(id)
-	if !ok {
-		return nil, false
-	}
-	return r.Clone(), true
-}
-
 // peek returns the cached record itself; callers must not modify it.
 func (c *recordCache) peek(id string) (*Record, bool) {
 	c.mu.RLock()

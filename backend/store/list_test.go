@@ -197,7 +197,7 @@ func TestListAcrossPhasesWhileRecordsMove(t *testing.T) {
 			}
 			if len(recs) != n || len(seen) != n {
 				close(stop)
-				<-moved
+				_ = <-moved
 				t.Fatalf("listed %d records, %d distinct, of %d always in a listed phase: %v", len(recs), len(seen), n, seen)
 			}
 		}

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -210,7 +211,7 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 
 func (l *listener) run(ctx context.Context, c *pgx.Conn) {
 	defer close(l.done)
-	backoff := 100 * time.Millisecond
+	pause := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: maxBackoff}
 	for {
 		if c != nil {
 			err := l.serve(ctx, c)
@@ -223,18 +224,18 @@ func (l *listener) run(ctx context.Context, c *pgx.Conn) {
 			}
 			l.log.Warn("lost the PostgreSQL connection that receives other replicas' changes; reading from the database until it is back", "err", err)
 		}
+		wait := pause.NextBackOff()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		var err error
 		if c, err = l.connect(ctx); err != nil {
-			l.log.Warn("reconnecting to PostgreSQL for other replicas' changes failed; retrying", "err", err, "in", backoff)
-			backoff = min(2*backoff, maxBackoff)
+			l.log.Warn("reconnecting to PostgreSQL for other replicas' changes failed; retrying", "err", err, "in", wait)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		pause.Reset()
 		l.log.Info("receiving other replicas' changes again")
 	}
 }

@@ -109,7 +109,9 @@ func TestReadBarrierAcrossReplicas(t *testing.T) {
 				t.Fatalf("B's barrier is %q", q)
 			}
 			newRecord(t, a, "r1")
-			b.GetRecord(ctx, "r1")
+			if _, err := b.GetRecord(ctx, "r1"); err != nil {
+				t.Fatal(err)
+			}
 			eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
 			for i := range 300 {
 				w := touch(t, a, "r1", strconv.Itoa(i))
@@ -229,7 +231,9 @@ func TestListenerReconnects(t *testing.T) {
 		}
 	})
 	newRecord(t, a, "r1")
-	b.GetRecord(ctx, "r1")
+	if _, err := b.GetRecord(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
 
 	res, err := a.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ?`, int64(b.remote.pid.Load()))
@@ -259,7 +263,9 @@ func TestFrozenListenerFailsReadsOver(t *testing.T) {
 	a, b := twoReplicas(t)
 	ctx := context.Background()
 	newRecord(t, a, "r1")
-	b.GetRecord(ctx, "r1")
+	if _, err := b.GetRecord(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "B to cache r1", func() bool { _, ok := b.cache.peek("r1"); return ok })
 	pid := int(b.remote.pid.Load())
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

@@ -254,7 +254,9 @@ func TestOpenAdoptsLegacyDatabase(t *testing.T) {
 		}
 		for rows.Next() {
 			var v int64
-			rows.Scan(&v)
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
 			versions = append(versions, v)
 		}
 		rows.Close()
@@ -263,7 +265,9 @@ func TestOpenAdoptsLegacyDatabase(t *testing.T) {
 			t.Fatalf("open %d: goose versions %v, want %v", i+1, versions, want)
 		}
 		var legacyRows int
-		db.Reader().QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&legacyRows)
+		if err := db.Reader().QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&legacyRows); err != nil {
+			t.Fatal(err)
+		}
 		if legacyRows != len(legacyVersions) {
 			t.Fatalf("open %d: schema_migrations has %d rows, want the %d legacy ones kept", i+1, legacyRows, len(legacyVersions))
 		}

@@ -48,11 +48,11 @@ type fastSQL struct {
 // sqlFor builds the expressions for rate r, with columns prefixed by t (""
 // or "a.") and parameter 1 the settlement's moment in Unix nanoseconds.
 func sqlFor(r Rate, pg bool, t string) fastSQL {
-	now, orgs := "?1", "?2"
+	now := "?1"
 	f := fastSQL{least: "min", orgIn: t + `org_id IN (SELECT value FROM json_each(?2))`}
 	if pg {
-		now, orgs = "$1", "$2"
-		f.least, f.orgIn = "LEAST", t+`org_id = ANY(CAST(`+orgs+` AS TEXT[]))`
+		now = "$1"
+		f.least, f.orgIn = "LEAST", t+`org_id = ANY(CAST($2 AS TEXT[]))`
 	}
 	f.rate = fmt.Sprintf(`(%[1]d + %[2]d * CASE WHEN %[6]scpu_count <= 0 THEN %[3]d ELSE %[6]scpu_count END + (%[4]d * CASE WHEN %[6]smemory_mb <= 0 THEN %[5]d ELSE %[6]smemory_mb END + 512) / 1024)`,
 		r.SandboxSecond, r.CPUSecond, r.DefaultCPU, r.GiBSecond, r.DefaultMemoryMB, t)

@@ -34,11 +34,10 @@ func TestTransitionGate(t *testing.T) {
 			t.Fatalf("a move without a cause must be refused as a bug, got %v", err)
 		}
 
-		r, err := db.Transition(ctx, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, nil)
-		if err != nil {
+		if _, err := db.Transition(ctx, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, nil); err != nil {
 			t.Fatal(err)
 		}
-		r, err = db.Transition(ctx, "r1", sandbox.PhaseStopping, sandbox.CauseCredits, nil)
+		r, err := db.Transition(ctx, "r1", sandbox.PhaseStopping, sandbox.CauseCredits, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -248,7 +248,7 @@ func TestOrphanCollection(t *testing.T) {
 	orphan := mk(h.svc.Owner(), "ghost-"+ids.New())
 	foreignOwner := "someone-else-" + ids.New()
 	foreign := mk(foreignOwner, "ghost-"+ids.New())
-	defer h.cli.ContainerRemove(ctx, foreign, container.RemoveOptions{Force: true})
+	defer func() { _ = h.cli.ContainerRemove(ctx, foreign, container.RemoveOptions{Force: true}) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := h.cli.ContainerInspect(ctx, orphan)

@@ -12,12 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/docker/docker/client"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -157,10 +157,8 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.CatalogDir == "" {
-		cfg.CatalogDir = os.Getenv("DREADNODE_TASKS_DIR")
-		if cfg.CatalogDir == "" {
-			cfg.CatalogDir = "./tasks"
-		}
+		e, _ := config.Parse[config.Catalog]() // text: reading it cannot fail
+		cfg.CatalogDir = e.TasksDir            // default tasks
 	}
 	setDefault(&cfg.BuildDeadline, DefaultBuildDeadline)
 	setDefault(&cfg.ReadyDeadline, DefaultReadyDeadline)

@@ -65,7 +65,7 @@ type EnvView = apitypes.TaskEnvironment
 // StatusView is the cheap poll.
 type StatusView = apitypes.TaskEnvironmentStatus
 
-// serviceURLs are shown while the services exist (seed 000: ready, paused).
+// serviceURLs are shown while the services exist: ready and paused.
 func serviceURLs(e *Env) map[string]apitypes.ServiceURL {
 	if e.State != taskenv.StateReady && e.State != taskenv.StatePaused {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,7 +100,7 @@ func (d *dn) runIn(stdin string, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
 		d.t.Fatalf("dn %s: %v", strings.Join(args, " "), err)
@@ -159,7 +160,7 @@ func TestDNAgainstBackend(t *testing.T) {
 	nonce := fmt.Sprint(time.Now().UnixNano())
 
 	// login writes the profile every later step relies on (no key in the env).
-	d := anon
+	var d *dn
 	t.Run("login writes a private profile", func(t *testing.T) {
 		r := anon.runIn(b.APIKey+"\n", "login", "--org", b.Org)
 		expect(t, r, 0, r.stdout, "Logged in to "+b.URL, `as org "`+b.Org+`"`)
@@ -456,7 +457,7 @@ func TestDNAgainstBackend(t *testing.T) {
 			envs = append(envs, m[1])
 			d.must("env", "delete", m[1])
 		}
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || m == nil || !strings.Contains(errb.String(), "interrupted while environment") {
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 130 || m == nil || !strings.Contains(errb.String(), "interrupted while environment") {
 			t.Fatalf("exit %v, stderr %s", err, errb.String())
 		}
 	})

@@ -20,7 +20,7 @@ func TestBackendImageServesHealthAndReadiness(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("images/backend/build.sh: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", image).Run() })
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
 
 	// In a container of its own network the backend cannot install its
 	// egress rules, so /readyz would rightly fail (TestReadyzFailsWhenEgress…

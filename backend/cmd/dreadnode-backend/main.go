@@ -17,6 +17,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -72,7 +73,7 @@ func usage() {
 }
 
 func serve(ctx context.Context, args []string) error {
-	if os.Getenv("GOGC") == "" {
+	if e, _ := config.Parse[config.GoRuntime](); e.GOGC == "" {
 		// The live heap is small and requests allocate: collecting at 5× the
 		// live heap instead of 2× cuts GC work under polling load by about a
 		// third and takes the p99 of GET from ~10 ms to ~5 ms on 2 cores.

@@ -178,7 +178,9 @@ func (f *Fake) Create(ctx context.Context, spec compute.Spec) (compute.Instance,
 
 // Get returns the instance or a not-found error.
 func (f *Fake) Get(_ context.Context, ref compute.Ref) (compute.Instance, error) {
-	f.begin("get")
+	if err := f.begin("get"); err != nil {
+		return compute.Instance{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if in := f.instances[ref.ID]; in != nil {

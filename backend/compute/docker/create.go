@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -73,42 +74,47 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		return compute.Instance{}, err
 	}
 	name := containerName(spec.RecordID)
-	// Retry the races that resolve themselves within moments: a concurrent
-	// Create holds the name but its container is not visible yet, or a
-	// concurrent network creation briefly left two networks of one name.
-	for attempt, wait := 1, 10*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, time.Second) {
+	// Retry the races that resolve themselves within moments (10 attempts,
+	// 10 ms doubling to 1 s apart): a concurrent Create holds the name but its
+	// container is not visible yet, or a concurrent network creation briefly
+	// left two networks of one name. Other errors end it at once.
+	inst, err := backoff.Retry(ctx, func() (compute.Instance, error) {
 		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
 			volumeMounts(spec, labels))
-		if cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use") {
+		switch {
+		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use"):
 			inst, aerr := p.adopt(ctx, name)
-			if !compute.IsNotFound(aerr) || attempt == 10 {
-				return inst, aerr
+			if compute.IsNotFound(aerr) {
+				return inst, aerr // the holder is not visible yet
 			}
-		} else if err != nil && (!isNetworkRace(err) || attempt == 10) {
+			return inst, backoff.Permanent(aerr)
+		case err != nil && isNetworkRace(err):
 			return compute.Instance{}, p.createError(op, image, err)
-		} else if err == nil {
-			if err := p.sandboxEgress(ctx, labels); err != nil {
-				p.removeQuietly(id)
-				return compute.Instance{}, err
-			}
-			err := p.start(ctx, op, id, isolated, labels)
-			if err == nil {
-				return p.getChecked(ctx, op, id, labels)
-			}
+		case err != nil:
+			return compute.Instance{}, backoff.Permanent(p.createError(op, image, err))
+		}
+		if err := p.sandboxEgress(ctx, labels); err != nil {
+			p.removeQuietly(id)
+			return compute.Instance{}, backoff.Permanent(err)
+		}
+		if err := p.start(ctx, op, id, isolated, labels); err != nil {
 			// The network went between create and start (a created container
 			// does not hold it; see pruneNetworks): start removed the
 			// container, so retry from scratch.
-			if !errors.Is(err, errNetworkGone) || attempt == 10 {
-				return compute.Instance{}, err
+			if !errors.Is(err, errNetworkGone) {
+				return compute.Instance{}, backoff.Permanent(err)
 			}
 			p.forgetNetwork(p.networkName(isolated))
+			return compute.Instance{}, err
 		}
-		select {
-		case <-ctx.Done():
-			return compute.Instance{}, classify(op, ctx.Err())
-		case <-time.After(wait):
-		}
+		inst, err := p.getChecked(ctx, op, id, labels)
+		return inst, backoff.Permanent(err)
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 10 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}),
+		backoff.WithMaxTries(10), backoff.WithMaxElapsedTime(0))
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return compute.Instance{}, classify(op, err)
 	}
+	return inst, err
 }
 
 // errNetworkGone marks a start that failed because the container's network

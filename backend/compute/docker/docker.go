@@ -28,9 +28,7 @@ package docker
 import (
 	"context"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -99,15 +97,6 @@ func networkOf(scope string) string {
 		return DefaultNetwork
 	}
 	return DefaultNetwork + "-" + scope
-}
-
-// ConfigFromEnv reads DOCKER_HOST, DOCKER_NETWORK and DOCKER_RUNTIME_IMAGE.
-func ConfigFromEnv() Config {
-	return Config{
-		Host:      os.Getenv("DOCKER_HOST"),
-		Network:   os.Getenv("DOCKER_NETWORK"),
-		BaseImage: os.Getenv("DOCKER_RUNTIME_IMAGE"),
-	}
 }
 
 // Provider is the Docker implementation of compute.Provider and
@@ -314,5 +303,3 @@ const (
 )
 
 func containerName(recordID string) string { return namePrefix + recordID }
-
-func itoa(i int) string { return strconv.Itoa(i) }

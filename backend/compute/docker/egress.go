@@ -31,11 +31,11 @@ type EgressConfig struct {
 	Upstreams []netip.AddrPort
 }
 
-// EgressConfigFromEnv reads DREADNODE_EGRESS (on, the default, or off) and
+// EgressConfigFrom parses DREADNODE_EGRESS (on, the default, or off) and
 // DREADNODE_EGRESS_ALLOW_PRIVATE.
-func EgressConfigFromEnv(getenv func(string) string) (EgressConfig, error) {
+func EgressConfigFrom(mode, allowPrivate string) (EgressConfig, error) {
 	var c EgressConfig
-	switch v := strings.ToLower(getenv("DREADNODE_EGRESS")); v {
+	switch v := strings.ToLower(mode); v {
 	case "", "on":
 	case "off":
 		c.Off = true
@@ -43,7 +43,7 @@ func EgressConfigFromEnv(getenv func(string) string) (EgressConfig, error) {
 		return c, fmt.Errorf("DREADNODE_EGRESS: must be on (the default) or off, got %q", v)
 	}
 	var err error
-	c.AllowPrivate, err = egress.ParseAllowPrivate(getenv("DREADNODE_EGRESS_ALLOW_PRIVATE"))
+	c.AllowPrivate, err = egress.ParseAllowPrivate(allowPrivate)
 	return c, err
 }
 

@@ -90,7 +90,7 @@ func (p *Provider) runExecKeeping(ctx context.Context, id string, opts container
 	case err = <-done:
 	case <-runCtx.Done():
 		hj.Close() // unblocks StdCopy
-		<-done     // so the buffers are ours again
+		_ = <-done // so the buffers are ours again
 		err = runCtx.Err()
 	}
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()

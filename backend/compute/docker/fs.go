@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -55,7 +56,7 @@ func (p *Provider) OpenFile(ctx context.Context, ref compute.Ref, name string, o
 			return nil, info, compute.Errorf(compute.KindInternal, op, err, "reading %s: %v", name, err)
 		}
 		if offset > 0 {
-			if _, err := io.CopyN(io.Discard, tr, offset); err != nil && err != io.EOF {
+			if _, err := io.CopyN(io.Discard, tr, offset); err != nil && !errors.Is(err, io.EOF) {
 				rc.Close()
 				return nil, info, classify(op, err)
 			}

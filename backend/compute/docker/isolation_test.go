@@ -273,7 +273,7 @@ func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Delete(ctx, inst.Ref)
+	defer func() { _ = p.Delete(ctx, inst.Ref) }()
 	if _, err := cli.NetworkInspect(ctx, dead, network.InspectOptions{}); err == nil {
 		t.Errorf("the unused network %s of a dead deployment was kept", dead)
 	}

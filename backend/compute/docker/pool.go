@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -138,14 +139,13 @@ func (pl *pool) readyCount(tmpl string) int {
 func (pl *pool) run(ctx context.Context) {
 	defer close(pl.done)
 	pl.removeUnclaimed(ctx, false)
-	backoff := time.Second
+	pause := &backoff.ExponentialBackOff{InitialInterval: time.Second, Multiplier: 2, MaxInterval: 30 * time.Second}
 	for {
 		var retry <-chan time.Time
 		if err := pl.fill(ctx); err != nil {
-			retry = time.After(backoff)
-			backoff = min(2*backoff, 30*time.Second)
+			retry = time.After(pause.NextBackOff())
 		} else {
-			backoff = time.Second
+			pause.Reset()
 		}
 		select {
 		case <-ctx.Done():

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/docker/docker/api/types/events"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -21,7 +22,7 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 	go func() {
 		defer close(out)
 		since := strconv.FormatInt(time.Now().Unix(), 10)
-		backoff := 100 * time.Millisecond
+		pause := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}
 		for ctx.Err() == nil {
 			f := p.scopeFilter()
 			f.Add("type", string(events.ContainerEventType))
@@ -33,7 +34,7 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 			for {
 				select {
 				case m := <-msgs:
-					backoff = 100 * time.Millisecond
+					pause.Reset()
 					since = fmt.Sprintf("%d.%09d", m.TimeNano/1e9, m.TimeNano%1e9)
 					ev, ok := toEvent(m)
 					if !ok {
@@ -44,14 +45,13 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 					case <-ctx.Done():
 						return
 					}
-				case <-errs:
+				case _ = <-errs: // the stream ended, whatever the cause: reconnect
 					break stream
 				}
 			}
 			select { // reconnect after a growing pause, not in a hot loop
 			case <-ctx.Done():
-			case <-time.After(backoff):
-				backoff = min(2*backoff, 5*time.Second)
+			case <-time.After(pause.NextBackOff()):
 			}
 		}
 	}()

@@ -21,7 +21,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"github.com/go-resty/resty/v2"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 )
 
 // Defaults used when the matching Config field is zero.
@@ -138,22 +138,18 @@ type Config struct {
 
 // ConfigFromEnv reads E2B_API_KEY, E2B_DOMAIN, E2B_API_URL, E2B_WEBHOOK_URL
 // and E2B_WEBHOOK_SECRET.
+// (through package config; they are text, so reading them cannot fail).
 func ConfigFromEnv() Config {
-	return Config{
-		APIKey: strings.TrimSpace(os.Getenv("E2B_API_KEY")),
-		Domain: strings.TrimSpace(os.Getenv("E2B_DOMAIN")),
-		APIURL: strings.TrimSpace(os.Getenv("E2B_API_URL")),
-
-		WebhookURL:    strings.TrimSpace(os.Getenv("E2B_WEBHOOK_URL")),
-		WebhookSecret: strings.TrimSpace(os.Getenv("E2B_WEBHOOK_SECRET")),
-	}
+	e, _ := config.Parse[config.E2B]()
+	return Config{APIKey: e.APIKey, Domain: e.Domain, APIURL: e.APIURL, WebhookURL: e.WebhookURL, WebhookSecret: e.WebhookSecret}
 }
 
 // ServiceURL is the public URL of port on a sandbox under E2B_DOMAIN (default
 // e2b.app): https://<port>-<sandboxID>.<domain>. A Provider's own ServiceURL
 // method uses its configured domain.
 func ServiceURL(sandboxID string, port int) string {
-	domain := strings.TrimSpace(os.Getenv("E2B_DOMAIN"))
+	e, _ := config.Parse[config.E2B]()
+	domain := e.Domain
 	if domain == "" {
 		domain = DefaultDomain
 	}

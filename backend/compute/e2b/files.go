@@ -92,7 +92,7 @@ func (p *Provider) OpenFile(ctx context.Context, ref compute.Ref, name string, o
 			return err
 		}
 		if offset > 0 {
-			if _, err := io.CopyN(io.Discard, res.Body, offset); err != nil && err != io.EOF {
+			if _, err := io.CopyN(io.Discard, res.Body, offset); err != nil && !errors.Is(err, io.EOF) {
 				res.Body.Close()
 				return compute.Errorf(compute.KindUnavailable, op, err, "reading %s from E2B sandbox %s: %v", name, ref.ID, err)
 			}

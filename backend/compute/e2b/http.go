@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/go-resty/resty/v2"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -106,65 +107,78 @@ func (e *transientError) ambiguous() bool {
 	return e.status == 0 || e.status == http.StatusBadGateway || e.status == http.StatusGatewayTimeout
 }
 
+// do sends c, retrying transient failures within p.cfg.Retry's bounds
+// (backoff.Retry runs the loop; retryDelays is the policy).
 func (p *Provider) do(ctx context.Context, c *call) (*response, error) {
 	rc := p.cfg.Retry
 	start := time.Now()
-	for attempt := 1; ; attempt++ {
+	delays := &retryDelays{rc: rc}
+	attempt := 0
+	var last *transientError // the failure being retried; nil once the outcome is final
+	res, err := backoff.Retry(ctx, func() (*response, error) {
+		attempt++
+		last = nil
+		if attempt > 1 && c.beforeRetry != nil {
+			done, err := c.beforeRetry(ctx, delays.cause)
+			if err != nil || done {
+				return nil, backoff.Permanent(err) // done: nil, nil
+			}
+		}
 		res, err := p.attempt(ctx, c)
-		if err == nil {
-			return res, nil
-		}
 		var te *transientError
-		if !errors.As(err, &te) {
-			return nil, err
+		switch {
+		case err == nil:
+			return res, nil
+		case !errors.As(err, &te):
+			return nil, backoff.Permanent(err)
+		case ctx.Err() != nil:
+			return nil, backoff.Permanent(p.ctxError(c, ctx.Err()))
+		case c.once:
+			return nil, backoff.Permanent(unavailable(c, te, attempt, time.Since(start)))
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, p.ctxError(c, cerr)
-		}
-		if c.once {
-			return nil, unavailable(c, te, attempt, time.Since(start))
-		}
-		if attempt >= rc.MaxAttempts {
-			return nil, unavailable(c, te, attempt, time.Since(start))
-		}
-		delay := backoff(rc, attempt)
-		if te.retryAfter > delay {
-			delay = min(te.retryAfter, rc.MaxDelay)
-		}
-		if time.Since(start)+delay > rc.MaxElapsed {
-			return nil, unavailable(c, te, attempt, time.Since(start))
-		}
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, p.ctxError(c, ctx.Err())
-		case <-timer.C:
-		}
-		if c.beforeRetry != nil {
-			done, err := c.beforeRetry(ctx, te)
-			if err != nil {
-				return nil, err
-			}
-			if done {
-				return nil, nil
-			}
-		}
+		last, delays.cause, delays.retryAfter = te, te, te.retryAfter
+		return nil, te
+	}, backoff.WithBackOff(delays), backoff.WithMaxTries(uint(rc.MaxAttempts)), backoff.WithMaxElapsedTime(rc.MaxElapsed))
+	var pe *backoff.PermanentError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &pe): // the last attempt's final outcome (Retry returns it wrapped)
+		return nil, pe.Err
+	case last != nil && ctx.Err() == nil: // out of attempts or time
+		return nil, unavailable(c, last, attempt, time.Since(start))
+	case ctx.Err() != nil && last != nil: // ended while waiting to retry
+		return nil, p.ctxError(c, ctx.Err())
 	}
+	return nil, err
 }
 
-// backoff is exponential with equal jitter: half fixed, half random.
-func backoff(rc RetryConfig, attempt int) time.Duration {
-	d := rc.BaseDelay
-	for i := 1; i < attempt && d < rc.MaxDelay; i++ {
+// retryDelays is exponential with equal jitter (half fixed, half random):
+// BaseDelay doubling up to MaxDelay, or a longer Retry-After (capped at
+// MaxDelay) when the failure asked for one.
+type retryDelays struct {
+	rc         RetryConfig
+	n          int
+	cause      *transientError // the failure retried next
+	retryAfter time.Duration
+}
+
+func (b *retryDelays) Reset() { b.n = 0 }
+
+func (b *retryDelays) NextBackOff() time.Duration {
+	b.n++
+	d := b.rc.BaseDelay
+	for i := 1; i < b.n && d < b.rc.MaxDelay; i++ {
 		d *= 2
 	}
-	d = min(d, rc.MaxDelay)
-	half := d / 2
-	if half <= 0 {
-		return d
+	d = min(d, b.rc.MaxDelay)
+	if half := d / 2; half > 0 {
+		d = half + rand.N(half+1)
 	}
-	return half + rand.N(half+1)
+	if b.retryAfter > d {
+		d = min(b.retryAfter, b.rc.MaxDelay)
+	}
+	return d
 }
 
 // attempt sends the request once; a transient failure comes back as

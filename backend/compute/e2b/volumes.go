@@ -89,7 +89,7 @@ func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts
 			_, err := p.do(ctx, &call{op: op, method: http.MethodPost, path: "/volumes", body: newVolume{Name: name},
 				ok: []int{http.StatusCreated}, out: &made})
 			if err != nil {
-				p.deleteVolumes(context.WithoutCancel(ctx), op, created)
+				_ = p.deleteVolumes(context.WithoutCancel(ctx), op, created) // best effort: the create's error is the one to report
 				return nil, nil, err
 			}
 			have[name] = true

@@ -1,5 +1,5 @@
-// Package taskenv is the domain of a task environment (API §3, seed 000):
-// its states and the one table of the moves between them. It holds no SQL
+// Package taskenv is the domain of a task environment (the TaskEnvironment
+// schema of apitypes/openapi.yaml): its states and the one table of the moves between them. It holds no SQL
 // and no HTTP; package tasks enforces the table on every change.
 package taskenv
 

@@ -105,11 +105,11 @@ func (e *Engine) exec(ctx context.Context, envID, service string, prefix, argv [
 		}
 	case <-backstop.C:
 		att.Close()
-		<-copied // the writers are the caller's again
+		_ = <-copied // the writers are the caller's again
 		res.TimedOut = true
 	case <-ctx.Done():
 		att.Close()
-		<-copied
+		_ = <-copied
 		return nil, context.Cause(ctx)
 	}
 	res.Duration = time.Since(start)

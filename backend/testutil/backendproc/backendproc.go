@@ -157,7 +157,7 @@ func (b *Backend) start(t testing.TB) {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
-			b.logs.Write([]byte(line + "\n"))
+			_, _ = b.logs.Write([]byte(line + "\n"))
 			if u, ok := strings.CutPrefix(line, "dreadnode-backend listening on "); ok {
 				select {
 				case urls <- u:
@@ -179,7 +179,7 @@ func (b *Backend) start(t testing.TB) {
 	for {
 		resp, err := http.Get(b.URL + "/readyz")
 		if err == nil {
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return

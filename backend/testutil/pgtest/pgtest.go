@@ -154,7 +154,7 @@ func start(bin, dir string, cred *syscall.Credential) (*Cluster, error) {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	c := &Cluster{Dir: dir, Port: port, cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(c.done) }()
+	go func() { _ = cmd.Wait(); close(c.done) }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -198,7 +198,7 @@ func (c *Cluster) URL(db string) string {
 }
 
 func (c *Cluster) kill() {
-	c.cmd.Process.Kill()
+	_ = c.cmd.Process.Kill()
 	<-c.done
 }
 
@@ -208,7 +208,7 @@ func (c *Cluster) Stop() error {
 	select {
 	case <-c.done:
 	default:
-		c.cmd.Process.Signal(syscall.SIGINT)
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-c.done:
 		case <-time.After(30 * time.Second):

@@ -49,8 +49,12 @@ func TestDatabasesAreIsolated(t *testing.T) {
 		t.Fatalf("table of database a is visible in database b")
 	}
 	var da, db string
-	ca.QueryRow(ctx, "SELECT current_database()").Scan(&da)
-	cb.QueryRow(ctx, "SELECT current_database()").Scan(&db)
+	if err := ca.QueryRow(ctx, "SELECT current_database()").Scan(&da); err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
 	if da == db || da == "" {
 		t.Fatalf("current_database: a=%q b=%q", da, db)
 	}

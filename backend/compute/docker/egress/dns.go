@@ -63,10 +63,8 @@ func ParseName(s string) (string, bool) {
 		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
 			return "", false
 		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return "", false
-			}
+		if strings.TrimLeft(label, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			return "", false
 		}
 	}
 	if _, err := netip.ParseAddr(base); err == nil {

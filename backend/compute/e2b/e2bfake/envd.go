@@ -219,7 +219,7 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request, id string, bod
 		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
 		for {
 			part, err := mr.NextPart()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
@@ -414,10 +414,6 @@ func (w procWriter) Write(b []byte) (int, error) {
 		q.push(ev)
 	}
 	return len(b), nil
-}
-
-func dataResponse(ev *process.ProcessEvent_DataEvent) *process.StartResponse {
-	return &process.StartResponse{Event: &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: ev}}}
 }
 
 func (ps *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {

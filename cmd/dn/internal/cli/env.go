@@ -236,7 +236,7 @@ func (a *app) envWaitCmd() *cobra.Command {
 	return cmd
 }
 
-// envStatus is the exact shape of 'dn env status --json' (seed 000).
+// envStatus is the exact shape of 'dn env status --json' (docs/cli.md).
 type envStatus struct {
 	ID          string           `json:"id"`
 	State       string           `json:"state"`

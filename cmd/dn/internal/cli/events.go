@@ -38,11 +38,12 @@ printed earlier (within the retention, 7 days by default).`,
 				_, err := fmt.Fprintf(a.io.Out, "%s  %-32s  %s  %s\n", ev.Timestamp.Local().Format(time.RFC3339), ev.Type, ev.SandboxID, ev.Cause)
 				return err
 			}
-			backoff := backoffMin
+			pause := client.Doubling(backoffMin, backoffMax) // between reconnects; reset by progress
 			for {
 				last, err := c.StreamEvents(ctx, after, types, sandboxID, print)
 				if last != after {
-					after, backoff = last, backoffMin
+					after = last
+					pause.Reset()
 				}
 				if ctx.Err() != nil {
 					return nil
@@ -54,9 +55,8 @@ printed earlier (within the retention, 7 days by default).`,
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-time.After(backoff):
+				case <-time.After(pause.NextBackOff()):
 				}
-				backoff = min(backoff*2, backoffMax)
 			}
 		},
 	}

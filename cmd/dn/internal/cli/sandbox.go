@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -327,7 +326,7 @@ func (a *app) sandboxCpCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var r io.Reader = a.io.In
+				r := a.io.In
 				if argv[0] != "-" {
 					f, err := os.Open(argv[0])
 					if err != nil {
@@ -400,7 +399,7 @@ func (a *app) sandboxLogsCmd() *cobra.Command {
 				}
 			}
 			emit()
-			backoff := backoffMin
+			pause := client.Doubling(backoffMin, backoffMax/2) // between polls; reset by new lines
 			for follow {
 				sb, err := c.GetSandbox(cmd.Context(), id)
 				if err != nil {
@@ -411,15 +410,14 @@ func (a *app) sandboxLogsCmd() *cobra.Command {
 					select {
 					case <-cmd.Context().Done():
 						return nil
-					case <-time.After(backoff):
+					case <-time.After(pause.NextBackOff()):
 					}
-					backoff = min(backoff*2, backoffMax/2)
 				}
 				if lines, err = c.SandboxLogs(cmd.Context(), id); err != nil {
 					return err
 				}
 				if len(lines) > printed {
-					backoff = backoffMin
+					pause.Reset()
 				}
 				emit()
 				if gone {

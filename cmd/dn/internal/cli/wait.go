@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
-// DefaultWaitDeadline bounds a wait without --timeout-sec (seed 000).
+// DefaultWaitDeadline bounds a wait without --timeout-sec (README, dn).
 const DefaultWaitDeadline = 15 * time.Minute
 
-// Backoff of polling when the server does not hold the answer (seed 000:
-// 1 s doubling to a 5 s cap), and the longest long poll asked for.
+// Backoff of polling when the server does not hold the answer (1 s doubling
+// to a 5 s cap, as the README says), and the longest long poll asked for.
 const (
 	backoffMin  = time.Second
 	backoffMax  = 5 * time.Second
@@ -50,49 +49,24 @@ func (w *waiter) line(state string) {
 	w.p.println(w.out, fmt.Sprintf("state=%s elapsed=%s", state, elapsed(time.Since(w.start))))
 }
 
+// run waits from state until final(state), on client.WaitState: long polls
+// first when w.longPoll (holding up to maxLongPoll), else polls with backoff.
 func (w *waiter) run(ctx context.Context, state string, final func(string) bool, poll pollFunc) (string, error) {
-	w.line(state)
-	backoff := backoffMin
-	for !final(state) {
-		w.p.set(fmt.Sprintf("waiting for %s (%s)", w.what, state))
-		left := time.Until(w.deadline)
-		if left <= 0 {
-			return state, &errDeadline{state: state}
-		}
-		var next string
-		var err error
-		if w.longPoll && left >= time.Second {
-			hold := min(left, maxLongPoll).Truncate(time.Second)
-			asked := time.Now()
-			next, err = poll(ctx, state, hold)
-			switch {
-			case client.StatusOf(err) == http.StatusBadRequest:
-				w.longPoll, err = false, nil // a server without ?wait/?since: poll with backoff
-				continue
-			case err == nil && next == state && hold >= 2*time.Second && time.Since(asked) < hold/4 && time.Until(w.deadline) > 0:
-				w.longPoll = false // it answered without holding
+	state, err := client.WaitState(ctx, state, final, client.StatePoll(poll), client.WaitOptions{
+		Initial: backoffMin, Max: backoffMax, LongPoll: w.longPoll, MaxHold: maxLongPoll, Deadline: w.deadline,
+		OnState: func(s string) {
+			w.line(s)
+			if !final(s) {
+				w.p.set(fmt.Sprintf("waiting for %s (%s)", w.what, s))
 			}
-		} else {
-			t := time.NewTimer(min(backoff, left))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return state, errInterrupted
-			case <-t.C:
-			}
-			backoff = min(backoff*2, backoffMax)
-			next, err = poll(ctx, "", 0)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return state, errInterrupted
-			}
-			return state, err
-		}
-		if next != state {
-			state = next
-			w.line(state)
-		}
+		},
+	})
+	var de *client.WaitDeadlineError
+	switch {
+	case errors.As(err, &de):
+		return state, &errDeadline{state: state}
+	case err != nil && ctx.Err() != nil:
+		return state, errInterrupted
 	}
-	return state, nil
+	return state, err
 }
