@@ -166,10 +166,14 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	}
 	token := ""
 	if p.agent != nil {
+		if err := p.ensureAgentVolume(ctx, image); err != nil {
+			return "", compute.Errorf(compute.KindUnavailable, "create", err, "could not provide the sandbox agent: %v", err)
+		}
 		token = randomHex(24)
 		if err := p.withAgent(ctx, cfg, image, cmd, token); err != nil {
 			return "", err
 		}
+		mounts = append(mounts, p.agent.mount())
 	}
 	hc := &container.HostConfig{
 		Mounts: mounts,
@@ -197,7 +201,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
 	}
 	if err == nil && p.agent != nil {
-		if cerr := p.copyAgent(ctx, resp.ID, token); cerr != nil {
+		if cerr := p.copyToken(ctx, resp.ID, token); cerr != nil {
 			p.removeQuietly(resp.ID)
 			return "", compute.Errorf(compute.KindUnavailable, "create", cerr, "could not put the sandbox agent into the new container: %s", daemonMessage(cerr))
 		}
