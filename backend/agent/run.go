@@ -61,6 +61,11 @@ func Main(args []string) int {
 		return 2
 	}
 	env := childEnv(os.Environ())
+	if spec := os.Getenv(EnvMainUser); spec != "" {
+		if id, err := userSpec(spec); err == nil {
+			mainUser = &id // processes started without a user run as the image's USER
+		}
+	}
 	reaper := NewReaper(true)
 	srv := New(Config{Token: token, Env: env}, reaper)
 	addr := os.Getenv(EnvListen)

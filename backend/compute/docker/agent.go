@@ -2,14 +2,12 @@ package docker
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +27,8 @@ import (
 // name is keyed by the binary's content hash), mounted read-only at
 // /.dreadnode in every sandbox; the container's entrypoint becomes the
 // agent, with the image's own entrypoint and command (or the spec's
-// command) after "--". A fresh access token per sandbox is copied in
-// before the container starts (a file of a few bytes). The agent runs that
+// command) after "--", and a fresh access token per sandbox in its
+// environment (and the container's label). The agent runs that
 // command as the main process (its exit, with its exit code, still ends
 // the sandbox, and its output still goes to the engine's logs), reaps
 // orphans as PID 1, and serves envd's contract on port 49983 of the
@@ -38,9 +36,8 @@ import (
 const (
 	agentDir  = "/.dreadnode"
 	agentPath = agentDir + "/dn-agent"
-	// agentTokenPath and agentReadyPath are outside the read-only volume,
-	// in the container's own writable layer.
-	agentTokenPath = "/.dreadnode-token"
+	// agentReadyPath is outside the read-only volume, in the container's
+	// own writable layer.
 	agentReadyPath = "/.dreadnode-ready"
 	// labelAgentToken holds the agent's access token, so every replica
 	// (and a restarted backend) can reach the agent; only those with the
@@ -213,7 +210,12 @@ func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image s
 	cfg.Entrypoint = append(cfg.Entrypoint, main...)
 	cfg.Cmd = nil
 	cfg.Labels[labelAgentToken] = token
-	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath, agent.EnvTokenFile+"="+agentTokenPath)
+	// The token is in the agent's environment (readable only by the
+	// sandbox's root, in /proc/1/environ, as a root-only file would be);
+	// the agent passes none of its DN_AGENT_ variables on. Nothing runs
+	// through the engine's exec, which would hand the container's
+	// environment to its commands.
+	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath, agent.EnvToken+"="+token)
 	return nil
 }
 
@@ -249,37 +251,14 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 }
 
 // ensureAgent makes sure a created container that is to be adopted can
-// start its agent: the volume is filled, and the token is in place (the
-// create that made it may have crashed before copying it).
+// start its agent: its volume is filled (the create that made it may have
+// crashed before).
 func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse) error {
 	if p.agent == nil || c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
 		return nil
 	}
-	if err := p.ensureAgentVolume(ctx, c.Config.Image); err != nil {
-		return err
-	}
-	token := c.Config.Labels[labelAgentToken]
-	if st, err := p.cli.ContainerStatPath(ctx, c.ID, agentTokenPath); err == nil && st.Size == int64(len(token)) {
-		return nil
-	}
-	return p.copyToken(ctx, c.ID, token)
+	return p.ensureAgentVolume(ctx, c.Config.Image)
 }
 
 // agentReadyTimeout bounds the wait for the agent after the container started.
 const agentReadyTimeout = 30 * time.Second
-
-// copyToken puts the agent's token into a created container (root only).
-func (p *Provider) copyToken(ctx context.Context, id, token string) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Base(agentTokenPath), Mode: 0o400, Size: int64(len(token)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(tw, token); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return p.cli.CopyToContainer(ctx, id, path.Dir(agentTokenPath), &buf, container.CopyToContainerOptions{})
-}

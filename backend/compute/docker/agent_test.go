@@ -233,6 +233,10 @@ func TestAgentKeepsTheImageUser(t *testing.T) {
 		}
 		return nil
 	})
+	// Exec and processes run as the image's USER too, as the engine's exec did.
+	if res := exec(t, p, inst, "id", "-u"); strings.TrimSpace(string(res.Stdout)) != "65534" {
+		t.Fatalf("exec ran as uid %q, want the image's USER (65534)", res.Stdout)
+	}
 }
 
 // TestAgentVolume: the agent comes from one labelled volume per binary,

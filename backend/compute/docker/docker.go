@@ -28,6 +28,7 @@ package docker
 import (
 	"context"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -137,6 +138,7 @@ type Provider struct {
 	egress    egressState // the host firewall (egress.go)
 
 	agent     *agentBinary // nil unless Config.AgentBinary is set
+	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }
@@ -195,6 +197,7 @@ func New(cfg Config) (*Provider, error) {
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 		agent:      agent,
+		agentHTTP:  newAgentHTTP(),
 	}
 	for id, t := range cfg.Templates {
 		t.ID = id

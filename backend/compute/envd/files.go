@@ -145,6 +145,9 @@ func (c *Client) filesHTTP(ctx context.Context, op, method, name string, body io
 	case http.StatusNotFound:
 		return nil, compute.Errorf(compute.KindNotFound, op, nil, "no such file or directory: %s", name)
 	case http.StatusBadRequest:
+		if strings.HasSuffix(msg, "not a directory") {
+			return nil, compute.Errorf(compute.KindInvalid, op, nil, "a parent of %s is not a directory", name)
+		}
 		return nil, compute.Errorf(compute.KindInvalid, op, nil, "%s: %s", name, msg)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return nil, compute.Errorf(compute.KindAuth, op, nil, "%s in %s refused the access token: %s", c.daemon(), c.Name, msg)
