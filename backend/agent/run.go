@@ -16,7 +16,9 @@ import (
 
 // Environment of the agent itself; none of it reaches the processes it starts.
 const (
-	// EnvToken is the access token (prefer EnvTokenFile: a variable shows in /proc/1/environ).
+	// EnvToken is the access token (the Docker provider's way: it shows in
+	// /proc/1/environ, which only the sandbox's root reads, as it would a
+	// root-only EnvTokenFile).
 	EnvToken = "DN_AGENT_TOKEN"
 	// EnvTokenFile names a file holding the access token.
 	EnvTokenFile = "DN_AGENT_TOKEN_FILE"
@@ -33,8 +35,7 @@ const (
 	EnvMainUser = "DN_AGENT_MAIN_USER"
 )
 
-// DefaultTokenFile is read when neither variable is set and it exists: the
-// Docker provider copies the token there before the container starts.
+// DefaultTokenFile is read when neither variable is set and it exists.
 const DefaultTokenFile = "/.dreadnode/token"
 
 // Main runs the agent: `dn-agent [-- command args...]`. With a command it is
