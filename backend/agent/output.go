@@ -16,27 +16,61 @@ type chunk struct {
 	data   []byte
 }
 
-// outputLog is a process's output: the newest chunks up to OutputKeepBytes
-// (older ones are dropped first), the exit once known, and a channel closed
+// outputLog is a process's output: the newest chunks, at least
+// OutputKeepBytes of them (older ones are dropped first), the exit once known, and a channel closed
 // at every change so followers wake without polling.
+//
+// While the Start stream that made the process is open (its owner), no
+// chunk it has not sent yet is dropped: a write that would drop one waits
+// until the owner sent it (or left), so the process's pipe fills and the
+// process waits, as with a plain pipe, and a caller that reads its whole
+// output (a buffered exec) gets all of it however fast it comes.
 type outputLog struct {
-	mu      sync.Mutex
-	chunks  []chunk
-	bytes   int
-	next    uint64 // seq of the next chunk
-	ended   bool
-	changed chan struct{}
+	mu        sync.Mutex
+	chunks    []chunk
+	bytes     int
+	next      uint64 // seq of the next chunk
+	ended     bool
+	changed   chan struct{}
+	owned     bool       // the owner is attached
+	ownerNext uint64     // the seq of the next chunk the owner sends
+	sent      *sync.Cond // signalled when the owner sent a chunk or left
 }
 
-func newOutputLog() *outputLog { return &outputLog{changed: make(chan struct{})} }
+// newOutputLog returns a log, owned (see outputLog) until release.
+func newOutputLog() *outputLog {
+	l := &outputLog{changed: make(chan struct{}), owned: true}
+	l.sent = sync.NewCond(&l.mu)
+	return l
+}
+
+// ack records that the owner sent every chunk before seq.
+func (l *outputLog) ack(seq uint64) {
+	l.mu.Lock()
+	l.ownerNext = seq
+	l.mu.Unlock()
+	l.sent.Broadcast()
+}
+
+// release detaches the owner: from now on the oldest chunks are dropped.
+func (l *outputLog) release() {
+	l.mu.Lock()
+	l.owned = false
+	l.mu.Unlock()
+	l.sent.Broadcast()
+}
 
 func (l *outputLog) write(stderr bool, data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.owned && len(l.chunks) > 0 && l.chunks[0].seq >= l.ownerNext && l.bytes+len(data)-len(l.chunks[0].data) >= OutputKeepBytes {
+		l.sent.Wait()
+	}
 	l.chunks = append(l.chunks, chunk{seq: l.next, stderr: stderr, data: data})
 	l.next++
 	l.bytes += len(data)
-	for l.bytes > OutputKeepBytes && len(l.chunks) > 1 {
+	// Keep at least OutputKeepBytes: drop the oldest only while the rest is that much.
+	for len(l.chunks) > 1 && l.bytes-len(l.chunks[0].data) >= OutputKeepBytes {
 		l.bytes -= len(l.chunks[0].data)
 		l.chunks[0] = chunk{}
 		l.chunks = l.chunks[1:]

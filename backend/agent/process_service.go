@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,7 +29,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if m.Pty != nil {
 		return connect.NewError(connect.CodeUnimplemented, errors.New("this agent does not offer a PTY yet; start the process without pty"))
 	}
-	p, err := s.ps.start(startSpec{config: m.GetProcess(), tag: m.GetTag(), stdin: m.Stdin == nil || m.GetStdin(), user: requestUser(req.Header())})
+	p, err := s.ps.start(startSpec{config: m.GetProcess(), tag: m.GetTag(), stdin: m.Stdin == nil || m.GetStdin(), user: processUser(req.Header())})
 	var se *startError
 	if errors.As(err, &se) {
 		return connect.NewError(connect.CodeInvalidArgument, err)
@@ -36,22 +37,38 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
 	}
-	return follow(ctx, p, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
+	// This stream owns the output (see outputLog) until it ends.
+	defer p.out.release()
+	return follow(ctx, p, false, true, func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) })
 }
 
+// Extensions of envd's contract, asked for by a request header (envd's
+// clients never send them, so they see envd's behaviour).
+const (
+	// OnceHeader on Connect: send the output kept so far (and the end, if
+	// the process ended), then end the stream instead of following it.
+	OnceHeader = "Dn-Once"
+	// EndedHeader on List: list the ended processes kept too; the
+	// answer's EndedHeader says "pid=exitcode,..." for those.
+	EndedHeader = "Dn-Ended"
+)
+
 // Connect replays what the process printed (the last OutputKeepBytes), then
-// follows it until its end, which is sent too.
+// follows it until its end, which is sent too (with OnceHeader: stops
+// after what was kept).
 func (s *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
 	p, err := s.ps.find(req.Msg.GetProcess())
 	if err != nil {
 		return notFound(req.Msg.GetProcess())
 	}
-	return follow(ctx, p, func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) })
+	return follow(ctx, p, req.Header().Get(OnceHeader) != "", false, func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) })
 }
 
 // follow sends a start event, the output from the first byte kept, then
-// live output and the end event.
-func follow(ctx context.Context, p *proc, send func(*process.ProcessEvent) error) error {
+// live output and the end event; with once, it returns after what was
+// kept (and the end, if the process ended). The owner acknowledges each
+// chunk it sent, so none is dropped before.
+func follow(ctx context.Context, p *proc, once, owner bool, send func(*process.ProcessEvent) error) error {
 	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(p.pid)}}}); err != nil {
 		return err
 	}
@@ -71,12 +88,23 @@ func follow(ctx context.Context, p *proc, send func(*process.ProcessEvent) error
 				return err
 			}
 			next = c.seq + 1
+			if owner {
+				p.out.ack(next)
+			}
 		}
 		if ended {
 			return send(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: endEvent(p)}})
 		}
+		if once {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The caller's deadline (Connect-Timeout-Ms): say so, so it
+				// tells a timeout from a stream cut short.
+				return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the request's deadline passed before the process ended"))
+			}
 			return nil
 		case <-changed:
 		case <-keepAlive.C:
@@ -97,16 +125,24 @@ func endEvent(p *proc) *process.ProcessEvent_EndEvent {
 	return &process.ProcessEvent_EndEvent{ExitCode: int32(st.ExitStatus()), Exited: true, Status: fmt.Sprintf("exit status %d", st.ExitStatus())}
 }
 
-func (s *processService) List(context.Context, *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
+func (s *processService) List(_ context.Context, req *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
 	out := &process.ListResponse{}
-	for _, p := range s.ps.running() {
+	var ended []string
+	for _, p := range s.ps.list(req.Header().Get(EndedHeader) != "") {
 		info := &process.ProcessInfo{Config: p.config, Pid: uint32(p.pid)}
 		if p.tag != "" {
 			info.Tag = &p.tag
 		}
 		out.Processes = append(out.Processes, info)
+		if st, done := p.end(); done {
+			ended = append(ended, fmt.Sprintf("%d=%d", p.pid, exitCode(st)))
+		}
 	}
-	return connect.NewResponse(out), nil
+	res := connect.NewResponse(out)
+	if len(ended) > 0 {
+		res.Header().Set(EndedHeader, strings.Join(ended, ","))
+	}
+	return res, nil
 }
 
 func (s *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
@@ -173,7 +209,8 @@ func (s *processService) SendSignal(_ context.Context, req *connect.Request[proc
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("signal must be a signal number from 1 to 31 (SIGTERM 15, SIGKILL 9), got %d", n))
 	}
 	if err := p.signal(syscall.Signal(n)); err != nil {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d has ended", p.pid))
+		// Known but ended: a state the caller can see (409), not a missing process.
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has ended", p.pid))
 	}
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }

@@ -342,3 +342,82 @@ func TestBasicAuthPicksTheUser(t *testing.T) {
 		}
 	}
 }
+
+// The Start stream gets every byte however far it falls behind (the
+// process waits, as on a pipe), and a replay keeps at least the last MiB.
+func TestStartStreamLosesNothing(t *testing.T) {
+	a := startAgent(t)
+	st, err := a.proc.Start(testCtx(t), startReq("", false, "sh", "-c", `head -c 33554432 /dev/zero | tr "\0" x`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := 0
+	for st.Receive() {
+		if d := st.Msg().GetEvent().GetData(); d != nil {
+			if n == 0 {
+				// A reader that falls behind (not synchronisation: whatever
+				// the process does meanwhile, every byte must arrive).
+				time.Sleep(300 * time.Millisecond)
+			}
+			n += len(d.GetStdout())
+		}
+		if st.Msg().GetEvent().GetEnd() != nil {
+			break
+		}
+	}
+	if n != 32<<20 {
+		t.Fatalf("the Start stream delivered %d bytes of 32 MiB (more than socket buffers hold)", n)
+	}
+}
+
+// The agent's extensions: Dn-Once replays and ends without following a
+// running process; Dn-Ended lists ended processes with their exit codes.
+func TestOnceAndEndedExtensions(t *testing.T) {
+	a := startAgent(t)
+	ctx := testCtx(t)
+	st, err := a.proc.Start(ctx, startReq("", false, "sh", "-c", "echo up; exec sleep 600"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := collect(t, st.Receive, func() *process.ProcessEvent { return st.Msg().GetEvent() },
+		func(c *collected) bool { return c.stdout.String() == "up\n" })
+	st.Close()
+	defer func() {
+		_, _ = a.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: pidSel(running.pid), Signal: process.Signal_SIGNAL_SIGKILL}))
+	}()
+	ended := run(t, a, startReq("", false, "sh", "-c", "exit 3"))
+	req := connect.NewRequest(&process.ConnectRequest{Process: pidSel(running.pid)})
+	req.Header().Set(OnceHeader, "1")
+	cst, err := a.proc.Connect(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := collect(t, cst.Receive, func() *process.ProcessEvent { return cst.Msg().GetEvent() }, nil)
+	cst.Close()
+	if r.stdout.String() != "up\n" || r.end != nil || cst.Err() != nil {
+		t.Fatalf("Dn-Once: %q, end %v, err %v", r.stdout.String(), r.end, cst.Err())
+	}
+	lreq := connect.NewRequest(&process.ListRequest{})
+	lreq.Header().Set(EndedHeader, "1")
+	res, err := a.proc.List(ctx, lreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[uint32]bool{}
+	for _, p := range res.Msg.GetProcesses() {
+		pids[p.GetPid()] = true
+	}
+	if !pids[running.pid] || !pids[ended.pid] || !strings.Contains(res.Header().Get(EndedHeader), fmt.Sprintf("%d=3", ended.pid)) {
+		t.Fatalf("Dn-Ended list %v, header %q", pids, res.Header().Get(EndedHeader))
+	}
+	plain, err := a.proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plain.Msg.GetProcesses() {
+		if p.GetPid() == ended.pid {
+			t.Fatal("envd's List (no header) lists an ended process")
+		}
+	}
+}

@@ -26,11 +26,13 @@ type proc struct {
 	out     *outputLog
 	readers sync.WaitGroup // the two output pipes' readers
 
-	mu       sync.Mutex
-	stdin    *os.File // nil once closed, or when started without stdin
-	status   syscall.WaitStatus
-	exited   bool
-	endedSeq int // order of ending, for keepEnded
+	mu    sync.Mutex
+	stdin *os.File // nil once closed, or when started without stdin
+	// stdinAtEnd: stdin was still open when the process ended.
+	stdinAtEnd bool
+	status     syscall.WaitStatus
+	exited     bool
+	endedSeq   int // order of ending, for keepEnded
 }
 
 // Processes is the agent's process table.
@@ -142,6 +144,7 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 	if p.stdin != nil {
 		p.stdin.Close()
 		p.stdin = nil
+		p.stdinAtEnd = true
 	}
 	p.mu.Unlock()
 	ps.mu.Lock()
@@ -209,13 +212,14 @@ func (ps *Processes) find(sel *process.ProcessSelector) (*proc, error) {
 	return nil, errNotFound
 }
 
-// running lists the processes that have not ended, by pid.
-func (ps *Processes) running() []*proc {
+// list lists the processes by pid: those that have not ended, and with
+// ended the ended ones kept too.
+func (ps *Processes) list(ended bool) []*proc {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	var out []*proc
 	for _, p := range ps.byPID {
-		if p.endedSeq == 0 {
+		if ended || p.endedSeq == 0 {
 			out = append(out, p)
 		}
 	}
@@ -237,6 +241,11 @@ func (p *proc) writeStdin(data []byte) error {
 func (p *proc) closeStdin() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stdin == nil && p.stdinAtEnd {
+		// It ended with its stdin open (often right after reading the
+		// input just sent): closing it now is done, not an error.
+		return nil
+	}
 	if p.stdin == nil {
 		return errStdin
 	}

@@ -18,7 +18,9 @@ import (
 
 // Environment of the agent itself; none of it reaches the processes it starts.
 const (
-	// EnvToken is the access token (prefer EnvTokenFile: a variable shows in /proc/1/environ).
+	// EnvToken is the access token (the Docker provider's way: it shows in
+	// /proc/1/environ, which only the sandbox's root reads, as it would a
+	// root-only EnvTokenFile).
 	EnvToken = "DN_AGENT_TOKEN"
 	// EnvTokenFile names a file holding the access token.
 	EnvTokenFile = "DN_AGENT_TOKEN_FILE"
@@ -42,8 +44,7 @@ func ownEnv() config.Agent {
 	return e
 }
 
-// DefaultTokenFile is read when neither variable is set and it exists: the
-// Docker provider copies the token there before the container starts.
+// DefaultTokenFile is read when neither variable is set and it exists.
 const DefaultTokenFile = "/.dreadnode/token"
 
 // Main runs the agent: `dn-agent [-- command args...]`. With a command it is
@@ -70,6 +71,11 @@ func Main(args []string) int {
 		return 2
 	}
 	env := childEnv(os.Environ())
+	if spec := ownEnv().MainUser; spec != "" {
+		if id, err := userSpec(spec); err == nil {
+			mainUser = &id // processes started without a user run as the image's USER
+		}
+	}
 	reaper := NewReaper(true)
 	srv := New(Config{Token: token, Env: env}, reaper)
 	addr := ownEnv().Listen

@@ -26,6 +26,19 @@ var root = identity{name: "root", home: "/root"}
 // none) is root, since an image without that user has no one else to be.
 func requestUser(h http.Header) identity { return lookupUser(basicUser(h)) }
 
+// processUser is the user a process runs as: the request's, else the
+// image's USER (mainUser, set by Main), as the engine's own exec would
+// run it; root when the image has none.
+func processUser(h http.Header) identity {
+	if basicUser(h) == "" && mainUser != nil {
+		return *mainUser
+	}
+	return requestUser(h)
+}
+
+// mainUser is the image's USER (EnvMainUser), nil when it has none.
+var mainUser *identity
+
 func basicUser(h interface{ Get(string) string }) string {
 	name := ""
 	if v, ok := strings.CutPrefix(h.Get("Authorization"), "Basic "); ok {

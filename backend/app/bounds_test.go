@@ -59,11 +59,12 @@ func fourAtOnce(f func(i int)) {
 	wg.Wait()
 }
 
-// A sandbox that forges what the backend reads from it (a frame announcing
-// 1 GiB in a process's output file, a listing of 100k entries, a python3
-// that answers with 64 MiB without a newline, 64 MiB of NUL bytes on both
-// streams of a buffered exec, a /bin/sh that never writes the pid line) costs the backend a bounded amount of memory, four requests
-// at once, and each forged answer is a clear error without host paths.
+// A sandbox that floods what the backend reads from it (64 MiB of a
+// process's output replayed, a listing of 100k entries, 64 MiB of NUL
+// bytes on both streams of a buffered exec, a streamed exec of 64 MiB with
+// /bin/sh replaced) costs the backend a bounded amount of memory, four
+// requests at once, and each refused answer is a clear error without host
+// paths. (A hostile agent's declared message lengths: compute/envd's tests.)
 // Not parallel: the heap is measured for the whole test process.
 func TestHostileSandboxOutputIsBounded(t *testing.T) {
 	ta := newTestApp(t, nil)
@@ -85,28 +86,33 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 		}
 	}
 
-	// 1. A frame that announces 1 GiB, followed by 64 MiB, in the output
-	// file of a running process.
-	r := do("POST", "/processes", map[string]any{"cmd": []string{"sleep", "600"}}, 201)
+	// 1. A process that printed 64 MiB: four replays at once of what the
+	// agent kept (its last MiB or so) pass through without being held.
+	r := do("POST", "/processes", map[string]any{"cmd": []string{"bash", "-c", fmt.Sprintf("head -c %d /dev/zero; exec sleep 600", forged)}}, 201)
 	pid := int(r.json(t)["pid"].(float64))
-	sh(fmt.Sprintf(`printf '\001\100\000\000\000' > /run/dreadnode/proc/%d/out && head -c %d /dev/zero >> /run/dreadnode/proc/%d/out`, pid, forged, pid))
 	details := make([]string, 4)
+	replayed := make([]int, 4)
 	grew := heapGrowth(func() {
 		fourAtOnce(func(i int) {
 			_, next := ta.stream(context.Background(), "GET", fmt.Sprintf("%s/processes/%d/output?follow=false", base, pid), tok, nil)
 			for ev, ok := next(); ok; ev, ok = next() {
-				if ev.Type == "error" {
+				switch ev.Type {
+				case "stdout":
+					replayed[i] += len(ev.Data)
+				case "error":
 					details[i] = ev.Detail
 				}
 			}
 		})
 	})
-	t.Logf("forged frame: the heap grew by %d KiB", grew>>10)
+	t.Logf("replay of 64 MiB of output: the heap grew by %d KiB", grew>>10)
 	if grew >= bound {
-		t.Errorf("four reads of a forged 1 GiB frame grew the heap by %d MiB", grew>>20)
+		t.Errorf("four replays of 64 MiB of output grew the heap by %d MiB", grew>>20)
 	}
-	for _, d := range details {
-		checkDetail("forged frame", d, "the sandbox sent a frame of 1073741824 bytes, over the 1048576-byte bound")
+	for i, n := range replayed {
+		if n > forged || details[i] != "" {
+			t.Errorf("replay: %d bytes, error %q", n, details[i])
+		}
 	}
 
 	// 2. A directory of 100k entries.
@@ -129,32 +135,11 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 		checkDetail("100k entries", d, "/dev/shm/many holds more than 10000 entries")
 	}
 	// A listing under the bound still works.
+	sh(fmt.Sprintf(`mkdir -p /dev/shm/few && touch /dev/shm/few/%d`, pid))
 	var list []map[string]any
-	if err := json.Unmarshal(do("GET", "/fs?path=/run/dreadnode/proc", nil, 200).body, &list); err != nil || len(list) != 1 || list[0]["name"] != strconv.Itoa(pid) {
-		t.Errorf("listing /run/dreadnode/proc: %v %v, want the one process's directory", list, err)
+	if err := json.Unmarshal(do("GET", "/fs?path=/dev/shm/few", nil, 200).body, &list); err != nil || len(list) != 1 || list[0]["name"] != strconv.Itoa(pid) {
+		t.Errorf("listing /dev/shm/few: %v %v, want its one file", list, err)
 	}
-
-	// 3. A python3 (the helper's interpreter) that answers with 64 MiB and
-	// no newline.
-	sh(fmt.Sprintf(`printf '#!/bin/bash\nhead -c %d /dev/zero | tr "\\0" x\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3`, forged))
-	grew = heapGrowth(func() {
-		fourAtOnce(func(i int) {
-			r := ta.req("GET", base+"/fs?path=/tmp", nil, "X-Access-Token", tok)
-			codes[i], details[i] = r.code, detailOf(r)
-		})
-	})
-	t.Logf("endless helper line: the heap grew by %d KiB", grew>>10)
-	if grew >= bound {
-		t.Errorf("four endless helper answers grew the heap by %d MiB", grew>>20)
-	}
-	for i, d := range details {
-		if codes[i] != 502 {
-			t.Errorf("listing through a forged python3: %d, want 502", codes[i])
-		}
-		checkDetail("endless line", d, "a line over the 65536-byte bound")
-	}
-	r = do("GET", "/processes", nil, 502)
-	checkDetail("process list", r.json(t)["detail"].(string), "over the 4194304-byte bound")
 
 	// 4. 64 MiB of NUL bytes (six bytes each in JSON) on stdout and on
 	// stderr of a buffered exec: the first MiBs are kept, and encoded as
@@ -187,14 +172,16 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 		}
 	}
 
-	// 5. A /bin/sh that never writes the pid line and prints 64 MiB on
-	// stdout: the stream starts anyway (pid 0) and the output flows.
+	// 5. A /bin/sh replaced by one that prints no pid line (the stream
+	// needs no shell: the agent reports the pid) and a streamed exec of 64
+	// MiB: every byte flows, four at once, without being held.
 	details = make([]string, 4)
-	sh(fmt.Sprintf(`printf '#!/bin/bash\nhead -c %d /dev/zero | tr "\\0" x\n' > /tmp/sh && chmod +x /tmp/sh && ln -sf /tmp/sh /bin/sh`, forged))
+	sh(`printf '#!/bin/bash\nexit 99\n' > /tmp/sh && chmod +x /tmp/sh && ln -sf /tmp/sh /bin/sh`)
 	got := make([]int, 4)
 	grew = heapGrowth(func() {
 		fourAtOnce(func(i int) {
-			_, next := ta.stream(context.Background(), "POST", base+"/exec", tok, map[string]any{"cmd": []string{"true"}})
+			_, next := ta.stream(context.Background(), "POST", base+"/exec", tok, map[string]any{
+				"cmd": []string{"bash", "-c", fmt.Sprintf(`head -c %d /dev/zero | tr "\0" x`, forged)}, "timeoutMs": 300000})
 			for ev, ok := next(); ok; ev, ok = next() {
 				switch ev.Type {
 				case "stdout":
@@ -205,13 +192,13 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 			}
 		})
 	})
-	t.Logf("replaced /bin/sh: the heap grew by %d KiB", grew>>10)
+	t.Logf("streamed exec of 64 MiB: the heap grew by %d KiB", grew>>10)
 	if grew >= bound {
-		t.Errorf("four execs through a /bin/sh without pid line grew the heap by %d MiB", grew>>20)
+		t.Errorf("four streamed execs of 64 MiB grew the heap by %d MiB", grew>>20)
 	}
 	for i, n := range got {
 		if n != forged || details[i] != "" {
-			t.Errorf("exec through a /bin/sh without pid line: %d bytes of stdout (want %d), error %q", n, forged, details[i])
+			t.Errorf("streamed exec with /bin/sh replaced: %d bytes of stdout (want %d), error %q", n, forged, details[i])
 		}
 	}
 }

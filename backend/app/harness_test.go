@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
@@ -42,7 +43,7 @@ func newApp(tb testing.TB, mutate func(*Config)) *testApp {
 	dir := tb.TempDir()
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + tb.Name(), BootstrapCredits: 1000,
-		MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond}
+		MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond, AgentBinary: agentbin.Path(tb)}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -188,6 +189,10 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
 		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy, DockerNetwork: benchNetwork}
+	if cfg.AgentBinary, err = agentbin.Build(); err != nil {
+		os.RemoveAll(dir)
+		fail(err)
+	}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -11,7 +11,8 @@ import (
 // CMD...); PIDGate strips the line.
 const PIDScript = `printf 'DNPID %d\n' "$$" >&2 && exec "$@"`
 
-// PIDGate turns a streamed command's output into events: the start event
+// PIDGate (used by the task environments' compose services; Docker sandboxes
+// stream through their agent, which reports the pid itself) turns a streamed command's output into events: the start event
 // (with the pid from PIDScript's line) first, then stdout and stderr, then
 // the exit. Its writers must be called from one goroutine (as stdcopy does).
 // The pid line comes from the sandbox's own /bin/sh, which may be replaced:

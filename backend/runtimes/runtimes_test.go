@@ -137,6 +137,15 @@ func TestRuntimeLifecycleOnDocker(t *testing.T) {
 		t.Fatalf("logs: %v", lg)
 	}
 
+	// Running long enough to owe at least a micro-credit (exec through the
+	// sandbox's agent is fast enough that the whole test may not), so the
+	// reset below has something to bill.
+	appenv.Eventually(t, 30*time.Second, func() error {
+		if r := e.Must(200, "GET", "/api/v1/org/org1/sandboxes/"+sid, nil); r["estimated_total_credits"].(float64) <= 0 {
+			return fmt.Errorf("nothing owed yet: %v", r["estimated_total_credits"])
+		}
+		return nil
+	})
 	// reset kills and unlinks the sandbox (record kept, kill_reason reset).
 	rr := e.Must(200, "POST", rtBase+"/"+id+"/reset", nil)
 	if rr["state"] != "idle" || rr["instance"] != nil || rr["sandbox_id"] != nil || rr["last_sandbox_id"] != sid {

@@ -20,7 +20,7 @@ trap 'rm -rf "$ctx"' EXIT
 
 cd "$root"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/dreadnode-backend" ./backend/cmd/dreadnode-backend
-# The in-sandbox agent rides along (DREADNODE_AGENT_BINARY=/dn-agent injects it).
+# The in-sandbox agent rides along (the backend finds it beside itself).
 CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o "$ctx/dn-agent" ./backend/cmd/dn-agent
 cp "$here/Dockerfile" "$ctx/"
 cert=/etc/ssl/certs/ca-certificates.crt

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
@@ -22,6 +24,9 @@ import (
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == agentName {
+		os.Exit(agent.Main(os.Args[1:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	args := os.Args[1:]
@@ -93,6 +98,14 @@ func serve(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
+	if cfg.AgentBinary == "" && usesDocker(cfg) {
+		path, how := findAgent()
+		if path == "" {
+			return fmt.Errorf("no sandbox agent for Docker sandboxes: %s", how)
+		}
+		log.Info("sandbox agent", "binary", path, "found", how)
+		cfg.AgentBinary = path
+	}
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err

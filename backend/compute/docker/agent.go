@@ -3,43 +3,64 @@ package docker
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // The in-sandbox agent (backend/agent, cmd dn-agent) is injected into every
-// container when Config.AgentBinary names its static Linux build: before the
-// container starts, the engine's archive API puts the binary and a fresh
-// access token under /.dreadnode, and the container's entrypoint becomes
-// the agent, with the image's own entrypoint and command (or the spec's
-// command) after "--". The agent runs that command as the main process
-// (its exit, with its exit code, still ends the sandbox, and its output
-// still goes to the engine's logs), reaps orphans as PID 1, and serves
-// envd's contract on port 49983 of the container's address. Nothing is
-// needed from the image: no shell, no libc.
+// container when Config.AgentBinary names its static Linux build: the
+// binary lives in a named volume, filled once per engine and binary (its
+// name is keyed by the binary's content hash), mounted read-only at
+// /.dreadnode in every sandbox; the container's entrypoint becomes the
+// agent, with the image's own entrypoint and command (or the spec's
+// command) after "--", and a fresh access token per sandbox in its
+// environment (and the container's label). The agent runs that
+// command as the main process (its exit, with its exit code, still ends
+// the sandbox, and its output still goes to the engine's logs), reaps
+// orphans as PID 1, and serves envd's contract on port 49983 of the
+// container's address. Nothing is needed from the image: no shell, no libc.
 const (
-	agentDir       = "/.dreadnode"
-	agentPath      = agentDir + "/dn-agent"
-	agentTokenPath = agentDir + "/token"
-	agentRunDir    = agentDir + "/run" // writable by the image's user, whoever it is
-	agentReadyPath = agentRunDir + "/ready"
+	agentDir  = "/.dreadnode"
+	agentPath = agentDir + "/dn-agent"
+	// agentReadyPath is outside the read-only volume, in the container's
+	// own writable layer.
+	agentReadyPath = "/.dreadnode-ready"
 	// labelAgentToken holds the agent's access token, so every replica
 	// (and a restarted backend) can reach the agent; only those with the
 	// engine's socket can read it, and they are root on the host anyway.
 	labelAgentToken = "dev.dreadnode.agent-token"
+	// labelAgentBinary marks the agent's volume (and its filler container)
+	// with the binary's SHA-256. The volume's name does not start with
+	// volumePrefix, so deleting a sandbox never removes it.
+	labelAgentBinary  = "dev.dreadnode.agent-binary"
+	agentVolumePrefix = "dreadnode-agent-"
 )
 
 // agentBinary is the agent's bytes, read once at New (a missing file is a
-// configuration error said at start-up, not at each create).
-type agentBinary struct{ data []byte }
+// configuration error said at start-up, not at each create), and the
+// volume that holds them on this engine.
+type agentBinary struct {
+	data   []byte
+	sum    string // hex SHA-256 of data
+	volume string // agentVolumePrefix + the first 20 hex digits of sum
+
+	mu    sync.Mutex
+	ready bool // the volume was seen filled
+}
 
 func loadAgent(path string) (*agentBinary, error) {
 	if path == "" {
@@ -52,7 +73,111 @@ func loadAgent(path string) (*agentBinary, error) {
 	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
 		return nil, fmt.Errorf("the sandbox agent binary %s is not a Linux executable (ELF)", path)
 	}
-	return &agentBinary{data: b}, nil
+	sum := sha256.Sum256(b)
+	h := hex.EncodeToString(sum[:])
+	return &agentBinary{data: b, sum: h, volume: agentVolumePrefix + h[:20]}, nil
+}
+
+// agentMount mounts the agent's volume read-only at agentDir.
+func (a *agentBinary) mount() mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Source: a.volume, Target: agentDir, ReadOnly: true,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true}}
+}
+
+// agentFillStale is how long a filler container may hold its name before
+// another backend takes it for a crashed one's and removes it.
+const agentFillStale = 2 * time.Minute
+
+// ensureAgentVolume makes sure the agent's volume exists and holds the
+// binary, filling it when it does not. Once per process and binary: after
+// that it costs nothing. Backends sharing the engine (replicas, tests)
+// take turns through the filler container's name, which the engine gives
+// to one at a time; the filler writes the binary, then a "ready" file, in
+// one archive (extracted in order), so a volume with "ready" holds the
+// whole binary. image is any local image (the sandbox's own): the filler
+// is created, never started.
+func (p *Provider) ensureAgentVolume(ctx context.Context, image string) error {
+	a := p.agent
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ready {
+		return nil
+	}
+	labels := map[string]string{labelAgentBinary: a.sum, labelScope: p.cfg.Scope}
+	if _, err := p.cli.VolumeCreate(ctx, volume.CreateOptions{Name: a.volume, Labels: labels}); err != nil {
+		return fmt.Errorf("creating the agent's volume %s: %w", a.volume, err)
+	}
+	filler := a.volume + "-fill"
+	deadline := time.Now().Add(agentFillStale + 30*time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		resp, err := p.cli.ContainerCreate(ctx,
+			&container.Config{Image: image, Entrypoint: []string{agentPath}, Labels: labels, NetworkDisabled: true},
+			&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: a.volume, Target: "/v",
+				VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}, nil, nil, filler)
+		if err == nil {
+			err = p.fillAgentVolume(ctx, resp.ID)
+			p.removeFiller(resp.ID)
+			if err == nil {
+				a.ready = true
+			}
+			return err
+		}
+		if !cerrdefs.IsConflict(err) {
+			return fmt.Errorf("creating the container that fills the agent's volume: %w", err)
+		}
+		// Another backend is filling it: wait for it to finish (its
+		// container goes), or remove it if it crashed while at it.
+		if c, ierr := p.cli.ContainerInspect(ctx, filler); ierr == nil {
+			if created, perr := time.Parse(time.RFC3339Nano, c.Created); perr == nil && time.Since(created) > agentFillStale {
+				p.removeFiller(c.ID)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the container %s that fills the agent's volume did not go away", filler)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fillAgentVolume writes the binary and then "ready" into the volume
+// mounted at /v of the filler, unless "ready" is there already.
+func (p *Provider) fillAgentVolume(ctx context.Context, id string) error {
+	if _, err := p.cli.ContainerStatPath(ctx, id, "/v/ready"); err == nil {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		now := time.Now()
+		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "dn-agent", Mode: 0o755, Size: int64(len(p.agent.data)), ModTime: now})
+		if err == nil {
+			_, err = tw.Write(p.agent.data)
+		}
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ready", Mode: 0o444, ModTime: now})
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	err := p.cli.CopyToContainer(ctx, id, "/v", pr, container.CopyToContainerOptions{})
+	pr.Close()
+	if err != nil {
+		return fmt.Errorf("filling the agent's volume: %w", err)
+	}
+	return nil
+}
+
+func (p *Provider) removeFiller(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// RemoveVolumes removes the anonymous volumes an image's VOLUME made, never a named one.
+	_ = p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 }
 
 // withAgent makes the agent the container's entrypoint, running the
@@ -85,7 +210,12 @@ func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image s
 	cfg.Entrypoint = append(cfg.Entrypoint, main...)
 	cfg.Cmd = nil
 	cfg.Labels[labelAgentToken] = token
-	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
+	// The token is in the agent's environment (readable only by the
+	// sandbox's root, in /proc/1/environ, as a root-only file would be);
+	// the agent passes none of its DN_AGENT_ variables on. Nothing runs
+	// through the engine's exec, which would hand the container's
+	// environment to its commands.
+	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath, agent.EnvToken+"="+token)
 	return nil
 }
 
@@ -120,61 +250,15 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 	}
 }
 
-// ensureAgent makes sure a created container that is to be adopted holds
-// its agent: the create that made it may still be copying it in (then it
-// appears within moments), or have crashed before (then the copy is made
-// here, with the token of the container's label).
+// ensureAgent makes sure a created container that is to be adopted can
+// start its agent: its volume is filled (the create that made it may have
+// crashed before).
 func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse) error {
 	if p.agent == nil || c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
 		return nil
 	}
-	token := c.Config.Labels[labelAgentToken]
-	deadline := time.Now().Add(2 * time.Second)
-	for wait := time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 100*time.Millisecond) {
-		// The token is the archive's last file: complete once it has its size.
-		if st, err := p.cli.ContainerStatPath(ctx, c.ID, agentTokenPath); err == nil && st.Size == int64(len(token)) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return p.copyAgent(ctx, c.ID, token)
+	return p.ensureAgentVolume(ctx, c.Config.Image)
 }
 
 // agentReadyTimeout bounds the wait for the agent after the container started.
 const agentReadyTimeout = 30 * time.Second
-
-// copyAgent puts the agent and its token into a created container.
-func (p *Provider) copyAgent(ctx context.Context, id, token string) error {
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		now := time.Now()
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "." + agentDir + "/", Mode: 0o755, ModTime: now})
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "." + agentRunDir + "/", Mode: 0o1777, ModTime: now})
-		}
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "." + agentPath, Mode: 0o755, Size: int64(len(p.agent.data)), ModTime: now})
-		}
-		if err == nil {
-			_, err = tw.Write(p.agent.data)
-		}
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "." + agentTokenPath, Mode: 0o400, Size: int64(len(token)), ModTime: now})
-		}
-		if err == nil {
-			_, err = io.WriteString(tw, token)
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	err := p.cli.CopyToContainer(ctx, id, "/", pr, container.CopyToContainerOptions{})
-	pr.Close()
-	return err
-}

@@ -233,4 +233,62 @@ func TestAgentKeepsTheImageUser(t *testing.T) {
 		}
 		return nil
 	})
+	// Exec and processes run as the image's USER too, as the engine's exec did.
+	if res := exec(t, p, inst, "id", "-u"); strings.TrimSpace(string(res.Stdout)) != "65534" {
+		t.Fatalf("exec ran as uid %q, want the image's USER (65534)", res.Stdout)
+	}
+}
+
+// TestAgentVolume: the agent comes from one labelled volume per binary,
+// filled once however many creates race for it (two providers, as two
+// replicas would be), and mounted read-only: the sandbox's root cannot
+// replace the agent every other sandbox runs.
+func TestAgentVolume(t *testing.T) {
+	t.Parallel()
+	bin := agentbin.Path(t)
+	p1, p2 := newProvider(t, Config{AgentBinary: bin}), newProvider(t, Config{AgentBinary: bin})
+	var insts [4]compute.Instance
+	errs := make(chan error, len(insts))
+	for i := range insts {
+		go func() {
+			p := p1
+			if i%2 == 1 {
+				p = p2
+			}
+			spec := testSpec()
+			inst, err := p.Create(context.Background(), spec)
+			if err == nil {
+				t.Cleanup(func() { _ = p.Delete(context.Background(), inst.Ref) })
+			}
+			insts[i] = inst
+			errs <- err
+		}()
+	}
+	for range insts {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent create: %v", err)
+		}
+	}
+	v, err := p1.cli.VolumeInspect(context.Background(), p1.agent.volume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Labels[labelAgentBinary] != p1.agent.sum {
+		t.Fatalf("volume %s labels %v, want %s=%s", v.Name, v.Labels, labelAgentBinary, p1.agent.sum)
+	}
+	for _, inst := range insts {
+		url, token := agentURL(t, p1, inst)
+		waitHealthy(t, url)
+		if err := listProcesses(url, token); err != nil {
+			t.Fatalf("List in %s: %v", inst.Ref.ID, err)
+		}
+	}
+	// The running binary itself is busy (ETXTBSY), so plant a file beside it.
+	res := exec(t, p1, insts[0], "sh", "-c", "id -u; echo x > "+agentDir+"/planted && echo planted")
+	if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "planted") {
+		t.Fatalf("the sandbox wrote into the agent's volume (exit %d): %s %s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(string(res.Stderr), "Read-only") {
+		t.Fatalf("writing into the agent's volume failed, but not for being read-only: %s", res.Stderr)
+	}
 }

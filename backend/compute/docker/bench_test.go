@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,4 +90,45 @@ func BenchmarkRawDockerCreateStart(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// BenchmarkAgentInjection measures what injecting the agent adds to a
+// cold create (no warm pool): creates with and without the agent
+// alternate in one process, the agent's volume filled beforehand (once
+// per engine and binary), and the medians are reported with their
+// difference (added-p50-ms) and ratio.
+func BenchmarkAgentInjection(b *testing.B) {
+	with := newProvider(b, Config{})
+	without := newProvider(b, Config{AgentBinary: noAgent})
+	ctx := context.Background()
+	create := func(p *Provider) time.Duration {
+		spec := testSpec()
+		start := time.Now()
+		inst, err := p.Create(ctx, spec)
+		d := time.Since(start)
+		if err != nil || inst.Status != compute.StatusRunning {
+			b.Fatalf("create: %+v %v", inst, err)
+		}
+		if err := p.Delete(ctx, inst.Ref); err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	create(with) // fills the volume, untimed as far as the medians go
+	create(without)
+	var dw, dn []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dw = append(dw, create(with))
+		dn = append(dn, create(without))
+	}
+	med := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	mw, mn := med(dw), med(dn)
+	b.ReportMetric(mw, "agent-p50-ms")
+	b.ReportMetric(mn, "none-p50-ms")
+	b.ReportMetric(mw-mn, "added-p50-ms")
+	b.ReportMetric(mw/mn, "ratio")
 }

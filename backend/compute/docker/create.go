@@ -170,12 +170,14 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
-	token := ""
 	if p.agent != nil {
-		token = randomHex(24)
-		if err := p.withAgent(ctx, cfg, image, cmd, token); err != nil {
+		if err := p.ensureAgentVolume(ctx, image); err != nil {
+			return "", err // the caller's createError names a missing image
+		}
+		if err := p.withAgent(ctx, cfg, image, cmd, randomHex(24)); err != nil {
 			return "", err
 		}
+		mounts = append(mounts, p.agent.mount())
 	}
 	hc := &container.HostConfig{
 		Mounts: mounts,
@@ -204,12 +206,6 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
-	}
-	if err == nil && p.agent != nil {
-		if cerr := p.copyAgent(ctx, resp.ID, token); cerr != nil {
-			p.removeQuietly(resp.ID)
-			return "", compute.Errorf(compute.KindUnavailable, "create", cerr, "could not put the sandbox agent into the new container: %s", daemonMessage(cerr))
-		}
 	}
 	return resp.ID, err
 }

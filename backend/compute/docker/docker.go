@@ -28,6 +28,7 @@ package docker
 import (
 	"context"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -127,6 +128,7 @@ type Provider struct {
 
 	agent     *agentBinary // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
+	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
 }
@@ -185,6 +187,7 @@ func New(cfg Config) (*Provider, error) {
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 		agent:      agent,
+		agentHTTP:  newAgentHTTP(),
 	}
 	for id, t := range cfg.Templates {
 		t.ID = id

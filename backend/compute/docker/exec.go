@@ -4,126 +4,225 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/http"
 	"path"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"connectrpc.com/connect"
 
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/envd"
 )
 
-// execMarkerEnv is set on every Exec so that a timed-out command and all its
-// descendants can be found (via /proc/*/environ) and killed: Docker has no
-// API to kill an exec, and killing the container is not an option.
-const execMarkerEnv = "DREADNODE_EXEC_ID"
+// Processes, exec and files go through the sandbox's agent (agent.go),
+// with the envd client the E2B provider uses for envd: one protocol, one
+// client. The agent is reached on the container's address on its network
+// (the host reaches bridge addresses directly), with the token of the
+// container's label; nothing runs through the engine's exec. Only the tar
+// archive routes keep the engine's archive API.
 
-const killScript = `for d in /proc/[0-9]*; do
-  grep -qF "` + execMarkerEnv + `=$1" "$d/environ" 2>/dev/null && kill -9 "${d#/proc/}" 2>/dev/null
-done
-exit 0`
+// agentHTTP is the client every call to an agent goes through: a short
+// dial timeout (an address that does not answer is a sandbox that is
+// gone), no overall timeout (streams last as long as their callers).
+func newAgentHTTP() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+		// The agent answers at once; a header that takes this long means
+		// the sandbox is frozen (paused after the state check).
+		ResponseHeaderTimeout: 60 * time.Second,
+	}}
+}
 
-// Exec implements compute.Provider. A paused or stopped instance answers
-// KindConflict. When req.Timeout (or ctx) expires the command's processes are
-// killed, nothing else, and the output so far is returned with KindTimeout.
-// The command sees DREADNODE_EXEC_ID in its environment (see execMarkerEnv);
-// the kill needs sh and grep in the image, otherwise the command is left to
-// finish on its own.
+// agent returns a client of the agent in ref's running sandbox. A paused or
+// stopped sandbox is KindConflict, one made without the agent KindInvalid.
+func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) (*envd.Client, error) {
+	c, err := p.cli.ContainerInspect(ctx, ref.ID)
+	if err != nil {
+		return nil, classify(op, err)
+	}
+	if err := stateError(op, ref.ID, c); err != nil {
+		return nil, err
+	}
+	token := ""
+	if c.Config != nil {
+		token = c.Config.Labels[labelAgentToken]
+	}
+	if token == "" {
+		return nil, compute.Errorf(compute.KindInvalid, op, nil,
+			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", ref.ID)
+	}
+	ip := ""
+	if c.NetworkSettings != nil {
+		for _, name := range slices.Sorted(maps.Keys(c.NetworkSettings.Networks)) {
+			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
+				ip = n.IPAddress
+				break
+			}
+		}
+	}
+	if ip == "" {
+		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", ref.ID)
+	}
+	return &envd.Client{HTTP: p.agentHTTP, URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(agent.Port)), Token: token,
+		Name: "sandbox " + ref.ID, Daemon: "the sandbox agent", Agent: true,
+		Diagnose: func(ctx context.Context, op string, err error) error {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			c, ierr := p.cli.ContainerInspect(dctx, ref.ID)
+			if ierr != nil {
+				return classify(op, ierr)
+			}
+			if serr := stateError(op, ref.ID, c); serr != nil {
+				return serr
+			}
+			return err
+		}}, nil
+}
+
+// stateError is KindConflict for a sandbox that is not running.
+func stateError(op, id string, c container.InspectResponse) error {
+	switch {
+	case c.State == nil:
+		return nil
+	case c.State.Paused:
+		return compute.Errorf(compute.KindConflict, op, nil, "sandbox %s is paused; resume it first", id)
+	case !c.State.Running:
+		return compute.Errorf(compute.KindConflict, op, nil, "sandbox %s is not running (%s)", id, c.State.Status)
+	}
+	return nil
+}
+
+func checkCwd(op, cwd string) error {
+	if cwd != "" && !path.IsAbs(cwd) {
+		return compute.Errorf(compute.KindInvalid, op, nil, "cwd must be an absolute path, got %q", cwd)
+	}
+	return nil
+}
+
+// Exec implements compute.Provider through the agent. A paused or stopped
+// instance answers KindConflict. When req.Timeout expires (or ctx ends)
+// the command is killed and the output so far is returned with KindTimeout.
 func (p *Provider) Exec(ctx context.Context, ref compute.Ref, req compute.ExecRequest) (compute.ExecResult, error) {
 	const op = "exec"
-	if len(req.Cmd) == 0 {
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return compute.ExecResult{}, compute.Errorf(compute.KindInvalid, op, nil, "cmd must not be empty")
 	}
-	if req.Cwd != "" && !path.IsAbs(req.Cwd) {
-		return compute.ExecResult{}, compute.Errorf(compute.KindInvalid, op, nil, "cwd must be an absolute path, got %q", req.Cwd)
+	if err := checkCwd(op, req.Cwd); err != nil {
+		return compute.ExecResult{}, err
 	}
-	marker := randomHex(12)
-	opts := container.ExecOptions{
-		Cmd:        req.Cmd,
-		Env:        append(env(req.Env), execMarkerEnv+"="+marker),
-		WorkingDir: req.Cwd,
+	c, err := p.agentClient(ctx, op, ref)
+	if err != nil {
+		return compute.ExecResult{}, err
 	}
-	res, running, err := p.runExec(ctx, ref.ID, opts, req.Timeout)
-	if running {
-		p.killExec(ref.ID, marker)
-		if ctx.Err() == nil {
-			return res, compute.Errorf(compute.KindTimeout, op, err, "the command did not finish within %s and was killed", req.Timeout)
-		}
+	res, err := c.Exec(ctx, req)
+	var ce *connect.Error
+	if compute.KindOf(err) == compute.KindInvalid && errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument &&
+		!strings.HasPrefix(ce.Message(), "cwd ") {
+		// A command that cannot be found or run is its exit code 127, as
+		// in a shell (a missing cwd stays a 400, as on /processes).
+		return compute.ExecResult{ExitCode: 127, Stderr: []byte(ce.Message() + "\n")}, nil
 	}
 	return res, err
 }
 
-// runExec runs one exec until it exits, timeout (when > 0) passes or ctx is
-// done. running reports that we stopped waiting while it may still run.
-// It keeps at most compute.MaxExecOutputBytes of each stream; the rest is
-// dropped so a chatty command cannot exhaust the backend's memory.
-func (p *Provider) runExec(ctx context.Context, id string, opts container.ExecOptions, timeout time.Duration) (res compute.ExecResult, running bool, err error) {
-	return p.runExecKeeping(ctx, id, opts, timeout, compute.MaxExecOutputBytes)
-}
-
-// runExecKeeping is runExec keeping at most keep bytes of each stream.
-func (p *Provider) runExecKeeping(ctx context.Context, id string, opts container.ExecOptions, timeout time.Duration, keep int) (res compute.ExecResult, running bool, err error) {
+// ExecStream implements compute.Processes through the agent's Start stream.
+func (p *Provider) ExecStream(ctx context.Context, ref compute.Ref, req compute.ExecRequest, stdin io.Reader, emit compute.Emit) error {
 	const op = "exec"
-	opts.AttachStdout, opts.AttachStderr = true, true
-	created, err := p.cli.ContainerExecCreate(ctx, id, opts)
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return compute.Errorf(compute.KindInvalid, op, nil, "cmd must not be empty")
+	}
+	if err := checkCwd(op, req.Cwd); err != nil {
+		return err
+	}
+	c, err := p.agentClient(ctx, op, ref)
 	if err != nil {
-		return res, false, classify(op, err)
+		return err
 	}
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, timeout)
-	}
-	defer cancel()
-	hj, err := p.cli.ContainerExecAttach(runCtx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return res, runCtx.Err() != nil, classify(op, err)
-	}
-	defer hj.Close()
-
-	stdout, stderr := &compute.CappedBuffer{Max: keep}, &compute.CappedBuffer{Max: keep}
-	done := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, hj.Reader)
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-runCtx.Done():
-		hj.Close() // unblocks StdCopy
-		_ = <-done // so the buffers are ours again
-		err = runCtx.Err()
-	}
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-	if err != nil {
-		return res, runCtx.Err() != nil, classify(op, err)
-	}
-	// The stream ends when the process closed its output, which is usually
-	// but not always its exit: poll the exit code until runCtx is done.
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		ins, err := p.cli.ContainerExecInspect(runCtx, created.ID)
-		if err != nil {
-			return res, runCtx.Err() != nil, classify(op, err)
-		}
-		if !ins.Running {
-			res.ExitCode = ins.ExitCode
-			return res, false, nil
-		}
-		select {
-		case <-runCtx.Done():
-			return res, true, classify(op, runCtx.Err())
-		case <-time.After(wait):
-		}
-	}
+	return c.ExecStream(ctx, req, stdin, emit)
 }
 
-// killExec kills every process of one Exec (see execMarkerEnv). Its output
-// (from the sandbox's own sh) is not kept.
-func (p *Provider) killExec(id, marker string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _, _ = p.runExecKeeping(ctx, id, container.ExecOptions{
-		User: "0", Cmd: []string{"sh", "-c", killScript, "sh", marker},
-	}, 0, 0)
+// StartProcess implements compute.Processes. The agent keeps each
+// process's output (its last MiB at least) and its end, so any replica, or
+// a restarted backend, replays them.
+func (p *Provider) StartProcess(ctx context.Context, ref compute.Ref, req compute.ProcessRequest) (compute.Process, error) {
+	const op = "start process"
+	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
+		return compute.Process{}, compute.Errorf(compute.KindInvalid, op, nil, "cmd must not be empty")
+	}
+	if err := checkCwd(op, req.Cwd); err != nil {
+		return compute.Process{}, err
+	}
+	c, err := p.agentClient(ctx, op, ref)
+	if err != nil {
+		return compute.Process{}, err
+	}
+	return c.StartProcess(ctx, req)
+}
+
+// ListProcesses implements compute.Processes: running processes and the
+// ended ones the agent keeps, with their exit codes.
+func (p *Provider) ListProcesses(ctx context.Context, ref compute.Ref) ([]compute.Process, error) {
+	c, err := p.agentClient(ctx, "list processes", ref)
+	if err != nil {
+		return nil, err
+	}
+	return c.ListProcesses(ctx)
+}
+
+// ProcessOutput implements compute.Processes: the output kept, then (with
+// follow) live output until the exit.
+func (p *Provider) ProcessOutput(ctx context.Context, ref compute.Ref, pid int, follow bool, emit compute.Emit) error {
+	c, err := p.agentClient(ctx, "process output", ref)
+	if err != nil {
+		return err
+	}
+	return c.ProcessOutput(ctx, pid, follow, emit)
+}
+
+// WriteStdin implements compute.Processes.
+func (p *Provider) WriteStdin(ctx context.Context, ref compute.Ref, pid int, data io.Reader, eof bool) error {
+	c, err := p.agentClient(ctx, "write stdin", ref)
+	if err != nil {
+		return err
+	}
+	return c.WriteStdin(ctx, pid, data, eof)
+}
+
+// SignalProcess implements compute.Processes: SIGTERM, SIGKILL, SIGINT or
+// SIGHUP to the process and its process group.
+func (p *Provider) SignalProcess(ctx context.Context, ref compute.Ref, pid int, sig string) error {
+	switch sig {
+	case "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP":
+	default:
+		return compute.Errorf(compute.KindInvalid, "signal", nil, "signal must be SIGTERM, SIGKILL, SIGINT or SIGHUP, got %q", sig)
+	}
+	c, err := p.agentClient(ctx, "signal", ref)
+	if err != nil {
+		return err
+	}
+	return c.SignalProcess(ctx, pid, sig)
+}
+
+// lastLine is the last line of a message (the agent's last words in the logs).
+func lastLine(msg string) string {
+	for i := len(msg) - 1; i >= 0; i-- {
+		if msg[i] == '\n' {
+			return msg[i+1:]
+		}
+	}
+	return msg
 }
 
 func randomHex(n int) string {
@@ -131,3 +230,5 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+var _ compute.Processes = (*Provider)(nil)

@@ -83,14 +83,20 @@ func removeTestImages() {
 	}
 }
 
+// noAgent as Config.AgentBinary makes newProvider leave the agent out.
+const noAgent = "none"
+
 // newProvider returns a provider on this binary's test network.
 func newProvider(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	if cfg.Network == "" {
 		cfg.Network = testNetwork
 	}
-	if cfg.AgentBinary == "" && os.Getenv("DN_FORCE_AGENT") == "1" {
+	switch cfg.AgentBinary {
+	case "": // injected by default, as the backend does
 		cfg.AgentBinary = agentbin.Path(t)
+	case noAgent:
+		cfg.AgentBinary = ""
 	}
 	p, err := New(cfg)
 	if err != nil {

@@ -3,7 +3,6 @@ package e2b
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -16,8 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
 )
 
 // envd is reached at Config.EnvdURL(sandboxID) with the sandbox's
@@ -188,159 +185,6 @@ func (p *Provider) WriteFile(ctx context.Context, ref compute.Ref, filePath stri
 	return err
 }
 
-// envdReadMax bounds each message envd sends (compute.MaxMessageBytes):
-// envd is the sandbox's own process, which its root can replace, so a
-// message's declared length is never allocated past it.
-var envdReadMax = connect.WithReadMaxBytes(compute.MaxMessageBytes)
-
-func (p *Provider) processClient(sandboxID string) processconnect.ProcessClient {
-	return processconnect.NewProcessClient(p.hc, strings.TrimRight(p.cfg.EnvdURL(sandboxID), "/"), envdReadMax)
-}
-
-func (p *Provider) startRequest(token string, cmd []string, env map[string]string, cwd string) *connect.Request[process.StartRequest] {
-	cfg := &process.ProcessConfig{Cmd: cmd[0], Args: cmd[1:], Envs: env}
-	if cwd != "" {
-		cfg.Cwd = proto.String(cwd)
-	}
-	req := connect.NewRequest(&process.StartRequest{Process: cfg, Stdin: proto.Bool(false)})
-	if token != "" {
-		req.Header().Set(accessTokenHeader, token)
-	}
-	if p.cfg.User != "" {
-		// envd picks the user of a process from basic auth "<user>:".
-		req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.cfg.User+":")))
-	}
-	return req
-}
-
-// Exec implements compute.Provider with envd's process.Process/Start server
-// stream: stdout and stderr are collected until the end event's exit code. A
-// command still running at req.Timeout is killed (SIGKILL) and reported as
-// compute.KindTimeout with the output so far.
-func (p *Provider) Exec(ctx context.Context, ref compute.Ref, req compute.ExecRequest) (compute.ExecResult, error) {
-	const op = "exec"
-	if err := checkRef(op, ref); err != nil {
-		return compute.ExecResult{}, err
-	}
-	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
-		return compute.ExecResult{}, compute.Errorf(compute.KindInvalid, op, nil, "no command given")
-	}
-	var res compute.ExecResult
-	err := p.withToken(ctx, op, ref, func(token string) error {
-		var err error
-		res, err = p.exec(ctx, ref, token, req)
-		return err
-	})
-	return res, err
-}
-
-func (p *Provider) exec(ctx context.Context, ref compute.Ref, token string, req compute.ExecRequest) (compute.ExecResult, error) {
-	const op = "exec"
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
-	if req.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
-	}
-	defer cancel()
-	client := p.processClient(ref.ID)
-	stream, err := client.Start(runCtx, p.startRequest(token, req.Cmd, req.Env, req.Cwd))
-	if err != nil {
-		return compute.ExecResult{}, p.connectError(ctx, runCtx, op, ref, req, err, false)
-	}
-	defer stream.Close()
-	var (
-		pid     uint32
-		started bool
-		ended   bool
-		end     *process.ProcessEvent_EndEvent
-	)
-	out, errOut := compute.CappedBuffer{Max: p.cfg.MaxExecOutput}, compute.CappedBuffer{Max: p.cfg.MaxExecOutput}
-	for !ended && stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		switch e := ev.GetEvent().(type) {
-		case *process.ProcessEvent_Start:
-			started, pid = true, e.Start.GetPid()
-		case *process.ProcessEvent_Data:
-			_, _ = out.Write(e.Data.GetStdout())
-			_, _ = errOut.Write(e.Data.GetStderr())
-			_, _ = out.Write(e.Data.GetPty())
-		case *process.ProcessEvent_End:
-			ended, end = true, e.End
-		}
-	}
-	res := compute.ExecResult{Stdout: out.Bytes(), Stderr: errOut.Bytes()}
-	if ended {
-		res.ExitCode = int(end.GetExitCode())
-		if !end.GetExited() && end.Error != nil && res.ExitCode == 0 {
-			res.ExitCode = -1
-		}
-		if !end.GetExited() && end.GetError() != "" {
-			res.Stderr = append(res.Stderr, []byte(end.GetError())...)
-		}
-		return res, nil
-	}
-	serr := stream.Err()
-	if serr == nil {
-		serr = errors.New("the output stream ended without an end event")
-	}
-	// The deadline may surface first on envd's side (connect sends it along
-	// as Connect-Timeout-Ms), before our own context expires.
-	timedOut := runCtx.Err() != nil || (req.Timeout > 0 && connect.CodeOf(serr) == connect.CodeDeadlineExceeded && ctx.Err() == nil)
-	if started && timedOut {
-		p.kill(ctx, ref, token, pid)
-	}
-	return res, p.connectError(ctx, runCtx, op, ref, req, serr, started)
-}
-
-// kill sends SIGKILL to a process left running after its caller gave up.
-func (p *Provider) kill(ctx context.Context, ref compute.Ref, token string, pid uint32) {
-	if pid == 0 {
-		return
-	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	r := connect.NewRequest(&process.SendSignalRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}},
-		Signal:  process.Signal_SIGNAL_SIGKILL,
-	})
-	if token != "" {
-		r.Header().Set(accessTokenHeader, token)
-	}
-	_, _ = p.processClient(ref.ID).SendSignal(kctx, r)
-}
-
-func (p *Provider) connectError(ctx, runCtx context.Context, op string, ref compute.Ref, req compute.ExecRequest, err error, started bool) error {
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return compute.Errorf(compute.KindTimeout, op, err, "command %q did not finish before the caller's deadline", strings.Join(req.Cmd, " "))
-		}
-		return compute.Errorf(compute.KindInternal, op, ctx.Err(), "command %q was cancelled", strings.Join(req.Cmd, " "))
-	}
-	if runCtx.Err() != nil || (req.Timeout > 0 && connect.CodeOf(err) == connect.CodeDeadlineExceeded) {
-		return compute.Errorf(compute.KindTimeout, op, err, "command %q did not finish within its timeout of %s and was killed", strings.Join(req.Cmd, " "), req.Timeout)
-	}
-	msg := err.Error()
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		msg = ce.Message()
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
-		return compute.Errorf(compute.KindAuth, op, err, "envd in E2B sandbox %s refused the access token or user: %s", ref.ID, msg)
-	case connect.CodeDeadlineExceeded:
-		return compute.Errorf(compute.KindTimeout, op, err, "command %q timed out: %s", strings.Join(req.Cmd, " "), msg)
-	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition:
-		return compute.Errorf(compute.KindInvalid, op, err, "command %q could not run in E2B sandbox %s: %s", strings.Join(req.Cmd, " "), ref.ID, msg)
-	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeUnimplemented:
-		// Typical of the E2B proxy answering for a sandbox that is gone or paused.
-		return p.diagnose(ctx, op, ref, compute.Errorf(compute.KindUnavailable, op, err,
-			"cannot reach envd in E2B sandbox %s: %s", ref.ID, msg))
-	}
-	if !started {
-		return compute.Errorf(compute.KindInvalid, op, err, "command %q could not be started in E2B sandbox %s: %s", strings.Join(req.Cmd, " "), ref.ID, msg)
-	}
-	return compute.Errorf(compute.KindInternal, op, err, "command %q in E2B sandbox %s failed: %s", strings.Join(req.Cmd, " "), ref.ID, msg)
-}
-
 // startMain starts a Spec's Command in the background: it waits for envd's
 // start event and then lets the process run on without a listener.
 func (p *Provider) startMain(ctx context.Context, ref compute.Ref, cmd []string, env map[string]string) error {
@@ -348,9 +192,10 @@ func (p *Provider) startMain(ctx context.Context, ref compute.Ref, cmd []string,
 	token := parseRefData(ref.Data).EnvdAccessToken
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	r := p.startRequest(token, cmd, env, "")
+	c := p.envdClient(ref, token)
+	r := c.StartRequest(cmd, env, "")
 	r.Msg.Tag = proto.String("main")
-	stream, err := p.processClient(ref.ID).Start(sctx, r)
+	stream, err := c.Start(sctx, r)
 	if err == nil {
 		defer stream.Close()
 		for stream.Receive() {

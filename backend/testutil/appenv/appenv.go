@@ -21,6 +21,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
@@ -57,8 +58,8 @@ func New(t *testing.T, o Opts) *Env {
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "org1", BootstrapKey: "key-org1-" + t.Name(), BootstrapCredits: o.Credits,
 		AdminKey: "admin-" + t.Name(), MinTimeoutSec: 1, ReconcileInterval: 100 * time.Millisecond,
-		// Set to run the app's tests with the sandbox agent injected.
-		AgentBinary: os.Getenv("DREADNODE_AGENT_BINARY")}
+		// The sandbox agent built from the code under test, injected as the backend does.
+		AgentBinary: agentbin.Path(t)}
 	if o.Config != nil {
 		o.Config(&cfg)
 	}

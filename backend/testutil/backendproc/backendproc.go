@@ -75,6 +75,9 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(dir, "dreadnode-backend")
 		cmd := exec.Command("go", "build", "-o", binPath, "./backend/cmd/dreadnode-backend")
 		cmd.Dir = root
+		// Static, as `make run` and the image build it: the backend finds
+		// no dn-agent beside it and injects itself as the sandbox agent.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building the backend: %v\n%s", err, out)
 		}
