@@ -196,3 +196,52 @@ func TestMisCasedFieldsAreRefused(t *testing.T) {
 		t.Fatalf("exec with timeoutMs: %d %s", r.code, r.body)
 	}
 }
+
+// A bad query parameter or path variable is reported where it was sent:
+// loc ["query", name] or ["path", name], never ["body", ...] (the error
+// envelope of API.md's conventions).
+func TestQueryAndPathErrorsPointThere(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	id, tok := ta.create(map[string]any{"waitReady": true})
+	sb := "/sandboxes/" + id
+	cases := []struct {
+		method, path string
+		loc          []any
+	}{
+		{"GET", "/sandboxes?limit=0", []any{"query", "limit"}},
+		{"GET", "/sandboxes?nextToken=x", []any{"query", "nextToken"}},
+		{"GET", "/sandboxes?state=bogus", []any{"query", "state"}},
+		{"GET", "/sandboxes?metadata=novalue", []any{"query", "metadata"}},
+		{"GET", sb + "/files?path=relative", []any{"query", "path"}},
+		{"GET", sb + "/fs?path=/tmp&depth=0", []any{"query", "depth"}},
+		{"GET", sb + "/processes/abc/output", []any{"path", "pid"}},
+		{"GET", sb + "/processes/1/output?follow=maybe", []any{"query", "follow"}},
+		{"POST", sb + "/processes/1/stdin?eof=maybe", []any{"query", "eof"}},
+		{"GET", "/api/v1/org/org1/sandboxes?limit=x", []any{"query", "limit"}},
+		{"GET", "/api/v1/org/org1/sandboxes?bogus=1", []any{"query", "bogus"}},
+		{"GET", "/api/v1/org/org1/ws/default/environments?page=0", []any{"query", "page"}},
+		{"GET", "/api/v1/org/org1/ws/default/runtimes?cursor=zz", []any{"query", "cursor"}},
+		{"GET", "/events?since=yesterday", []any{"query", "since"}},
+	}
+	for _, c := range cases {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			r := ta.req(c.method, c.path, nil, "X-Access-Token", tok)
+			if r.code != http.StatusBadRequest {
+				t.Fatalf("got %d %s, want 400", r.code, r.body)
+			}
+			var env struct {
+				Detail string `json:"detail"`
+				Errors []struct {
+					Loc []any `json:"loc"`
+				} `json:"errors"`
+			}
+			if err := json.Unmarshal(r.body, &env); err != nil || len(env.Errors) != 1 || !slices.Equal(env.Errors[0].Loc, c.loc) {
+				t.Fatalf("loc: %s, want %v", r.body, c.loc)
+			}
+			if !strings.HasPrefix(env.Detail, c.loc[1].(string)+": ") {
+				t.Fatalf("detail does not start with the parameter's name: %s", r.body)
+			}
+		})
+	}
+}

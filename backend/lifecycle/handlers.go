@@ -112,13 +112,13 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			return httpx.NewError(400, "validation_error", "limit: must be an integer between 1 and 1000")
+			return httpx.InvalidQuery("limit", "must be an integer between 1 and 1000")
 		}
 	}
 	var after int64
 	if v := q.Get("nextToken"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			return httpx.NewError(400, "validation_error", "nextToken: not a token returned in X-Next-Token; restart the listing without it")
+			return httpx.InvalidQuery("nextToken", "not a token returned in X-Next-Token; restart the listing without it")
 		}
 	}
 	meta, err := parseMetadataFilter(q["metadata"])
@@ -168,7 +168,7 @@ func parseMetadataFilter(vals []string) (map[string]string, error) {
 			}
 			k, val, ok := strings.Cut(pair, "=")
 			if !ok || k == "" {
-				return nil, httpx.NewError(400, "validation_error", fmt.Sprintf("metadata: filter %q must look like key=value", pair))
+				return nil, httpx.InvalidQuery("metadata", fmt.Sprintf("filter %q must look like key=value", pair))
 			}
 			out[k] = val
 		}
@@ -420,7 +420,7 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 func filePath(r *http.Request) (string, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", httpx.NewError(400, "validation_error", "path: the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
+		return "", httpx.InvalidQuery("path", "the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
 	}
 	return p, nil
 }
@@ -456,7 +456,7 @@ func parseStates(vals []string) ([]sandbox.Phase, map[sandbox.State]bool, error)
 			}
 			ps, ok := sandbox.PhasesOf(sandbox.State(st))
 			if !ok {
-				return nil, nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
+				return nil, nil, httpx.InvalidQuery("state", fmt.Sprintf("unknown state %q; use starting, running, paused, completed, failed or deleted", st))
 			}
 			wanted[sandbox.State(st)] = true
 			for _, p := range ps {

@@ -204,7 +204,7 @@ func (s *Service) handleListFS(w http.ResponseWriter, r *http.Request) error {
 	depth := 1
 	if v := r.URL.Query().Get("depth"); v != "" {
 		if depth, err = strconv.Atoi(v); err != nil || depth < 1 || depth > 64 {
-			return httpx.Invalid("depth", "must be an integer between 1 and 64")
+			return httpx.InvalidQuery("depth", "must be an integer between 1 and 64")
 		}
 	}
 	rec, fs, err := s.needFiles(r)

@@ -195,7 +195,7 @@ func (s *Service) handleListProcesses(w http.ResponseWriter, r *http.Request) er
 func pidOf(r *http.Request) (int, error) {
 	pid, err := strconv.Atoi(mux.Vars(r)["pid"])
 	if err != nil || pid <= 0 {
-		return 0, httpx.Invalid("pid", "must be a process id returned by POST /processes")
+		return 0, httpx.InvalidPath("pid", "must be a process id returned by POST /processes")
 	}
 	return pid, nil
 }
@@ -208,7 +208,7 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 	follow := true
 	if v := r.URL.Query().Get("follow"); v != "" {
 		if follow, err = strconv.ParseBool(v); err != nil {
-			return httpx.Invalid("follow", "must be true or false")
+			return httpx.InvalidQuery("follow", "must be true or false")
 		}
 	}
 	rec, ps, err := s.streamable(r)
@@ -234,7 +234,7 @@ func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	eof := false
 	if v := r.URL.Query().Get("eof"); v != "" {
 		if eof, err = strconv.ParseBool(v); err != nil {
-			return httpx.Invalid("eof", "must be true or false")
+			return httpx.InvalidQuery("eof", "must be true or false")
 		}
 	}
 	rec, ps, err := s.streamable(r)
