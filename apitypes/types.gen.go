@@ -394,6 +394,24 @@ func (e WebhookDeliveryStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListOrder.
+const (
+	ListOrderAsc  ListOrder = "asc"
+	ListOrderDesc ListOrder = "desc"
+)
+
+// Valid indicates whether the value is a known member of the ListOrder enum.
+func (e ListOrder) Valid() bool {
+	switch e {
+	case ListOrderAsc:
+		return true
+	case ListOrderDesc:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time  `json:"createdAt"`
@@ -1091,6 +1109,9 @@ type IdempotencyKey = string
 
 // LedgerSandboxID defines model for LedgerSandboxID.
 type LedgerSandboxID = string
+
+// ListOrder defines model for ListOrder.
+type ListOrder string
 
 // Org defines model for Org.
 type Org = string
