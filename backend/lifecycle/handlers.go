@@ -115,10 +115,17 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 			return httpx.InvalidQuery("limit", "must be an integer between 1 and 1000")
 		}
 	}
+	desc, err := httpx.ParseOrder(q.Get("order"))
+	if err != nil {
+		return err
+	}
+	// A token is the last seq listed; newest first it is marked "d", so a
+	// token of one order is refused by the other (it would skip or repeat).
 	var after int64
 	if v := q.Get("nextToken"); v != "" {
-		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			return httpx.InvalidQuery("nextToken", "not a token returned in X-Next-Token; restart the listing without it")
+		num, marked := strings.CutPrefix(v, "d")
+		if after, err = strconv.ParseInt(num, 10, 64); err != nil || after < 0 || marked != desc {
+			return httpx.InvalidQuery("nextToken", "not a token returned in X-Next-Token for this order; restart the listing without it")
 		}
 	}
 	meta, err := parseMetadataFilter(q["metadata"])
@@ -126,13 +133,17 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	recs, err := s.db.ListRecords(r.Context(), store.RecordFilter{OrgID: httpx.Org(r), Phases: phases,
-		Kinds: []string{sandbox.KindRuntime, sandbox.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1})
+		Kinds: []string{sandbox.KindRuntime, sandbox.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1, Desc: desc})
 	if err != nil {
 		return err
 	}
 	if len(recs) > limit {
 		recs = recs[:limit]
-		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
+		token := strconv.FormatInt(recs[limit-1].Seq, 10)
+		if desc {
+			token = "d" + token
+		}
+		w.Header().Set("X-Next-Token", token)
 	}
 	if slices.Contains(phases, sandbox.PhaseStopping) {
 		recs = slices.DeleteFunc(recs, func(rec *store.Record) bool { return !wanted[rec.PublicState()] })

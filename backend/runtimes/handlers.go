@@ -72,7 +72,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	q, err := httpx.Query(r, "limit", "cursor")
+	q, err := httpx.Query(r, "limit", "cursor", "order")
 	if err != nil {
 		return err
 	}
@@ -80,17 +80,22 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	after, err := httpx.DecodeCursor("r", q.Get("cursor"))
+	desc, err := httpx.ParseOrder(q.Get("order"))
 	if err != nil {
 		return err
 	}
-	views, last, more, err := s.List(r.Context(), org, ws, after, limit)
+	cursorKind := httpx.CursorKind("r", desc)
+	after, err := httpx.DecodeCursor(cursorKind, q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	views, last, more, err := s.List(r.Context(), org, ws, after, limit, desc)
 	if err != nil {
 		return err
 	}
 	page := &httpx.Page[*View]{Items: views}
 	if more {
-		c := httpx.EncodeCursor("r", last)
+		c := httpx.EncodeCursor(cursorKind, last)
 		page.NextCursor = &c
 	}
 	httpx.WriteJSON(w, http.StatusOK, page)

@@ -342,10 +342,10 @@ func (s *Service) Create(ctx context.Context, org, workspace string, req NewRunt
 	return v, replayed, err
 }
 
-// List returns up to limit runtimes of org's workspace after seq, and
-// whether more follow.
-func (s *Service) List(ctx context.Context, org, workspace string, after int64, limit int) (views []*View, lastSeq int64, more bool, err error) {
-	rts, err := s.listRuntimes(ctx, org, workspace, after, limit+1)
+// List returns up to limit runtimes of org's workspace after seq in
+// creation order (newest first when desc), and whether more follow.
+func (s *Service) List(ctx context.Context, org, workspace string, after int64, limit int, desc bool) (views []*View, lastSeq int64, more bool, err error) {
+	rts, err := s.listRuntimesIn(ctx, org, workspace, after, limit+1, desc)
 	if err != nil {
 		return nil, 0, false, err
 	}
