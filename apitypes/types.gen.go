@@ -7,6 +7,30 @@ import (
 	"time"
 )
 
+// Defines values for LedgerState.
+const (
+	LedgerStateKilled   LedgerState = "killed"
+	LedgerStatePaused   LedgerState = "paused"
+	LedgerStateRunning  LedgerState = "running"
+	LedgerStateStarting LedgerState = "starting"
+)
+
+// Valid indicates whether the value is a known member of the LedgerState enum.
+func (e LedgerState) Valid() bool {
+	switch e {
+	case LedgerStateKilled:
+		return true
+	case LedgerStatePaused:
+		return true
+	case LedgerStateRunning:
+		return true
+	case LedgerStateStarting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for APIKeyScope.
 const (
 	APIKeyScopeFull APIKeyScope = "full"
@@ -85,69 +109,6 @@ func (e FileInfoType) Valid() bool {
 	case File:
 		return true
 	case Symlink:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordProvider.
-const (
-	Docker LedgerRecordProvider = "docker"
-	E2b    LedgerRecordProvider = "e2b"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordProvider enum.
-func (e LedgerRecordProvider) Valid() bool {
-	switch e {
-	case Docker:
-		return true
-	case E2b:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordSandboxKind.
-const (
-	LedgerRecordSandboxKindRuntime LedgerRecordSandboxKind = "runtime"
-	LedgerRecordSandboxKindTask    LedgerRecordSandboxKind = "task"
-	LedgerRecordSandboxKindWorld   LedgerRecordSandboxKind = "world"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordSandboxKind enum.
-func (e LedgerRecordSandboxKind) Valid() bool {
-	switch e {
-	case LedgerRecordSandboxKindRuntime:
-		return true
-	case LedgerRecordSandboxKindTask:
-		return true
-	case LedgerRecordSandboxKindWorld:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordState.
-const (
-	LedgerRecordStateKilled   LedgerRecordState = "killed"
-	LedgerRecordStatePaused   LedgerRecordState = "paused"
-	LedgerRecordStateRunning  LedgerRecordState = "running"
-	LedgerRecordStateStarting LedgerRecordState = "starting"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordState enum.
-func (e LedgerRecordState) Valid() bool {
-	switch e {
-	case LedgerRecordStateKilled:
-		return true
-	case LedgerRecordStatePaused:
-		return true
-	case LedgerRecordStateRunning:
-		return true
-	case LedgerRecordStateStarting:
 		return true
 	default:
 		return false
@@ -412,6 +373,16 @@ func (e ListOrder) Valid() bool {
 	}
 }
 
+// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+type LedgerState string
+
+// CreditRates credits per second (DREADNODE_CREDIT_RATES)
+type CreditRates struct {
+	CPUSecond     float64 `json:"cpu_second"`
+	GiBSecond     float64 `json:"gib_second"`
+	SandboxSecond float64 `json:"sandbox_second"`
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time  `json:"createdAt"`
@@ -522,19 +493,23 @@ type CreateTaskEnvironment struct {
 
 // CreditBalance defines model for CreditBalance.
 type CreditBalance struct {
-	Balance           *float32 `json:"balance,omitempty"`
-	BurnRatePerSecond *float32 `json:"burn_rate_per_second,omitempty"`
-	EstimatedBalance  *float32 `json:"estimated_balance,omitempty"`
-	Organization      *string  `json:"organization,omitempty"`
+	Organization string `json:"organization"`
+
+	// Balance what is left after the last settlement (credits with six decimals, exact)
+	Balance CreditAmount `json:"balance"`
+
+	// RunningCredits accrued since the last settlement (not yet deducted)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedBalance balance - running_credits (not below zero)
+	EstimatedBalance CreditAmount `json:"estimated_balance"`
+
+	// BurnRatePerSecond what the org's running sandboxes cost now
+	BurnRatePerSecond float64 `json:"burn_rate_per_second"`
+	RunningSandboxes  int     `json:"running_sandboxes"`
 
 	// Rates credits per second (DREADNODE_CREDIT_RATES)
-	Rates *struct {
-		CpuSecond     *float32 `json:"cpu_second,omitempty"`
-		GibSecond     *float32 `json:"gib_second,omitempty"`
-		SandboxSecond *float32 `json:"sandbox_second,omitempty"`
-	} `json:"rates,omitempty"`
-	RunningCredits   *float32 `json:"running_credits,omitempty"`
-	RunningSandboxes *int     `json:"running_sandboxes,omitempty"`
+	Rates CreditRates `json:"rates"`
 }
 
 // Error defines model for Error.
@@ -584,52 +559,52 @@ type FileInfoType string
 
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
-	Items      *[]LedgerRecord `json:"items,omitempty"`
-	NextCursor *string         `json:"next_cursor,omitempty"`
+	Items      []LedgerRecord `json:"items"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 // LedgerRecord One compute allocation. Credits are numbers of credits with six decimals:
 // `billed_credits` were deducted from the balance; `running_credits` accrued since the last
-// settlement; `estimated_total_credits` = billed + running.
+// settlement; `estimated_total_credits` = billed + running. Every property but the last three
+// is always present (x-order keeps the generated struct, and so the JSON, in this order).
 type LedgerRecord struct {
-	BilledCredits *float32   `json:"billed_credits,omitempty"`
-	CpuCount      *int       `json:"cpu_count,omitempty"`
-	CreatedAt     *time.Time `json:"created_at,omitempty"`
+	ID                string  `json:"id"`
+	SandboxKind       string  `json:"sandbox_kind"`
+	Provider          string  `json:"provider"`
+	ProviderSandboxID *string `json:"provider_sandbox_id"`
 
-	// CreditsPerSecond the rate while it runs (0 when not running)
-	CreditsPerSecond      *float32   `json:"credits_per_second,omitempty"`
-	Diagnostic            *string    `json:"diagnostic,omitempty"`
-	EnvironmentId         *string    `json:"environment_id,omitempty"`
-	EstimatedTotalCredits *float32   `json:"estimated_total_credits,omitempty"`
-	ExpiresAt             *time.Time `json:"expires_at,omitempty"`
-	Id                    *string    `json:"id,omitempty"`
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+	State LedgerState `json:"state"`
 
 	// KillReason deleted, timeout, completed, failed, insufficient_credits, reset, torn_down
-	KillReason          *string                  `json:"kill_reason,omitempty"`
-	KilledAt            *time.Time               `json:"killed_at,omitempty"`
-	LastPausedAt        *time.Time               `json:"last_paused_at,omitempty"`
-	LastStartedAt       *time.Time               `json:"last_started_at,omitempty"`
-	MemoryMb            *int                     `json:"memory_mb,omitempty"`
-	Metadata            *map[string]string       `json:"metadata,omitempty"`
-	Provider            *LedgerRecordProvider    `json:"provider,omitempty"`
-	ProviderSandboxId   *string                  `json:"provider_sandbox_id,omitempty"`
-	RunningCredits      *float32                 `json:"running_credits,omitempty"`
-	RuntimeId           *string                  `json:"runtime_id,omitempty"`
-	SandboxKind         *LedgerRecordSandboxKind `json:"sandbox_kind,omitempty"`
-	SessionsCount       *int                     `json:"sessions_count,omitempty"`
-	State               *LedgerRecordState       `json:"state,omitempty"`
-	TemplateId          *string                  `json:"template_id,omitempty"`
-	TotalRuntimeSeconds *float32                 `json:"total_runtime_seconds,omitempty"`
+	KillReason    *string           `json:"kill_reason"`
+	TemplateID    string            `json:"template_id"`
+	CPUCount      int               `json:"cpu_count"`
+	MemoryMB      int               `json:"memory_mb"`
+	CreatedAt     time.Time         `json:"created_at"`
+	LastStartedAt *time.Time        `json:"last_started_at"`
+	LastPausedAt  *time.Time        `json:"last_paused_at"`
+	KilledAt      *time.Time        `json:"killed_at"`
+	ExpiresAt     *time.Time        `json:"expires_at"`
+	Metadata      map[string]string `json:"metadata"`
+
+	// BilledCredits credits with six decimals, exact (a decimal number, not a float)
+	BilledCredits CreditAmount `json:"billed_credits"`
+
+	// RunningCredits credits with six decimals, exact (a decimal number, not a float)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedTotalCredits credits with six decimals, exact (a decimal number, not a float)
+	EstimatedTotalCredits CreditAmount `json:"estimated_total_credits"`
+
+	// CreditsPerSecond the rate while it runs (0 when not running)
+	CreditsPerSecond    float64 `json:"credits_per_second"`
+	TotalRuntimeSeconds float64 `json:"total_runtime_seconds"`
+	SessionsCount       int     `json:"sessions_count"`
+	RuntimeID           string  `json:"runtime_id,omitempty"`
+	EnvironmentID       string  `json:"environment_id,omitempty"`
+	Diagnostic          string  `json:"diagnostic,omitempty"`
 }
-
-// LedgerRecordProvider defines model for LedgerRecord.Provider.
-type LedgerRecordProvider string
-
-// LedgerRecordSandboxKind defines model for LedgerRecord.SandboxKind.
-type LedgerRecordSandboxKind string
-
-// LedgerRecordState defines model for LedgerRecord.State.
-type LedgerRecordState string
 
 // LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, eventData), plus cause and sandboxMetadata.
 type LifecycleEvent struct {
@@ -1018,10 +993,10 @@ type TaskInput struct {
 
 // Usage defines model for Usage.
 type Usage struct {
-	CurrentMonthSeconds *float32   `json:"current_month_seconds,omitempty"`
-	CurrentMonthStart   *time.Time `json:"current_month_start,omitempty"`
-	SessionsCount       *int       `json:"sessions_count,omitempty"`
-	TotalRuntimeSeconds *float32   `json:"total_runtime_seconds,omitempty"`
+	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`
+	SessionsCount       int64     `json:"sessions_count"`
+	CurrentMonthSeconds float64   `json:"current_month_seconds"`
+	MonthStart          time.Time `json:"current_month_start"`
 }
 
 // VolumeMount defines model for VolumeMount.
