@@ -31,6 +31,27 @@ func (e LedgerState) Valid() bool {
 	}
 }
 
+// Defines values for RuntimeState.
+const (
+	RuntimeStateIdle    RuntimeState = "idle"
+	RuntimeStatePaused  RuntimeState = "paused"
+	RuntimeStateRunning RuntimeState = "running"
+)
+
+// Valid indicates whether the value is a known member of the RuntimeState enum.
+func (e RuntimeState) Valid() bool {
+	switch e {
+	case RuntimeStateIdle:
+		return true
+	case RuntimeStatePaused:
+		return true
+	case RuntimeStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for APIKeyScope.
 const (
 	APIKeyScopeFull APIKeyScope = "full"
@@ -238,27 +259,6 @@ func (e ProcessEventType) Valid() bool {
 	}
 }
 
-// Defines values for RuntimeState.
-const (
-	RuntimeStateIdle    RuntimeState = "idle"
-	RuntimeStatePaused  RuntimeState = "paused"
-	RuntimeStateRunning RuntimeState = "running"
-)
-
-// Valid indicates whether the value is a known member of the RuntimeState enum.
-func (e RuntimeState) Valid() bool {
-	switch e {
-	case RuntimeStateIdle:
-		return true
-	case RuntimeStatePaused:
-		return true
-	case RuntimeStateRunning:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for SandboxTimelineEntryPhase.
 const (
 	SandboxTimelineEntryPhaseCompleted SandboxTimelineEntryPhase = "completed"
@@ -376,12 +376,24 @@ func (e ListOrder) Valid() bool {
 // LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
 type LedgerState string
 
+// RuntimeResources a runtime's sandbox resources (null or absent: the template's)
+type RuntimeResources struct {
+	CPUCount *int `json:"cpu_count"`
+	MemoryMB *int `json:"memory_mb"`
+}
+
 // CreditRates credits per second (DREADNODE_CREDIT_RATES)
 type CreditRates struct {
 	CPUSecond     float64 `json:"cpu_second"`
 	GiBSecond     float64 `json:"gib_second"`
 	SandboxSecond float64 `json:"sandbox_second"`
 }
+
+// RuntimeState idle without a sandbox, else its sandbox's running or paused
+type RuntimeState string
+
+// RuntimeInstance the current ledger record (null without one)
+type RuntimeInstance = LedgerRecord
 
 // APIKey defines model for APIKey.
 type APIKey struct {
@@ -437,17 +449,16 @@ type CreateOrg struct {
 
 // CreateRuntime defines model for CreateRuntime.
 type CreateRuntime struct {
-	// EnvVars write-only; responses list the names
-	EnvVars  *map[string]string `json:"env_vars,omitempty"`
-	Metadata *map[string]string `json:"metadata,omitempty"`
-
 	// Name unique in the workspace; letters, digits, '_', '.', '-' (1-64)
-	Name      string `json:"name"`
-	Resources *struct {
-		CpuCount *int `json:"cpu_count,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-	} `json:"resources,omitempty"`
-	Template *string `json:"template,omitempty"`
+	Name     string `json:"name"`
+	Template string `json:"template,omitempty"`
+
+	// Resources a runtime's sandbox resources (null or absent: the template's)
+	Resources *RuntimeResources `json:"resources,omitempty"`
+
+	// EnvVars write-only; responses list the names
+	EnvVars  map[string]string `json:"env_vars,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 
 	// TimeoutSec lifetime of each sandbox the runtime starts (keepalive extends it)
 	TimeoutSec *int `json:"timeout_sec,omitempty"`
@@ -738,33 +749,47 @@ type Readiness struct {
 	Status   *string            `json:"status,omitempty"`
 }
 
-// Runtime defines model for Runtime.
+// Runtime A runtime as every runtime route answers it (x-order keeps the JSON in this order).
 type Runtime struct {
-	CreatedAt     *time.Time         `json:"created_at,omitempty"`
-	EnvVarNames   *[]string          `json:"env_var_names,omitempty"`
-	Id            *string            `json:"id,omitempty"`
-	Instance      *LedgerRecord      `json:"instance,omitempty"`
-	LastSandboxId *string            `json:"last_sandbox_id,omitempty"`
-	Metadata      *map[string]string `json:"metadata,omitempty"`
-	Name          *string            `json:"name,omitempty"`
-	Organization  *string            `json:"organization,omitempty"`
-	Resources     *struct {
-		CpuCount *int `json:"cpu_count,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-	} `json:"resources,omitempty"`
-	SandboxId *string `json:"sandbox_id,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Organization string `json:"organization"`
+	Workspace    string `json:"workspace"`
+	Template     string `json:"template"`
+
+	// Resources a runtime's sandbox resources (null or absent: the template's)
+	Resources   RuntimeResources  `json:"resources"`
+	TimeoutSec  int               `json:"timeout_sec"`
+	EnvVarNames []string          `json:"env_var_names"`
+	Metadata    map[string]string `json:"metadata"`
+
+	// State idle without a sandbox, else its sandbox's running or paused
+	State RuntimeState `json:"state"`
+
+	// SandboxID the live linked sandbox (ledger record id)
+	SandboxID     *string `json:"sandbox_id"`
+	LastSandboxID *string `json:"last_sandbox_id"`
+
+	// Instance the current ledger record (null without one)
+	Instance  *RuntimeInstance `json:"instance"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
 
 	// SandboxToken only in the start response
-	SandboxToken *string       `json:"sandbox_token,omitempty"`
-	State        *RuntimeState `json:"state,omitempty"`
-	Template     *string       `json:"template,omitempty"`
-	TimeoutSec   *int          `json:"timeout_sec,omitempty"`
-	UpdatedAt    *time.Time    `json:"updated_at,omitempty"`
-	Workspace    *string       `json:"workspace,omitempty"`
+	SandboxToken string `json:"sandbox_token,omitempty"`
 }
 
-// RuntimeState defines model for Runtime.State.
-type RuntimeState string
+// RuntimeKeepalive the sandbox lives until expires_at
+type RuntimeKeepalive struct {
+	ExpiresAt *time.Time `json:"expires_at"`
+	ID        string     `json:"id"`
+	SandboxID string     `json:"sandbox_id"`
+}
+
+// RuntimeKeepaliveRequest defines model for RuntimeKeepaliveRequest.
+type RuntimeKeepaliveRequest struct {
+	ExtendSeconds *int `json:"extend_seconds,omitempty"`
+}
 
 // RuntimePage defines model for RuntimePage.
 type RuntimePage struct {
@@ -868,6 +893,12 @@ type ServiceURL struct {
 // SetSandboxTimeout defines model for SetSandboxTimeout.
 type SetSandboxTimeout struct {
 	Timeout int `json:"timeout"`
+}
+
+// StartRuntime defines model for StartRuntime.
+type StartRuntime struct {
+	// TimeoutSec overrides the runtime's timeout_sec for this sandbox
+	TimeoutSec *int `json:"timeout_sec,omitempty"`
 }
 
 // Task defines model for Task.

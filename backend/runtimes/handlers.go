@@ -5,6 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
@@ -121,11 +122,9 @@ func noBody(r *http.Request) error {
 	return httpx.Decode(r, &none, nil)
 }
 
-// StartRequest is the optional body of POST /runtimes/{id}/start.
-type StartRequest struct {
-	// TimeoutSec overrides the runtime's timeout_sec for this sandbox.
-	TimeoutSec *int `json:"timeout_sec"`
-}
+// StartRequest is the optional body of POST /runtimes/{id}/start
+// (StartRuntime): TimeoutSec overrides the runtime's timeout_sec.
+type StartRequest = apitypes.StartRuntime
 
 func (s *Service) handleStart(w http.ResponseWriter, r *http.Request, org string) error {
 	rt, err := s.loadRuntime(r, org)
@@ -173,12 +172,10 @@ func (s *Service) handleReset(w http.ResponseWriter, r *http.Request, org string
 	return s.action(w, r, org, func(rt *Runtime) (*View, error) { return s.Reset(r.Context(), rt) })
 }
 
-// KeepaliveRequest is the body of POST /runtimes/{id}/keepalive.
-type KeepaliveRequest struct {
-	// ExtendSeconds (60..3600, default 300): the sandbox lives at least
-	// this long from now.
-	ExtendSeconds *int `json:"extend_seconds"`
-}
+// KeepaliveRequest is the body of POST /runtimes/{id}/keepalive
+// (RuntimeKeepaliveRequest): ExtendSeconds (60..3600, default 300), the
+// sandbox lives at least this long from now.
+type KeepaliveRequest = apitypes.RuntimeKeepaliveRequest
 
 func (s *Service) handleKeepalive(w http.ResponseWriter, r *http.Request, org string) error {
 	rt, err := s.loadRuntime(r, org)
