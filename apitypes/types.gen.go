@@ -259,6 +259,36 @@ func (e ProcessEventType) Valid() bool {
 	}
 }
 
+// Defines values for SandboxState.
+const (
+	SandboxStateCompleted SandboxState = "completed"
+	SandboxStateDeleted   SandboxState = "deleted"
+	SandboxStateFailed    SandboxState = "failed"
+	SandboxStatePaused    SandboxState = "paused"
+	SandboxStateRunning   SandboxState = "running"
+	SandboxStateStarting  SandboxState = "starting"
+)
+
+// Valid indicates whether the value is a known member of the SandboxState enum.
+func (e SandboxState) Valid() bool {
+	switch e {
+	case SandboxStateCompleted:
+		return true
+	case SandboxStateDeleted:
+		return true
+	case SandboxStateFailed:
+		return true
+	case SandboxStatePaused:
+		return true
+	case SandboxStateRunning:
+		return true
+	case SandboxStateStarting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SandboxTimelineEntryPhase.
 const (
 	SandboxTimelineEntryPhaseCompleted SandboxTimelineEntryPhase = "completed"
@@ -865,6 +895,9 @@ type SandboxResources struct {
 	CPUCount *int `json:"cpuCount,omitempty"`
 	MemoryMB *int `json:"memoryMB,omitempty"`
 }
+
+// SandboxState A sandbox's public state (Sandbox.state; domain/sandbox.States): starting, running and paused are live; completed, failed and deleted are terminal (it never runs again).
+type SandboxState string
 
 // SandboxTimelineEntry an internal phase and when it began
 type SandboxTimelineEntry struct {
