@@ -473,7 +473,9 @@ type CreateOrg struct {
 	Credits *float32 `json:"credits,omitempty"`
 
 	// Org the org's name and id: 1 to 63 of a-z, 0-9, '-', '_'
-	Org    string  `json:"org"`
+	Org string `json:"org"`
+
+	// Quotas an org's limits; each is null (or absent in a request) for unlimited
 	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
@@ -708,7 +710,9 @@ type OrgInfo struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
 	Credits   *float32   `json:"credits,omitempty"`
 	Org       *string    `json:"org,omitempty"`
-	Quotas    *Quotas    `json:"quotas,omitempty"`
+
+	// Quotas an org's limits; each is null (or absent in a request) for unlimited
+	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
 // Process defines model for Process.
@@ -737,39 +741,47 @@ type ProcessEvent struct {
 // ProcessEventType defines model for ProcessEvent.Type.
 type ProcessEventType string
 
-// QuotaReport defines model for QuotaReport.
-type QuotaReport struct {
-	// Capacity each provider's capacity; an absent field is unlimited
-	Capacity *map[string]struct {
-		Cpu       *int `json:"cpu,omitempty"`
-		MemoryMb  *int `json:"memory_mb,omitempty"`
-		Sandboxes *int `json:"sandboxes,omitempty"`
-	} `json:"capacity,omitempty"`
-	OldestWaitSeconds *float32 `json:"oldest_wait_seconds,omitempty"`
-	Organization      *string  `json:"organization,omitempty"`
-
-	// Queued creates waiting in the admission queue
-	Queued *int    `json:"queued,omitempty"`
-	Quotas *Quotas `json:"quotas,omitempty"`
-	Use    *struct {
-		Cpu      *int `json:"cpu,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-
-		// Running sandboxes held (admitted and not yet removed; paused ones included)
-		Running *int `json:"running,omitempty"`
-	} `json:"use,omitempty"`
+// ProviderCapacity what one provider can run at once; an absent field is unlimited
+type ProviderCapacity struct {
+	Sandboxes int `json:"sandboxes,omitempty"`
+	CPU       int `json:"cpu,omitempty"`
+	MemoryMB  int `json:"memory_mb,omitempty"`
 }
 
-// Quotas defines model for Quotas.
+// QuotaReport defines model for QuotaReport.
+type QuotaReport struct {
+	Organization string   `json:"organization"`
+	Quotas       Quotas   `json:"quotas"`
+	Use          QuotaUse `json:"use"`
+
+	// Queued creates waiting in the admission queue
+	Queued int `json:"queued"`
+
+	// OldestWaitSeconds how long the oldest queued create has waited
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+
+	// Capacity each provider's capacity, by provider name
+	Capacity map[string]ProviderCapacity `json:"capacity"`
+}
+
+// QuotaUse the compute an org holds (admitted and not yet removed; paused ones included)
+type QuotaUse struct {
+	// Sandboxes sandboxes held
+	Sandboxes int `json:"running"`
+	CPU       int `json:"cpu"`
+	MemoryMB  int `json:"memory_mb"`
+}
+
+// Quotas an org's limits; each is null (or absent in a request) for unlimited
 type Quotas struct {
-	// MaxCpu CPUs held at once (null: unlimited)
-	MaxCpu *int `json:"max_cpu,omitempty"`
-
-	// MaxMemoryMb memory in MB held at once (null: unlimited)
-	MaxMemoryMb *int `json:"max_memory_mb,omitempty"`
-
 	// MaxRunning sandboxes held at once (null: unlimited)
-	MaxRunning *int `json:"max_running,omitempty"`
+	MaxRunning *int `json:"max_running"`
+
+	// MaxCPU CPUs held at once (null: unlimited)
+	MaxCPU *int `json:"max_cpu"`
+
+	// MaxMemoryMB memory in MB held at once (null: unlimited)
+	MaxMemoryMB *int `json:"max_memory_mb"`
 }
 
 // Readiness defines model for Readiness.
