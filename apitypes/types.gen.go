@@ -334,6 +334,30 @@ func (e SandboxTimelineEntryPhase) Valid() bool {
 	}
 }
 
+// Defines values for SignalProcessSignal.
+const (
+	SignalSIGHUP  SignalProcessSignal = "SIGHUP"
+	SignalSIGINT  SignalProcessSignal = "SIGINT"
+	SignalSIGKILL SignalProcessSignal = "SIGKILL"
+	SignalSIGTERM SignalProcessSignal = "SIGTERM"
+)
+
+// Valid indicates whether the value is a known member of the SignalProcessSignal enum.
+func (e SignalProcessSignal) Valid() bool {
+	switch e {
+	case SignalSIGHUP:
+		return true
+	case SignalSIGINT:
+		return true
+	case SignalSIGKILL:
+		return true
+	case SignalSIGTERM:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskEnvironmentState.
 const (
 	TaskEnvironmentStateBuilding     TaskEnvironmentState = "building"
@@ -717,12 +741,12 @@ type OrgInfo struct {
 
 // Process defines model for Process.
 type Process struct {
-	Cmd       *[]string  `json:"cmd,omitempty"`
-	ExitCode  *int       `json:"exitCode,omitempty"`
-	Pid       *int       `json:"pid,omitempty"`
-	Running   *bool      `json:"running,omitempty"`
-	StartedAt *time.Time `json:"startedAt,omitempty"`
-	Tag       *string    `json:"tag,omitempty"`
+	PID       int       `json:"pid"`
+	Tag       string    `json:"tag"`
+	Cmd       []string  `json:"cmd"`
+	Running   bool      `json:"running"`
+	ExitCode  *int      `json:"exitCode"`
+	StartedAt time.Time `json:"startedAt"`
 }
 
 // ProcessEvent One line of a process stream. `start` carries the pid; `stdout`/`stderr` carry `data` (UTF-8)
@@ -740,6 +764,12 @@ type ProcessEvent struct {
 
 // ProcessEventType defines model for ProcessEvent.Type.
 type ProcessEventType string
+
+// ProcessStarted defines model for ProcessStarted.
+type ProcessStarted struct {
+	PID int    `json:"pid"`
+	Tag string `json:"tag"`
+}
 
 // ProviderCapacity what one provider can run at once; an absent field is unlimited
 type ProviderCapacity struct {
@@ -938,6 +968,27 @@ type ServiceURL struct {
 // SetSandboxTimeout defines model for SetSandboxTimeout.
 type SetSandboxTimeout struct {
 	Timeout int `json:"timeout"`
+}
+
+// SignalProcess defines model for SignalProcess.
+type SignalProcess struct {
+	Signal SignalProcessSignal `json:"signal"`
+}
+
+// SignalProcessSignal defines model for SignalProcess.Signal.
+type SignalProcessSignal string
+
+// StartProcess defines model for StartProcess.
+type StartProcess struct {
+	Cmd []string          `json:"cmd"`
+	Env map[string]string `json:"env,omitempty"`
+
+	// Cwd absolute path
+	Cwd string `json:"cwd,omitempty"`
+
+	// Tag a name of your choice, shown by the list
+	Tag   string `json:"tag,omitempty"`
+	Stdin bool   `json:"stdin,omitempty"`
 }
 
 // StartRuntime defines model for StartRuntime.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
@@ -134,16 +135,8 @@ func commandEnv(rec *store.Record, env map[string]string) map[string]string {
 	return out
 }
 
-type processRequest struct {
-	Cmd   []string          `json:"cmd"`
-	Env   map[string]string `json:"env"`
-	Cwd   string            `json:"cwd"`
-	Tag   string            `json:"tag"`
-	Stdin bool              `json:"stdin"`
-}
-
 func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) error {
-	var req processRequest
+	var req apitypes.StartProcess
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -162,7 +155,7 @@ func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return providerErr("start the process in", err)
 	}
-	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"pid": p.PID, "tag": p.Tag})
+	httpx.WriteJSON(w, http.StatusCreated, apitypes.ProcessStarted{PID: p.PID, Tag: p.Tag})
 	return nil
 }
 
@@ -185,10 +178,11 @@ func (s *Service) handleListProcesses(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return providerErr("list the processes of", err)
 	}
-	if list == nil {
-		list = []compute.Process{}
+	out := make([]apitypes.Process, len(list))
+	for i, p := range list {
+		out[i] = apitypes.Process(p)
 	}
-	httpx.WriteJSON(w, http.StatusOK, list)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -248,29 +242,23 @@ func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type signalRequest struct {
-	Signal string `json:"signal"`
-}
-
 func (s *Service) handleSignal(w http.ResponseWriter, r *http.Request) error {
 	pid, err := pidOf(r)
 	if err != nil {
 		return err
 	}
-	var req signalRequest
+	var req apitypes.SignalProcess
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	switch req.Signal {
-	case "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP":
-	default:
+	if !req.Signal.Valid() {
 		return httpx.Invalid("signal", "must be one of SIGTERM, SIGKILL, SIGINT, SIGHUP")
 	}
 	rec, ps, err := s.streamable(r)
 	if err != nil {
 		return err
 	}
-	if err := ps.SignalProcess(r.Context(), rec.Ref(), pid, req.Signal); err != nil {
+	if err := ps.SignalProcess(r.Context(), rec.Ref(), pid, string(req.Signal)); err != nil {
 		return providerErr("signal process "+strconv.Itoa(pid)+" in", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
