@@ -1108,6 +1108,23 @@ type TaskEnvironmentTimelineEntry struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
+// TaskExecResult the buffered answer of POST /execute
+type TaskExecResult struct {
+	ExitCode int `json:"exit_code"`
+
+	// Output stdout and stderr interleaved, at most 1 MiB
+	Output     string `json:"output"`
+	TimedOut   bool   `json:"timed_out"`
+	Truncated  bool   `json:"truncated"`
+	DurationMs int64  `json:"duration_ms"`
+
+	// Service the task service the command ran in
+	Service string `json:"service"`
+
+	// Note why the answer is not plain (timeout, truncation)
+	Note string `json:"note,omitempty"`
+}
+
 // TaskInput defines model for TaskInput.
 type TaskInput struct {
 	Default     *string `json:"default,omitempty"`

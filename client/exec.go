@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // NDJSON is the media type of streamed command output (API §6).
@@ -89,16 +91,9 @@ type EnvironmentExec struct {
 	TimeoutSec *int64 `json:"timeout_sec,omitempty"`
 }
 
-// EnvironmentExecResult is the buffered answer of POST /execute.
-type EnvironmentExecResult struct {
-	ExitCode   int    `json:"exit_code"`
-	Output     string `json:"output"`
-	TimedOut   bool   `json:"timed_out"`
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"duration_ms"`
-	Service    string `json:"service"`
-	Note       string `json:"note,omitempty"`
-}
+// EnvironmentExecResult is the buffered answer of POST /execute: the
+// document's TaskExecResult.
+type EnvironmentExecResult = apitypes.TaskExecResult
 
 // ExecEnvironment runs a command in a ready task environment with its
 // execute token, streaming like ExecSandbox when the server streams. note
