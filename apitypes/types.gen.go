@@ -601,6 +601,23 @@ type EventPage struct {
 	NextCursor *string          `json:"nextCursor"`
 }
 
+// ExecResult a buffered command run's outcome
+type ExecResult struct {
+	ExitCode int    `json:"exitCode"`
+	Stderr   string `json:"stderr"`
+	Stdout   string `json:"stdout"`
+}
+
+// ExecSandbox defines model for ExecSandbox.
+type ExecSandbox struct {
+	Cmd []string          `json:"cmd"`
+	Env map[string]string `json:"env,omitempty"`
+
+	// Cwd absolute path
+	Cwd       string `json:"cwd,omitempty"`
+	TimeoutMs *int   `json:"timeoutMs,omitempty"`
+}
+
 // FileEvent defines model for FileEvent.
 type FileEvent struct {
 	Path *string        `json:"path,omitempty"`

@@ -49,13 +49,9 @@ func (e *ExecEvent) Exit() (int, bool) {
 	return 0, false
 }
 
-// SandboxExec is the body of POST /sandboxes/{id}/exec.
-type SandboxExec struct {
-	Cmd       []string          `json:"cmd"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cwd       string            `json:"cwd,omitempty"`
-	TimeoutMs *int64            `json:"timeoutMs,omitempty"`
-}
+// SandboxExec is the body of POST /sandboxes/{id}/exec: the document's
+// ExecSandbox (timeoutMs in milliseconds, 1..600000).
+type SandboxExec = apitypes.ExecSandbox
 
 // ExecSandbox runs a command in a running sandbox with its access token and
 // calls onEvent for each event as it arrives. It asks for NDJSON; a server

@@ -389,15 +389,8 @@ func checkAccess(r *http.Request, rec *store.Record) error {
 	return nil
 }
 
-type execRequest struct {
-	Cmd       []string          `json:"cmd"`
-	Env       map[string]string `json:"env"`
-	Cwd       string            `json:"cwd"`
-	TimeoutMs *int              `json:"timeoutMs"`
-}
-
 func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
-	var req execRequest
+	var req apitypes.ExecSandbox
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}

@@ -79,6 +79,8 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 // "stdout"}, as encoding/json would write it, but encodes the output (up to
 // compute.MaxExecOutputBytes per stream, from the sandbox) as it is sent:
 // escapes can make it six times its size, which is not held.
+// writeExecResult writes res as the document's ExecResult, encoding the
+// output as it goes (no second copy of up to the output bound).
 func writeExecResult(w http.ResponseWriter, res compute.ExecResult) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
