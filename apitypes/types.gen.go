@@ -115,27 +115,6 @@ func (e FileEventType) Valid() bool {
 	}
 }
 
-// Defines values for FileInfoType.
-const (
-	Dir     FileInfoType = "dir"
-	File    FileInfoType = "file"
-	Symlink FileInfoType = "symlink"
-)
-
-// Valid indicates whether the value is a known member of the FileInfoType enum.
-func (e FileInfoType) Valid() bool {
-	switch e {
-	case Dir:
-		return true
-	case File:
-		return true
-	case Symlink:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for LifecycleEventCause.
 const (
 	Admission  LifecycleEventCause = "admission"
@@ -629,17 +608,15 @@ type FileEventType string
 
 // FileInfo defines model for FileInfo.
 type FileInfo struct {
-	// Mode permission bits (420 = 0644)
-	Mode       *int          `json:"mode,omitempty"`
-	ModifiedAt *time.Time    `json:"modifiedAt,omitempty"`
-	Name       *string       `json:"name,omitempty"`
-	Path       *string       `json:"path,omitempty"`
-	Size       *int64        `json:"size,omitempty"`
-	Type       *FileInfoType `json:"type,omitempty"`
-}
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
 
-// FileInfoType defines model for FileInfo.Type.
-type FileInfoType string
+	// Mode permission bits (420 = 0644)
+	Mode       uint32    `json:"mode"`
+	ModifiedAt time.Time `json:"modifiedAt"`
+}
 
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
@@ -744,6 +721,21 @@ type LifecycleEventData struct {
 	ExitCode        *int              `json:"exit_code,omitempty"`
 	KillReason      *string           `json:"kill_reason,omitempty"`
 	SandboxMetadata map[string]string `json:"sandbox_metadata"`
+}
+
+// MakeDirectory defines model for MakeDirectory.
+type MakeDirectory struct {
+	// Path absolute path (parents are made)
+	Path string `json:"path"`
+}
+
+// MovePath defines model for MovePath.
+type MovePath struct {
+	// From absolute path
+	From string `json:"from"`
+
+	// To absolute path
+	To string `json:"to"`
 }
 
 // OrgInfo defines model for OrgInfo.
