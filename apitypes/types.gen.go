@@ -7,6 +7,51 @@ import (
 	"time"
 )
 
+// Defines values for LedgerState.
+const (
+	LedgerStateKilled   LedgerState = "killed"
+	LedgerStatePaused   LedgerState = "paused"
+	LedgerStateRunning  LedgerState = "running"
+	LedgerStateStarting LedgerState = "starting"
+)
+
+// Valid indicates whether the value is a known member of the LedgerState enum.
+func (e LedgerState) Valid() bool {
+	switch e {
+	case LedgerStateKilled:
+		return true
+	case LedgerStatePaused:
+		return true
+	case LedgerStateRunning:
+		return true
+	case LedgerStateStarting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RuntimeState.
+const (
+	RuntimeStateIdle    RuntimeState = "idle"
+	RuntimeStatePaused  RuntimeState = "paused"
+	RuntimeStateRunning RuntimeState = "running"
+)
+
+// Valid indicates whether the value is a known member of the RuntimeState enum.
+func (e RuntimeState) Valid() bool {
+	switch e {
+	case RuntimeStateIdle:
+		return true
+	case RuntimeStatePaused:
+		return true
+	case RuntimeStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for APIKeyScope.
 const (
 	APIKeyScopeFull APIKeyScope = "full"
@@ -64,90 +109,6 @@ func (e FileEventType) Valid() bool {
 	case FileEventTypeRename:
 		return true
 	case FileEventTypeWrite:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for FileInfoType.
-const (
-	Dir     FileInfoType = "dir"
-	File    FileInfoType = "file"
-	Symlink FileInfoType = "symlink"
-)
-
-// Valid indicates whether the value is a known member of the FileInfoType enum.
-func (e FileInfoType) Valid() bool {
-	switch e {
-	case Dir:
-		return true
-	case File:
-		return true
-	case Symlink:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordProvider.
-const (
-	Docker LedgerRecordProvider = "docker"
-	E2b    LedgerRecordProvider = "e2b"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordProvider enum.
-func (e LedgerRecordProvider) Valid() bool {
-	switch e {
-	case Docker:
-		return true
-	case E2b:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordSandboxKind.
-const (
-	LedgerRecordSandboxKindRuntime LedgerRecordSandboxKind = "runtime"
-	LedgerRecordSandboxKindTask    LedgerRecordSandboxKind = "task"
-	LedgerRecordSandboxKindWorld   LedgerRecordSandboxKind = "world"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordSandboxKind enum.
-func (e LedgerRecordSandboxKind) Valid() bool {
-	switch e {
-	case LedgerRecordSandboxKindRuntime:
-		return true
-	case LedgerRecordSandboxKindTask:
-		return true
-	case LedgerRecordSandboxKindWorld:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for LedgerRecordState.
-const (
-	LedgerRecordStateKilled   LedgerRecordState = "killed"
-	LedgerRecordStatePaused   LedgerRecordState = "paused"
-	LedgerRecordStateRunning  LedgerRecordState = "running"
-	LedgerRecordStateStarting LedgerRecordState = "starting"
-)
-
-// Valid indicates whether the value is a known member of the LedgerRecordState enum.
-func (e LedgerRecordState) Valid() bool {
-	switch e {
-	case LedgerRecordStateKilled:
-		return true
-	case LedgerRecordStatePaused:
-		return true
-	case LedgerRecordStateRunning:
-		return true
-	case LedgerRecordStateStarting:
 		return true
 	default:
 		return false
@@ -277,21 +238,30 @@ func (e ProcessEventType) Valid() bool {
 	}
 }
 
-// Defines values for RuntimeState.
+// Defines values for SandboxState.
 const (
-	RuntimeStateIdle    RuntimeState = "idle"
-	RuntimeStatePaused  RuntimeState = "paused"
-	RuntimeStateRunning RuntimeState = "running"
+	SandboxStateCompleted SandboxState = "completed"
+	SandboxStateDeleted   SandboxState = "deleted"
+	SandboxStateFailed    SandboxState = "failed"
+	SandboxStatePaused    SandboxState = "paused"
+	SandboxStateRunning   SandboxState = "running"
+	SandboxStateStarting  SandboxState = "starting"
 )
 
-// Valid indicates whether the value is a known member of the RuntimeState enum.
-func (e RuntimeState) Valid() bool {
+// Valid indicates whether the value is a known member of the SandboxState enum.
+func (e SandboxState) Valid() bool {
 	switch e {
-	case RuntimeStateIdle:
+	case SandboxStateCompleted:
 		return true
-	case RuntimeStatePaused:
+	case SandboxStateDeleted:
 		return true
-	case RuntimeStateRunning:
+	case SandboxStateFailed:
+		return true
+	case SandboxStatePaused:
+		return true
+	case SandboxStateRunning:
+		return true
+	case SandboxStateStarting:
 		return true
 	default:
 		return false
@@ -337,6 +307,30 @@ func (e SandboxTimelineEntryPhase) Valid() bool {
 	case SandboxTimelineEntryPhaseRunning:
 		return true
 	case SandboxTimelineEntryPhaseStopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SignalProcessSignal.
+const (
+	SignalSIGHUP  SignalProcessSignal = "SIGHUP"
+	SignalSIGINT  SignalProcessSignal = "SIGINT"
+	SignalSIGKILL SignalProcessSignal = "SIGKILL"
+	SignalSIGTERM SignalProcessSignal = "SIGTERM"
+)
+
+// Valid indicates whether the value is a known member of the SignalProcessSignal enum.
+func (e SignalProcessSignal) Valid() bool {
+	switch e {
+	case SignalSIGHUP:
+		return true
+	case SignalSIGINT:
+		return true
+	case SignalSIGKILL:
+		return true
+	case SignalSIGTERM:
 		return true
 	default:
 		return false
@@ -424,6 +418,46 @@ func (e WebhookDeliveryStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListOrder.
+const (
+	ListOrderAsc  ListOrder = "asc"
+	ListOrderDesc ListOrder = "desc"
+)
+
+// Valid indicates whether the value is a known member of the ListOrder enum.
+func (e ListOrder) Valid() bool {
+	switch e {
+	case ListOrderAsc:
+		return true
+	case ListOrderDesc:
+		return true
+	default:
+		return false
+	}
+}
+
+// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+type LedgerState string
+
+// RuntimeResources a runtime's sandbox resources (null or absent: the template's)
+type RuntimeResources struct {
+	CPUCount *int `json:"cpu_count"`
+	MemoryMB *int `json:"memory_mb"`
+}
+
+// CreditRates credits per second (DREADNODE_CREDIT_RATES)
+type CreditRates struct {
+	CPUSecond     float64 `json:"cpu_second"`
+	GiBSecond     float64 `json:"gib_second"`
+	SandboxSecond float64 `json:"sandbox_second"`
+}
+
+// RuntimeState idle without a sandbox, else its sandbox's running or paused
+type RuntimeState string
+
+// RuntimeInstance the current ledger record (null without one)
+type RuntimeInstance = LedgerRecord
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time  `json:"createdAt"`
@@ -472,23 +506,24 @@ type CreateOrg struct {
 	Credits *float32 `json:"credits,omitempty"`
 
 	// Org the org's name and id: 1 to 63 of a-z, 0-9, '-', '_'
-	Org    string  `json:"org"`
+	Org string `json:"org"`
+
+	// Quotas an org's limits; each is null (or absent in a request) for unlimited
 	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
 // CreateRuntime defines model for CreateRuntime.
 type CreateRuntime struct {
-	// EnvVars write-only; responses list the names
-	EnvVars  *map[string]string `json:"env_vars,omitempty"`
-	Metadata *map[string]string `json:"metadata,omitempty"`
-
 	// Name unique in the workspace; letters, digits, '_', '.', '-' (1-64)
-	Name      string `json:"name"`
-	Resources *struct {
-		CpuCount *int `json:"cpu_count,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-	} `json:"resources,omitempty"`
-	Template *string `json:"template,omitempty"`
+	Name     string `json:"name"`
+	Template string `json:"template,omitempty"`
+
+	// Resources a runtime's sandbox resources (null or absent: the template's)
+	Resources *RuntimeResources `json:"resources,omitempty"`
+
+	// EnvVars write-only; responses list the names
+	EnvVars  map[string]string `json:"env_vars,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 
 	// TimeoutSec lifetime of each sandbox the runtime starts (keepalive extends it)
 	TimeoutSec *int `json:"timeout_sec,omitempty"`
@@ -534,19 +569,23 @@ type CreateTaskEnvironment struct {
 
 // CreditBalance defines model for CreditBalance.
 type CreditBalance struct {
-	Balance           *float32 `json:"balance,omitempty"`
-	BurnRatePerSecond *float32 `json:"burn_rate_per_second,omitempty"`
-	EstimatedBalance  *float32 `json:"estimated_balance,omitempty"`
-	Organization      *string  `json:"organization,omitempty"`
+	Organization string `json:"organization"`
+
+	// Balance what is left after the last settlement (credits with six decimals, exact)
+	Balance CreditAmount `json:"balance"`
+
+	// RunningCredits accrued since the last settlement (not yet deducted)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedBalance balance - running_credits (not below zero)
+	EstimatedBalance CreditAmount `json:"estimated_balance"`
+
+	// BurnRatePerSecond what the org's running sandboxes cost now
+	BurnRatePerSecond float64 `json:"burn_rate_per_second"`
+	RunningSandboxes  int     `json:"running_sandboxes"`
 
 	// Rates credits per second (DREADNODE_CREDIT_RATES)
-	Rates *struct {
-		CpuSecond     *float32 `json:"cpu_second,omitempty"`
-		GibSecond     *float32 `json:"gib_second,omitempty"`
-		SandboxSecond *float32 `json:"sandbox_second,omitempty"`
-	} `json:"rates,omitempty"`
-	RunningCredits   *float32 `json:"running_credits,omitempty"`
-	RunningSandboxes *int     `json:"running_sandboxes,omitempty"`
+	Rates CreditRates `json:"rates"`
 }
 
 // Error defines model for Error.
@@ -571,6 +610,23 @@ type EventPage struct {
 	NextCursor *string          `json:"nextCursor"`
 }
 
+// ExecResult a buffered command run's outcome
+type ExecResult struct {
+	ExitCode int    `json:"exitCode"`
+	Stderr   string `json:"stderr"`
+	Stdout   string `json:"stdout"`
+}
+
+// ExecSandbox defines model for ExecSandbox.
+type ExecSandbox struct {
+	Cmd []string          `json:"cmd"`
+	Env map[string]string `json:"env,omitempty"`
+
+	// Cwd absolute path
+	Cwd       string `json:"cwd,omitempty"`
+	TimeoutMs *int   `json:"timeoutMs,omitempty"`
+}
+
 // FileEvent defines model for FileEvent.
 type FileEvent struct {
 	Path *string        `json:"path,omitempty"`
@@ -582,66 +638,64 @@ type FileEventType string
 
 // FileInfo defines model for FileInfo.
 type FileInfo struct {
-	// Mode permission bits (420 = 0644)
-	Mode       *int          `json:"mode,omitempty"`
-	ModifiedAt *time.Time    `json:"modifiedAt,omitempty"`
-	Name       *string       `json:"name,omitempty"`
-	Path       *string       `json:"path,omitempty"`
-	Size       *int64        `json:"size,omitempty"`
-	Type       *FileInfoType `json:"type,omitempty"`
-}
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
 
-// FileInfoType defines model for FileInfo.Type.
-type FileInfoType string
+	// Mode permission bits (420 = 0644)
+	Mode       uint32    `json:"mode"`
+	ModifiedAt time.Time `json:"modifiedAt"`
+}
 
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
-	Items      *[]LedgerRecord `json:"items,omitempty"`
-	NextCursor *string         `json:"next_cursor,omitempty"`
+	Items      []LedgerRecord `json:"items"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 // LedgerRecord One compute allocation. Credits are numbers of credits with six decimals:
 // `billed_credits` were deducted from the balance; `running_credits` accrued since the last
-// settlement; `estimated_total_credits` = billed + running.
+// settlement; `estimated_total_credits` = billed + running. Every property but the last three
+// is always present (x-order keeps the generated struct, and so the JSON, in this order).
 type LedgerRecord struct {
-	BilledCredits *float32   `json:"billed_credits,omitempty"`
-	CpuCount      *int       `json:"cpu_count,omitempty"`
-	CreatedAt     *time.Time `json:"created_at,omitempty"`
+	ID                string  `json:"id"`
+	SandboxKind       string  `json:"sandbox_kind"`
+	Provider          string  `json:"provider"`
+	ProviderSandboxID *string `json:"provider_sandbox_id"`
 
-	// CreditsPerSecond the rate while it runs (0 when not running)
-	CreditsPerSecond      *float32   `json:"credits_per_second,omitempty"`
-	Diagnostic            *string    `json:"diagnostic,omitempty"`
-	EnvironmentId         *string    `json:"environment_id,omitempty"`
-	EstimatedTotalCredits *float32   `json:"estimated_total_credits,omitempty"`
-	ExpiresAt             *time.Time `json:"expires_at,omitempty"`
-	Id                    *string    `json:"id,omitempty"`
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+	State LedgerState `json:"state"`
 
 	// KillReason deleted, timeout, completed, failed, insufficient_credits, reset, torn_down
-	KillReason          *string                  `json:"kill_reason,omitempty"`
-	KilledAt            *time.Time               `json:"killed_at,omitempty"`
-	LastPausedAt        *time.Time               `json:"last_paused_at,omitempty"`
-	LastStartedAt       *time.Time               `json:"last_started_at,omitempty"`
-	MemoryMb            *int                     `json:"memory_mb,omitempty"`
-	Metadata            *map[string]string       `json:"metadata,omitempty"`
-	Provider            *LedgerRecordProvider    `json:"provider,omitempty"`
-	ProviderSandboxId   *string                  `json:"provider_sandbox_id,omitempty"`
-	RunningCredits      *float32                 `json:"running_credits,omitempty"`
-	RuntimeId           *string                  `json:"runtime_id,omitempty"`
-	SandboxKind         *LedgerRecordSandboxKind `json:"sandbox_kind,omitempty"`
-	SessionsCount       *int                     `json:"sessions_count,omitempty"`
-	State               *LedgerRecordState       `json:"state,omitempty"`
-	TemplateId          *string                  `json:"template_id,omitempty"`
-	TotalRuntimeSeconds *float32                 `json:"total_runtime_seconds,omitempty"`
+	KillReason    *string           `json:"kill_reason"`
+	TemplateID    string            `json:"template_id"`
+	CPUCount      int               `json:"cpu_count"`
+	MemoryMB      int               `json:"memory_mb"`
+	CreatedAt     time.Time         `json:"created_at"`
+	LastStartedAt *time.Time        `json:"last_started_at"`
+	LastPausedAt  *time.Time        `json:"last_paused_at"`
+	KilledAt      *time.Time        `json:"killed_at"`
+	ExpiresAt     *time.Time        `json:"expires_at"`
+	Metadata      map[string]string `json:"metadata"`
+
+	// BilledCredits credits with six decimals, exact (a decimal number, not a float)
+	BilledCredits CreditAmount `json:"billed_credits"`
+
+	// RunningCredits credits with six decimals, exact (a decimal number, not a float)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedTotalCredits credits with six decimals, exact (a decimal number, not a float)
+	EstimatedTotalCredits CreditAmount `json:"estimated_total_credits"`
+
+	// CreditsPerSecond the rate while it runs (0 when not running)
+	CreditsPerSecond    float64 `json:"credits_per_second"`
+	TotalRuntimeSeconds float64 `json:"total_runtime_seconds"`
+	SessionsCount       int     `json:"sessions_count"`
+	RuntimeID           string  `json:"runtime_id,omitempty"`
+	EnvironmentID       string  `json:"environment_id,omitempty"`
+	Diagnostic          string  `json:"diagnostic,omitempty"`
 }
-
-// LedgerRecordProvider defines model for LedgerRecord.Provider.
-type LedgerRecordProvider string
-
-// LedgerRecordSandboxKind defines model for LedgerRecord.SandboxKind.
-type LedgerRecordSandboxKind string
-
-// LedgerRecordState defines model for LedgerRecord.State.
-type LedgerRecordState string
 
 // LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, sandboxExecutionId, sandboxBuildId, eventData), plus cause and sandboxMetadata.
 type LifecycleEvent struct {
@@ -705,22 +759,39 @@ type LifecycleEventData struct {
 	SandboxMetadata map[string]string `json:"sandbox_metadata"`
 }
 
+// MakeDirectory defines model for MakeDirectory.
+type MakeDirectory struct {
+	// Path absolute path (parents are made)
+	Path string `json:"path"`
+}
+
+// MovePath defines model for MovePath.
+type MovePath struct {
+	// From absolute path
+	From string `json:"from"`
+
+	// To absolute path
+	To string `json:"to"`
+}
+
 // OrgInfo defines model for OrgInfo.
 type OrgInfo struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
 	Credits   *float32   `json:"credits,omitempty"`
 	Org       *string    `json:"org,omitempty"`
-	Quotas    *Quotas    `json:"quotas,omitempty"`
+
+	// Quotas an org's limits; each is null (or absent in a request) for unlimited
+	Quotas *Quotas `json:"quotas,omitempty"`
 }
 
 // Process defines model for Process.
 type Process struct {
-	Cmd       *[]string  `json:"cmd,omitempty"`
-	ExitCode  *int       `json:"exitCode,omitempty"`
-	Pid       *int       `json:"pid,omitempty"`
-	Running   *bool      `json:"running,omitempty"`
-	StartedAt *time.Time `json:"startedAt,omitempty"`
-	Tag       *string    `json:"tag,omitempty"`
+	PID       int       `json:"pid"`
+	Tag       string    `json:"tag"`
+	Cmd       []string  `json:"cmd"`
+	Running   bool      `json:"running"`
+	ExitCode  *int      `json:"exitCode"`
+	StartedAt time.Time `json:"startedAt"`
 }
 
 // ProcessEvent One line of a process stream. `start` carries the pid; `stdout`/`stderr` carry `data` (UTF-8)
@@ -739,39 +810,53 @@ type ProcessEvent struct {
 // ProcessEventType defines model for ProcessEvent.Type.
 type ProcessEventType string
 
-// QuotaReport defines model for QuotaReport.
-type QuotaReport struct {
-	// Capacity each provider's capacity; an absent field is unlimited
-	Capacity *map[string]struct {
-		Cpu       *int `json:"cpu,omitempty"`
-		MemoryMb  *int `json:"memory_mb,omitempty"`
-		Sandboxes *int `json:"sandboxes,omitempty"`
-	} `json:"capacity,omitempty"`
-	OldestWaitSeconds *float32 `json:"oldest_wait_seconds,omitempty"`
-	Organization      *string  `json:"organization,omitempty"`
-
-	// Queued creates waiting in the admission queue
-	Queued *int    `json:"queued,omitempty"`
-	Quotas *Quotas `json:"quotas,omitempty"`
-	Use    *struct {
-		Cpu      *int `json:"cpu,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-
-		// Running sandboxes held (admitted and not yet removed; paused ones included)
-		Running *int `json:"running,omitempty"`
-	} `json:"use,omitempty"`
+// ProcessStarted defines model for ProcessStarted.
+type ProcessStarted struct {
+	PID int    `json:"pid"`
+	Tag string `json:"tag"`
 }
 
-// Quotas defines model for Quotas.
+// ProviderCapacity what one provider can run at once; an absent field is unlimited
+type ProviderCapacity struct {
+	Sandboxes int `json:"sandboxes,omitempty"`
+	CPU       int `json:"cpu,omitempty"`
+	MemoryMB  int `json:"memory_mb,omitempty"`
+}
+
+// QuotaReport defines model for QuotaReport.
+type QuotaReport struct {
+	Organization string   `json:"organization"`
+	Quotas       Quotas   `json:"quotas"`
+	Use          QuotaUse `json:"use"`
+
+	// Queued creates waiting in the admission queue
+	Queued int `json:"queued"`
+
+	// OldestWaitSeconds how long the oldest queued create has waited
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+
+	// Capacity each provider's capacity, by provider name
+	Capacity map[string]ProviderCapacity `json:"capacity"`
+}
+
+// QuotaUse the compute an org holds (admitted and not yet removed; paused ones included)
+type QuotaUse struct {
+	// Sandboxes sandboxes held
+	Sandboxes int `json:"running"`
+	CPU       int `json:"cpu"`
+	MemoryMB  int `json:"memory_mb"`
+}
+
+// Quotas an org's limits; each is null (or absent in a request) for unlimited
 type Quotas struct {
-	// MaxCpu CPUs held at once (null: unlimited)
-	MaxCpu *int `json:"max_cpu,omitempty"`
-
-	// MaxMemoryMb memory in MB held at once (null: unlimited)
-	MaxMemoryMb *int `json:"max_memory_mb,omitempty"`
-
 	// MaxRunning sandboxes held at once (null: unlimited)
-	MaxRunning *int `json:"max_running,omitempty"`
+	MaxRunning *int `json:"max_running"`
+
+	// MaxCPU CPUs held at once (null: unlimited)
+	MaxCPU *int `json:"max_cpu"`
+
+	// MaxMemoryMB memory in MB held at once (null: unlimited)
+	MaxMemoryMB *int `json:"max_memory_mb"`
 }
 
 // Readiness defines model for Readiness.
@@ -781,33 +866,47 @@ type Readiness struct {
 	Status   *string            `json:"status,omitempty"`
 }
 
-// Runtime defines model for Runtime.
+// Runtime A runtime as every runtime route answers it (x-order keeps the JSON in this order).
 type Runtime struct {
-	CreatedAt     *time.Time         `json:"created_at,omitempty"`
-	EnvVarNames   *[]string          `json:"env_var_names,omitempty"`
-	Id            *string            `json:"id,omitempty"`
-	Instance      *LedgerRecord      `json:"instance,omitempty"`
-	LastSandboxId *string            `json:"last_sandbox_id,omitempty"`
-	Metadata      *map[string]string `json:"metadata,omitempty"`
-	Name          *string            `json:"name,omitempty"`
-	Organization  *string            `json:"organization,omitempty"`
-	Resources     *struct {
-		CpuCount *int `json:"cpu_count,omitempty"`
-		MemoryMb *int `json:"memory_mb,omitempty"`
-	} `json:"resources,omitempty"`
-	SandboxId *string `json:"sandbox_id,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Organization string `json:"organization"`
+	Workspace    string `json:"workspace"`
+	Template     string `json:"template"`
+
+	// Resources a runtime's sandbox resources (null or absent: the template's)
+	Resources   RuntimeResources  `json:"resources"`
+	TimeoutSec  int               `json:"timeout_sec"`
+	EnvVarNames []string          `json:"env_var_names"`
+	Metadata    map[string]string `json:"metadata"`
+
+	// State idle without a sandbox, else its sandbox's running or paused
+	State RuntimeState `json:"state"`
+
+	// SandboxID the live linked sandbox (ledger record id)
+	SandboxID     *string `json:"sandbox_id"`
+	LastSandboxID *string `json:"last_sandbox_id"`
+
+	// Instance the current ledger record (null without one)
+	Instance  *RuntimeInstance `json:"instance"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
 
 	// SandboxToken only in the start response
-	SandboxToken *string       `json:"sandbox_token,omitempty"`
-	State        *RuntimeState `json:"state,omitempty"`
-	Template     *string       `json:"template,omitempty"`
-	TimeoutSec   *int          `json:"timeout_sec,omitempty"`
-	UpdatedAt    *time.Time    `json:"updated_at,omitempty"`
-	Workspace    *string       `json:"workspace,omitempty"`
+	SandboxToken string `json:"sandbox_token,omitempty"`
 }
 
-// RuntimeState defines model for Runtime.State.
-type RuntimeState string
+// RuntimeKeepalive the sandbox lives until expires_at
+type RuntimeKeepalive struct {
+	ExpiresAt *time.Time `json:"expires_at"`
+	ID        string     `json:"id"`
+	SandboxID string     `json:"sandbox_id"`
+}
+
+// RuntimeKeepaliveRequest defines model for RuntimeKeepaliveRequest.
+type RuntimeKeepaliveRequest struct {
+	ExtendSeconds *int `json:"extend_seconds,omitempty"`
+}
 
 // RuntimePage defines model for RuntimePage.
 type RuntimePage struct {
@@ -884,6 +983,9 @@ type SandboxResources struct {
 	MemoryMB *int `json:"memoryMB,omitempty"`
 }
 
+// SandboxState A sandbox's public state (Sandbox.state; domain/sandbox.States): starting, running and paused are live; completed, failed and deleted are terminal (it never runs again).
+type SandboxState string
+
 // SandboxTimelineEntry an internal phase and when it began
 type SandboxTimelineEntry struct {
 	Phase SandboxTimelineEntryPhase `json:"phase"`
@@ -911,6 +1013,33 @@ type ServiceURL struct {
 // SetSandboxTimeout defines model for SetSandboxTimeout.
 type SetSandboxTimeout struct {
 	Timeout int `json:"timeout"`
+}
+
+// SignalProcess defines model for SignalProcess.
+type SignalProcess struct {
+	Signal SignalProcessSignal `json:"signal"`
+}
+
+// SignalProcessSignal defines model for SignalProcess.Signal.
+type SignalProcessSignal string
+
+// StartProcess defines model for StartProcess.
+type StartProcess struct {
+	Cmd []string          `json:"cmd"`
+	Env map[string]string `json:"env,omitempty"`
+
+	// Cwd absolute path
+	Cwd string `json:"cwd,omitempty"`
+
+	// Tag a name of your choice, shown by the list
+	Tag   string `json:"tag,omitempty"`
+	Stdin bool   `json:"stdin,omitempty"`
+}
+
+// StartRuntime defines model for StartRuntime.
+type StartRuntime struct {
+	// TimeoutSec overrides the runtime's timeout_sec for this sandbox
+	TimeoutSec *int `json:"timeout_sec,omitempty"`
 }
 
 // Task defines model for Task.
@@ -1024,6 +1153,23 @@ type TaskEnvironmentTimelineEntry struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
+// TaskExecResult the buffered answer of POST /execute
+type TaskExecResult struct {
+	ExitCode int `json:"exit_code"`
+
+	// Output stdout and stderr interleaved, at most 1 MiB
+	Output     string `json:"output"`
+	TimedOut   bool   `json:"timed_out"`
+	Truncated  bool   `json:"truncated"`
+	DurationMs int64  `json:"duration_ms"`
+
+	// Service the task service the command ran in
+	Service string `json:"service"`
+
+	// Note why the answer is not plain (timeout, truncation)
+	Note string `json:"note,omitempty"`
+}
+
 // TaskInput defines model for TaskInput.
 type TaskInput struct {
 	Default     *string `json:"default,omitempty"`
@@ -1036,10 +1182,10 @@ type TaskInput struct {
 
 // Usage defines model for Usage.
 type Usage struct {
-	CurrentMonthSeconds *float32   `json:"current_month_seconds,omitempty"`
-	CurrentMonthStart   *time.Time `json:"current_month_start,omitempty"`
-	SessionsCount       *int       `json:"sessions_count,omitempty"`
-	TotalRuntimeSeconds *float32   `json:"total_runtime_seconds,omitempty"`
+	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`
+	SessionsCount       int64     `json:"sessions_count"`
+	CurrentMonthSeconds float64   `json:"current_month_seconds"`
+	MonthStart          time.Time `json:"current_month_start"`
 }
 
 // VolumeMount defines model for VolumeMount.
@@ -1149,6 +1295,9 @@ type IdempotencyKey = string
 
 // LedgerSandboxID defines model for LedgerSandboxID.
 type LedgerSandboxID = string
+
+// ListOrder defines model for ListOrder.
+type ListOrder string
 
 // Org defines model for Org.
 type Org = string

@@ -2,26 +2,15 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Balance is GET /api/v1/org/{org}/credits (API §5); amounts keep the
-// server's decimal text.
-type Balance struct {
-	Organization      string      `json:"organization"`
-	Balance           json.Number `json:"balance"`
-	RunningCredits    json.Number `json:"running_credits"`
-	EstimatedBalance  json.Number `json:"estimated_balance"`
-	BurnRatePerSecond float64     `json:"burn_rate_per_second"`
-	RunningSandboxes  int64       `json:"running_sandboxes"`
-	Rates             struct {
-		CPUSecond     float64 `json:"cpu_second"`
-		GiBSecond     float64 `json:"gib_second"`
-		SandboxSecond float64 `json:"sandbox_second"`
-	} `json:"rates"`
-}
+// Balance is GET /api/v1/org/{org}/credits (API §5): the document's
+// CreditBalance; amounts are exact (apitypes.CreditAmount).
+type Balance = apitypes.CreditBalance
 
 // Credits returns the org's credit balance. It also proves that the key
 // belongs to org: another org's path answers 404.

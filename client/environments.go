@@ -11,14 +11,15 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Task environment states (the TaskEnvironment schema of apitypes/openapi.yaml).
+// Task environment states: the document's TaskEnvironmentState enum
+// (apitypes/openapi.yaml), as the strings Environment.State carries.
 const (
-	EnvBuilding     = "building"
-	EnvProvisioning = "provisioning"
-	EnvReady        = "ready"
-	EnvPaused       = "paused"
-	EnvTornDown     = "torn_down"
-	EnvFailed       = "failed"
+	EnvBuilding     = string(apitypes.TaskEnvironmentStateBuilding)
+	EnvProvisioning = string(apitypes.TaskEnvironmentStateProvisioning)
+	EnvReady        = string(apitypes.TaskEnvironmentStateReady)
+	EnvPaused       = string(apitypes.TaskEnvironmentStatePaused)
+	EnvTornDown     = string(apitypes.TaskEnvironmentStateTornDown)
+	EnvFailed       = string(apitypes.TaskEnvironmentStateFailed)
 )
 
 // EnvironmentCreate is the body of POST /environments.

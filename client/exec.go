@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // NDJSON is the media type of streamed command output (API §6).
@@ -47,13 +49,9 @@ func (e *ExecEvent) Exit() (int, bool) {
 	return 0, false
 }
 
-// SandboxExec is the body of POST /sandboxes/{id}/exec.
-type SandboxExec struct {
-	Cmd       []string          `json:"cmd"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cwd       string            `json:"cwd,omitempty"`
-	TimeoutMs *int64            `json:"timeoutMs,omitempty"`
-}
+// SandboxExec is the body of POST /sandboxes/{id}/exec: the document's
+// ExecSandbox (timeoutMs in milliseconds, 1..600000).
+type SandboxExec = apitypes.ExecSandbox
 
 // ExecSandbox runs a command in a running sandbox with its access token and
 // calls onEvent for each event as it arrives. It asks for NDJSON; a server
@@ -89,16 +87,9 @@ type EnvironmentExec struct {
 	TimeoutSec *int64 `json:"timeout_sec,omitempty"`
 }
 
-// EnvironmentExecResult is the buffered answer of POST /execute.
-type EnvironmentExecResult struct {
-	ExitCode   int    `json:"exit_code"`
-	Output     string `json:"output"`
-	TimedOut   bool   `json:"timed_out"`
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"duration_ms"`
-	Service    string `json:"service"`
-	Note       string `json:"note,omitempty"`
-}
+// EnvironmentExecResult is the buffered answer of POST /execute: the
+// document's TaskExecResult.
+type EnvironmentExecResult = apitypes.TaskExecResult
 
 // ExecEnvironment runs a command in a ready task environment with its
 // execute token, streaming like ExecSandbox when the server streams. note

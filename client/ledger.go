@@ -2,40 +2,16 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// LedgerEntry is a ledger record (API §2) with every field the server
-// shows; credits keep the server's decimal text.
-type LedgerEntry struct {
-	ID                    string            `json:"id"`
-	SandboxKind           string            `json:"sandbox_kind"`
-	Provider              string            `json:"provider"`
-	ProviderSandboxID     *string           `json:"provider_sandbox_id"`
-	State                 string            `json:"state"`
-	KillReason            *string           `json:"kill_reason"`
-	TemplateID            string            `json:"template_id"`
-	CPUCount              int64             `json:"cpu_count"`
-	MemoryMB              int64             `json:"memory_mb"`
-	CreatedAt             string            `json:"created_at"`
-	LastStartedAt         *string           `json:"last_started_at"`
-	LastPausedAt          *string           `json:"last_paused_at"`
-	KilledAt              *string           `json:"killed_at"`
-	ExpiresAt             *string           `json:"expires_at"`
-	Metadata              map[string]string `json:"metadata"`
-	BilledCredits         json.Number       `json:"billed_credits"`
-	RunningCredits        json.Number       `json:"running_credits"`
-	EstimatedTotalCredits json.Number       `json:"estimated_total_credits"`
-	CreditsPerSecond      float64           `json:"credits_per_second"`
-	TotalRuntimeSeconds   float64           `json:"total_runtime_seconds"`
-	SessionsCount         int64             `json:"sessions_count"`
-	RuntimeID             string            `json:"runtime_id,omitempty"`
-	EnvironmentID         string            `json:"environment_id,omitempty"`
-	Diagnostic            string            `json:"diagnostic,omitempty"`
-}
+// LedgerEntry is a ledger record (API §2): the document's LedgerRecord;
+// credits are exact (apitypes.CreditAmount, micro-credits).
+type LedgerEntry = apitypes.LedgerRecord
 
 // ListLedgerEntries lists the org's ledger records (all pages), filtered
 // by ledger states (starting, running, paused, killed) and sandbox kinds

@@ -6,14 +6,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Usage is GET /api/v1/org/{org}/sandboxes/usage.
-type Usage struct {
-	TotalRuntimeSeconds float64 `json:"total_runtime_seconds"`
-	SessionsCount       int64   `json:"sessions_count"`
-	CurrentMonthSeconds float64 `json:"current_month_seconds"`
-}
+// Usage is GET /api/v1/org/{org}/sandboxes/usage: the document's Usage.
+type Usage = apitypes.Usage
 
 // SandboxUsage returns the org's aggregate sandbox usage.
 func (c *Client) SandboxUsage(ctx context.Context, org string) (*Usage, error) {

@@ -12,24 +12,27 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Public sandbox states (API §1).
+// Public sandbox states (API §1): the document's SandboxState enum, as
+// the strings Sandbox.State carries.
 const (
-	SandboxStarting  = "starting"
-	SandboxRunning   = "running"
-	SandboxPaused    = "paused"
-	SandboxCompleted = "completed"
-	SandboxFailed    = "failed"
-	SandboxDeleted   = "deleted"
+	SandboxStarting  = string(apitypes.SandboxStateStarting)
+	SandboxRunning   = string(apitypes.SandboxStateRunning)
+	SandboxPaused    = string(apitypes.SandboxStatePaused)
+	SandboxCompleted = string(apitypes.SandboxStateCompleted)
+	SandboxFailed    = string(apitypes.SandboxStateFailed)
+	SandboxDeleted   = string(apitypes.SandboxStateDeleted)
 )
 
 // SandboxGone reports whether a sandbox in state will never run again, so
-// Terraform should treat it as gone.
+// Terraform should treat it as gone: a terminal state of the document, or
+// a state the document does not define (nothing this client can wait on;
+// "" is no state yet, not gone).
 func SandboxGone(state string) bool {
-	switch state {
-	case SandboxCompleted, SandboxFailed, SandboxDeleted, "error", "terminated", "killed":
+	switch apitypes.SandboxState(state) {
+	case apitypes.SandboxStateCompleted, apitypes.SandboxStateFailed, apitypes.SandboxStateDeleted:
 		return true
 	}
-	return false
+	return state != "" && !apitypes.SandboxState(state).Valid()
 }
 
 // SandboxNetwork is the network policy of a sandbox.

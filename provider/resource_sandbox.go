@@ -53,8 +53,8 @@ const (
 	// (instead of vanishing at the next refresh).
 	sandboxSettleWindow = 2 * time.Second
 
-	waitForRunning   = "running"
-	waitForCompleted = "completed"
+	waitForRunning   = client.SandboxRunning
+	waitForCompleted = client.SandboxCompleted
 )
 
 // envVarNames checks environment variable names with the server's syntax.

@@ -216,7 +216,8 @@ func (a *Admitter) fitsAlone(q Quotas, it Item) error {
 
 func within(max *int, n int) bool { return max == nil || n <= *max }
 
-func (q Quotas) allow(u Use) bool {
+// allowed reports whether use u stays within quotas q.
+func allowed(q Quotas, u Use) bool {
 	return within(q.MaxRunning, u.Sandboxes) && within(q.MaxCPU, u.CPU) && within(q.MaxMemoryMB, u.MemoryMB)
 }
 
@@ -233,7 +234,7 @@ func (a *Admitter) fitsNow(ctx context.Context, tx *sql.Tx, q Quotas, it Item) (
 		if err != nil {
 			return false, err
 		}
-		if !q.allow(u.plus(it)) {
+		if !allowed(q, u.plus(it)) {
 			return false, nil
 		}
 	}
@@ -307,7 +308,7 @@ func (a *Admitter) Pass(ctx context.Context) (int, error) {
 				quotas[it.Org] = q
 			}
 			okey, pk := usageKey{org: it.Org}, usageKey{provider: it.Provider}
-			if !q.allow(use[okey].plus(it)) {
+			if !allowed(q, use[okey].plus(it)) {
 				return OrgBlocked
 			}
 			if !a.cfg.Capacity[it.Provider].allow(use[pk].plus(it)) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -64,28 +65,22 @@ func show(p *int) any {
 }
 
 // Report is an org's quotas with its current use and queue, and the
-// providers' capacity.
-type Report struct {
-	Organization string `json:"organization"`
-	Quotas       Quotas `json:"quotas"`
-	Use          Use    `json:"use"`
-	Queued       int    `json:"queued"`
-	// OldestWaitSeconds is how long the org's oldest queued create has waited.
-	OldestWaitSeconds float64             `json:"oldest_wait_seconds"`
-	Capacity          map[string]Capacity `json:"capacity"`
-}
+// providers' capacity (the document's QuotaReport).
+type Report = apitypes.QuotaReport
 
 // ReportOf reads org's quotas, use and queue length.
 func (a *Admitter) ReportOf(ctx context.Context, org string) (Report, error) {
 	db := a.cfg.DB.Reader()
-	rep := Report{Organization: org, Capacity: map[string]Capacity{}}
+	rep := Report{Organization: org, Capacity: map[string]apitypes.ProviderCapacity{}}
 	var err error
 	if rep.Quotas, err = QuotasOf(ctx, db, org); err != nil {
 		return rep, err
 	}
-	if rep.Use, err = UseOf(ctx, db, org); err != nil {
+	use, err := UseOf(ctx, db, org)
+	if err != nil {
 		return rep, err
 	}
+	rep.Use = apitypes.QuotaUse(use)
 	var oldest sql.NullInt64
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM sandboxes WHERE org_id = ? AND `+isQueued, org).Scan(&rep.Queued, &oldest); err != nil {
 		return rep, err
@@ -94,7 +89,7 @@ func (a *Admitter) ReportOf(ctx context.Context, org string) (Report, error) {
 		rep.OldestWaitSeconds = max(0, time.Since(time.Unix(0, oldest.Int64)).Seconds())
 	}
 	for name, c := range a.cfg.Capacity {
-		rep.Capacity[name] = c
+		rep.Capacity[name] = apitypes.ProviderCapacity(c)
 	}
 	return rep, nil
 }

@@ -9,16 +9,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// Quotas are an org's limits; nil is unlimited.
-type Quotas struct {
-	MaxRunning  *int `json:"max_running"`
-	MaxCPU      *int `json:"max_cpu"`
-	MaxMemoryMB *int `json:"max_memory_mb"`
-}
+// Quotas are an org's limits; nil is unlimited (the document's Quotas).
+type Quotas = apitypes.Quotas
 
 // Use is the compute an org (or a provider) holds: every record from the
 // moment it is admitted until its instance is removed (pending, creating,

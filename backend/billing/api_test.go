@@ -400,3 +400,45 @@ func TestBadInputNever5xx(t *testing.T) {
 		t.Fatalf("runtime paging: %s", r)
 	}
 }
+
+// The ledger lists oldest first by default and newest first with
+// order=desc, so the latest kills are on the first page; a cursor pages
+// in the order it was made for and is refused by the other.
+func TestLedgerOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, appenv.Opts{NoLoops: true})
+	var ids []string
+	for i := range 9 {
+		ids = append(ids, e.insert(fmt.Sprintf("ord%02d", i), sandbox.KindWorld, sandbox.PhaseDeleted).ID)
+	}
+	asc := e.listAll(ledgerBase+"?state=killed", 2, nil)
+	desc := e.listAll(ledgerBase+"?state=killed&order=desc", 2, nil)
+	explicit := e.listAll(ledgerBase+"?state=killed&order=asc", 4, nil)
+	if len(asc) != len(ids) || len(desc) != len(ids) || len(explicit) != len(ids) {
+		t.Fatalf("asc %v, desc %v, explicit asc %v; want %d each", asc, desc, explicit, len(ids))
+	}
+	for i := range ids {
+		if asc[i] != ids[i] || explicit[i] != ids[i] || desc[i] != ids[len(ids)-1-i] {
+			t.Fatalf("position %d: asc %s, explicit asc %s, desc %s; want %s and %s", i, asc[i], explicit[i], desc[i], ids[i], ids[len(ids)-1-i])
+		}
+	}
+	// A record killed now is the first newest first, and the last oldest first.
+	latest := e.insert("ord-latest", sandbox.KindWorld, sandbox.PhaseDeleted).ID
+	first := e.Must(200, "GET", ledgerBase+"?state=killed&order=desc&limit=1", nil)["items"].([]any)
+	if len(first) != 1 || first[0].(map[string]any)["id"] != latest {
+		t.Fatalf("newest first page: %v, want %s", first, latest)
+	}
+	ascPage := e.Must(200, "GET", ledgerBase+"?limit=1", nil)
+	descPage := e.Must(200, "GET", ledgerBase+"?limit=1&order=desc", nil)
+	for _, c := range []struct{ path, param string }{
+		{ledgerBase + "?order=desc&cursor=" + url.QueryEscape(ascPage["next_cursor"].(string)), "cursor"},
+		{ledgerBase + "?cursor=" + url.QueryEscape(descPage["next_cursor"].(string)), "cursor"},
+		{ledgerBase + "?order=newest", "order"},
+		{ledgerBase + "?order=DESC", "order"},
+	} {
+		r := e.Req("GET", c.path, nil)
+		if r.Code != http.StatusBadRequest || !strings.Contains(string(r.Body), `"loc":["query","`+c.param+`"]`) {
+			t.Fatalf("%s: %d %s, want 400 at query %s", c.path, r.Code, r.Body, c.param)
+		}
+	}
+}

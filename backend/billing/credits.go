@@ -5,31 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// Balance is the answer of the credits routes.
-type Balance struct {
-	Organization string `json:"organization"`
-	// Balance is what is left after the last settlement.
-	Balance Credits `json:"balance"`
-	// RunningCredits accrued since the last settlement (not yet deducted).
-	RunningCredits Credits `json:"running_credits"`
-	// EstimatedBalance = balance - running_credits (not below zero).
-	EstimatedBalance Credits `json:"estimated_balance"`
-	// BurnRatePerSecond is what the org's running sandboxes cost now.
-	BurnRatePerSecond float64  `json:"burn_rate_per_second"`
-	RunningSandboxes  int      `json:"running_sandboxes"`
-	Rates             RateView `json:"rates"`
-}
+// Balance is the answer of the credits routes: the document's
+// CreditBalance.
+type Balance = apitypes.CreditBalance
 
-// RateView is the rate table in credits per second.
-type RateView struct {
-	CPUSecond     float64 `json:"cpu_second"`
-	GiBSecond     float64 `json:"gib_second"`
-	SandboxSecond float64 `json:"sandbox_second"`
-}
+// RateView is the rate table in credits per second (CreditRates).
+type RateView = apitypes.CreditRates
 
 // Balance reads an org's credits and its accrual since the last settlement.
 func (s *Service) Balance(ctx context.Context, org string) (*Balance, error) {

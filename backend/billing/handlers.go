@@ -58,7 +58,7 @@ func parseKinds(vals []string) ([]string, error) {
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string) error {
-	q, err := httpx.Query(r, "state", "kind", "sandbox_kind", "limit", "cursor")
+	q, err := httpx.Query(r, "state", "kind", "sandbox_kind", "limit", "cursor", "order")
 	if err != nil {
 		return err
 	}
@@ -74,17 +74,22 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	after, err := httpx.DecodeCursor("s", q.Get("cursor"))
+	desc, err := httpx.ParseOrder(q.Get("order"))
 	if err != nil {
 		return err
 	}
-	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: phases, Kinds: ks, AfterSeq: after, Limit: limit})
+	cursorKind := httpx.CursorKind("s", desc)
+	after, err := httpx.DecodeCursor(cursorKind, q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: phases, Kinds: ks, AfterSeq: after, Limit: limit, Desc: desc})
 	if err != nil {
 		return err
 	}
 	page := &httpx.Page[*Record]{Items: items}
 	if more {
-		c := httpx.EncodeCursor("s", last)
+		c := httpx.EncodeCursor(cursorKind, last)
 		page.NextCursor = &c
 	}
 	httpx.WriteJSON(w, http.StatusOK, page)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -63,13 +64,8 @@ func (s *Service) Logs(ctx context.Context, rec *store.Record) ([]string, error)
 	return lines, nil
 }
 
-// Usage is the answer of GET /sandboxes/usage.
-type Usage struct {
-	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`
-	SessionsCount       int64     `json:"sessions_count"`
-	CurrentMonthSeconds float64   `json:"current_month_seconds"`
-	MonthStart          time.Time `json:"current_month_start"`
-}
+// Usage is the answer of GET /sandboxes/usage (the document's Usage).
+type Usage = apitypes.Usage
 
 // Usage sums an org's running time: all time, sessions (starts and
 // resumes), and the current calendar month (UTC).

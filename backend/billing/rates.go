@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // Units. Balances and billed credits are integers of micro-credits
@@ -147,20 +149,8 @@ func mulDiv(a, b, c uint64, ceil bool) int64 {
 }
 
 // Credits is an amount in micro-credits, rendered in JSON as a number of
-// credits with six decimals (e.g. 12.500000).
-type Credits int64
-
-// MarshalJSON renders the exact decimal.
-func (c Credits) MarshalJSON() ([]byte, error) { return []byte(c.String()), nil }
-
-func (c Credits) String() string {
-	n := int64(c)
-	sign := ""
-	if n < 0 {
-		sign, n = "-", -n
-	}
-	return fmt.Sprintf("%s%d.%06d", sign, n/MicroPerCredit, n%MicroPerCredit)
-}
+// credits with six decimals (e.g. 12.500000): the document's Credits.
+type Credits = apitypes.CreditAmount
 
 // MicroFromCredits converts an operator's amount of credits to micro-credits
 // (rounded to the nearest micro-credit). It refuses non-positive, non-finite

@@ -4,37 +4,15 @@ import (
 	"math"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// Record is the ledger (§2) projection of a store.Record, in snake_case.
-type Record struct {
-	ID                    string            `json:"id"`
-	SandboxKind           string            `json:"sandbox_kind"`
-	Provider              string            `json:"provider"`
-	ProviderSandboxID     *string           `json:"provider_sandbox_id"`
-	State                 string            `json:"state"`
-	KillReason            *string           `json:"kill_reason"`
-	TemplateID            string            `json:"template_id"`
-	CPUCount              int               `json:"cpu_count"`
-	MemoryMB              int               `json:"memory_mb"`
-	CreatedAt             time.Time         `json:"created_at"`
-	LastStartedAt         *time.Time        `json:"last_started_at"`
-	LastPausedAt          *time.Time        `json:"last_paused_at"`
-	KilledAt              *time.Time        `json:"killed_at"`
-	ExpiresAt             *time.Time        `json:"expires_at"`
-	Metadata              map[string]string `json:"metadata"`
-	BilledCredits         Credits           `json:"billed_credits"`
-	RunningCredits        Credits           `json:"running_credits"`
-	EstimatedTotalCredits Credits           `json:"estimated_total_credits"`
-	CreditsPerSecond      float64           `json:"credits_per_second"`
-	TotalRuntimeSeconds   float64           `json:"total_runtime_seconds"`
-	Sessions              int               `json:"sessions_count"`
-	RuntimeID             string            `json:"runtime_id,omitempty"`
-	EnvironmentID         string            `json:"environment_id,omitempty"`
-	Diagnostic            string            `json:"diagnostic,omitempty"`
-}
+// Record is the ledger (§2) projection of a store.Record, in snake_case:
+// the document's LedgerRecord (apitypes), so the server, client/ and dn
+// share one shape.
+type Record = apitypes.LedgerRecord
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -61,12 +39,12 @@ func (s *Service) ViewAt(r *store.Record, now time.Time) *Record {
 	running := cost(int64(r.RuntimeAt(now))-r.BilledNs, rate)
 	state := r.Phase.LedgerState()
 	v := &Record{
-		ID: r.ID, SandboxKind: r.Kind, Provider: r.Provider, ProviderSandboxID: strPtr(r.ProviderID), State: string(state),
+		ID: r.ID, SandboxKind: r.Kind, Provider: r.Provider, ProviderSandboxID: strPtr(r.ProviderID), State: apitypes.LedgerState(state),
 		KillReason: strPtr(r.KillReason), TemplateID: r.TemplateID, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		CreatedAt: r.CreatedAt, LastStartedAt: timePtr(r.LastStartedAt), LastPausedAt: timePtr(r.LastPausedAt),
 		KilledAt: timePtr(r.KilledAt), ExpiresAt: timePtr(r.EndAt), Metadata: r.Metadata,
 		BilledCredits: Credits(r.BilledMicro), RunningCredits: Credits(running), EstimatedTotalCredits: Credits(r.BilledMicro + running),
-		TotalRuntimeSeconds: seconds(r.RuntimeAt(now)), Sessions: r.Sessions,
+		TotalRuntimeSeconds: seconds(r.RuntimeAt(now)), SessionsCount: r.Sessions,
 		RuntimeID: r.RuntimeID, EnvironmentID: r.EnvironmentID, Diagnostic: r.Diagnostic,
 	}
 	if r.Phase == sandbox.PhaseRunning || r.Phase == sandbox.PhasePausing || r.Phase == sandbox.PhaseStopping && !r.RunningSince.IsZero() {

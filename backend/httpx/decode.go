@@ -8,7 +8,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 )
 
 // MaxBody is the largest JSON body accepted (413 above it).
@@ -69,7 +73,139 @@ func decode(r *http.Request, v any, removed map[string]string, strict bool) erro
 	if dec.More() {
 		return NewError(http.StatusBadRequest, "invalid_json", "the request body holds more than one JSON value")
 	}
+	if strict {
+		// encoding/json matches keys to fields case-insensitively, so
+		// {"timeoutMS": 1} would fill timeoutMs; the contract names fields
+		// exactly, so such a key is refused like any unknown one.
+		if loc, want := misCased(body, reflect.TypeOf(v), nil); loc != nil {
+			msg := fmt.Sprintf("unknown field; field names are case-sensitive: did you mean %q?", want)
+			return &Error{Code: 400, Type: "unknown_field", Detail: dotted(loc) + ": " + msg,
+				Errors: []FieldError{{Loc: append([]any{"body"}, loc...), Msg: msg, Type: "unknown_field"}}}
+		}
+	}
 	return nil
+}
+
+// misCased returns where in body (a JSON value decoded into a t) a key names
+// a field of t only case-insensitively, and the field's exact name; nil when
+// every key is spelled exactly. Types that decode themselves (json.Unmarshaler:
+// time.Time, json.RawMessage, ...) and interfaces are not looked into.
+func misCased(body []byte, t reflect.Type, at []any) ([]any, string) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil, ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil {
+			return nil, ""
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(obj) {
+			if ft, ok := fields[k]; ok {
+				if loc, want := misCased(obj[k], ft, append(slices.Clip(at), k)); loc != nil {
+					return loc, want
+				}
+				continue
+			}
+			for name := range fields {
+				if strings.EqualFold(name, k) {
+					return append(slices.Clip(at), k), name
+				}
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) != nil {
+			return nil, ""
+		}
+		for _, k := range sortedKeys(obj) {
+			if loc, want := misCased(obj[k], t.Elem(), append(slices.Clip(at), k)); loc != nil {
+				return loc, want
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil, ""
+		}
+		var arr []json.RawMessage
+		if json.Unmarshal(body, &arr) != nil {
+			return nil, ""
+		}
+		for i, e := range arr {
+			if loc, want := misCased(e, t.Elem(), append(slices.Clip(at), strconv.Itoa(i))); loc != nil {
+				return loc, want
+			}
+		}
+	}
+	return nil, ""
+}
+
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	fieldCache      sync.Map // reflect.Type -> map[string]reflect.Type
+)
+
+// jsonFields maps the JSON names of struct t's fields (as encoding/json
+// names them, embedded structs' fields promoted) to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	addFields(t, m)
+	fieldCache.Store(t, m)
+	return m
+}
+
+func addFields(t reflect.Type, m map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				addFields(ft, m)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := m[name]; !dup {
+			m[name] = f.Type
+		}
+	}
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func dotted(loc []any) string {
+	parts := make([]string, len(loc))
+	for i, p := range loc {
+		parts[i] = fmt.Sprint(p)
+	}
+	return strings.Join(parts, ".")
 }
 
 func decodeError(err error) *Error {

@@ -50,6 +50,11 @@ func InvalidQuery(param, msg string) *Error {
 	return invalidIn(domain.InQuery, param, msg)
 }
 
+// InvalidPath is a 400 naming a path variable (e.g. a pid that is not a number).
+func InvalidPath(name, msg string) *Error {
+	return invalidIn(domain.InPath, name, msg)
+}
+
 func invalidIn(in, field, msg string) *Error {
 	return &Error{Code: http.StatusBadRequest, Type: "validation_error", Detail: field + ": " + msg,
 		Errors: []FieldError{{Loc: locOf(in, field), Msg: msg, Type: "value_error"}}}

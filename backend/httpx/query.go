@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // Page is a page of a cursor-paged listing (the ledger, runtimes).
@@ -76,6 +78,30 @@ func DecodeCursor(kind, c string) (int64, error) {
 		}
 	}
 	return 0, InvalidQuery("cursor", "not a cursor returned as next_cursor by this listing; restart the listing without it")
+}
+
+// ParseOrder reads order: "asc" (the default when v is empty) or "desc";
+// it reports whether the listing runs newest first.
+func ParseOrder(v string) (desc bool, err error) {
+	o := apitypes.ListOrder(v)
+	if v == "" {
+		o = apitypes.ListOrderAsc
+	}
+	if !o.Valid() {
+		return false, InvalidQuery("order", fmt.Sprintf("must be asc (oldest first, the default) or desc (newest first), not %q", v))
+	}
+	return o == apitypes.ListOrderDesc, nil
+}
+
+// CursorKind is the cursor kind of a listing of kind in the order asked:
+// a cursor of one order is refused by the other (it would skip or repeat
+// records), and asc keeps kind itself so cursors handed out before order
+// existed still work.
+func CursorKind(kind string, desc bool) string {
+	if desc {
+		return kind + "-desc"
+	}
+	return kind
 }
 
 // ParseLimit reads limit (1..max, default def).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
@@ -34,5 +35,18 @@ func TestWriteExecResultMatchesEncodingJSON(t *testing.T) {
 		if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("round %d: %d %q", round, rec.Code, rec.Header().Get("Content-Type"))
 		}
+	}
+}
+
+// The hand-encoded answer is the document's ExecResult: byte for byte what
+// encoding/json writes for the generated type.
+func TestWriteExecResultIsTheDocumentsExecResult(t *testing.T) {
+	res := compute.ExecResult{ExitCode: 7, Stdout: []byte("out\n<é>"), Stderr: []byte("err\x00")}
+	rec := httptest.NewRecorder()
+	writeExecResult(rec, res)
+	var want bytes.Buffer
+	_ = json.NewEncoder(&want).Encode(apitypes.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr)})
+	if !bytes.Equal(rec.Body.Bytes(), want.Bytes()) {
+		t.Fatalf("answer %s, the generated ExecResult encodes as %s", rec.Body.Bytes(), want.Bytes())
 	}
 }

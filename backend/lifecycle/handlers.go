@@ -112,13 +112,20 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			return httpx.NewError(400, "validation_error", "limit: must be an integer between 1 and 1000")
+			return httpx.InvalidQuery("limit", "must be an integer between 1 and 1000")
 		}
 	}
+	desc, err := httpx.ParseOrder(q.Get("order"))
+	if err != nil {
+		return err
+	}
+	// A token is the last seq listed; newest first it is marked "d", so a
+	// token of one order is refused by the other (it would skip or repeat).
 	var after int64
 	if v := q.Get("nextToken"); v != "" {
-		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			return httpx.NewError(400, "validation_error", "nextToken: not a token returned in X-Next-Token; restart the listing without it")
+		num, marked := strings.CutPrefix(v, "d")
+		if after, err = strconv.ParseInt(num, 10, 64); err != nil || after < 0 || marked != desc {
+			return httpx.InvalidQuery("nextToken", "not a token returned in X-Next-Token for this order; restart the listing without it")
 		}
 	}
 	meta, err := parseMetadataFilter(q["metadata"])
@@ -126,13 +133,17 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	recs, err := s.db.ListRecords(r.Context(), store.RecordFilter{OrgID: httpx.Org(r), Phases: phases,
-		Kinds: []string{sandbox.KindRuntime, sandbox.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1})
+		Kinds: []string{sandbox.KindRuntime, sandbox.KindWorld}, Metadata: meta, AfterSeq: after, Limit: limit + 1, Desc: desc})
 	if err != nil {
 		return err
 	}
 	if len(recs) > limit {
 		recs = recs[:limit]
-		w.Header().Set("X-Next-Token", strconv.FormatInt(recs[limit-1].Seq, 10))
+		token := strconv.FormatInt(recs[limit-1].Seq, 10)
+		if desc {
+			token = "d" + token
+		}
+		w.Header().Set("X-Next-Token", token)
 	}
 	if slices.Contains(phases, sandbox.PhaseStopping) {
 		recs = slices.DeleteFunc(recs, func(rec *store.Record) bool { return !wanted[rec.PublicState()] })
@@ -168,7 +179,7 @@ func parseMetadataFilter(vals []string) (map[string]string, error) {
 			}
 			k, val, ok := strings.Cut(pair, "=")
 			if !ok || k == "" {
-				return nil, httpx.NewError(400, "validation_error", fmt.Sprintf("metadata: filter %q must look like key=value", pair))
+				return nil, httpx.InvalidQuery("metadata", fmt.Sprintf("filter %q must look like key=value", pair))
 			}
 			out[k] = val
 		}
@@ -378,15 +389,8 @@ func checkAccess(r *http.Request, rec *store.Record) error {
 	return nil
 }
 
-type execRequest struct {
-	Cmd       []string          `json:"cmd"`
-	Env       map[string]string `json:"env"`
-	Cwd       string            `json:"cwd"`
-	TimeoutMs *int              `json:"timeoutMs"`
-}
-
 func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
-	var req execRequest
+	var req apitypes.ExecSandbox
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -420,7 +424,7 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 func filePath(r *http.Request) (string, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
-		return "", httpx.NewError(400, "validation_error", "path: the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
+		return "", httpx.InvalidQuery("path", "the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
 	}
 	return p, nil
 }
@@ -456,7 +460,7 @@ func parseStates(vals []string) ([]sandbox.Phase, map[sandbox.State]bool, error)
 			}
 			ps, ok := sandbox.PhasesOf(sandbox.State(st))
 			if !ok {
-				return nil, nil, httpx.NewError(400, "validation_error", fmt.Sprintf("state: unknown state %q; use starting, running, paused, completed, failed or deleted", st))
+				return nil, nil, httpx.InvalidQuery("state", fmt.Sprintf("unknown state %q; use starting, running, paused, completed, failed or deleted", st))
 			}
 			wanted[sandbox.State(st)] = true
 			for _, p := range ps {

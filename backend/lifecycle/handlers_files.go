@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
@@ -204,7 +205,7 @@ func (s *Service) handleListFS(w http.ResponseWriter, r *http.Request) error {
 	depth := 1
 	if v := r.URL.Query().Get("depth"); v != "" {
 		if depth, err = strconv.Atoi(v); err != nil || depth < 1 || depth > 64 {
-			return httpx.Invalid("depth", "must be an integer between 1 and 64")
+			return httpx.InvalidQuery("depth", "must be an integer between 1 and 64")
 		}
 	}
 	rec, fs, err := s.needFiles(r)
@@ -215,20 +216,12 @@ func (s *Service) handleListFS(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return providerErr("list "+p+" in", err)
 	}
-	if list == nil {
-		list = []compute.FileInfo{}
+	out := make([]apitypes.FileInfo, len(list))
+	for i, f := range list {
+		out[i] = apitypes.FileInfo(f)
 	}
-	httpx.WriteJSON(w, http.StatusOK, list)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
-}
-
-type mkdirRequest struct {
-	Path string `json:"path"`
-}
-
-type moveRequest struct {
-	From string `json:"from"`
-	To   string `json:"to"`
 }
 
 func absField(field, v string) error {
@@ -239,7 +232,7 @@ func absField(field, v string) error {
 }
 
 func (s *Service) handleMkdir(w http.ResponseWriter, r *http.Request) error {
-	var req mkdirRequest
+	var req apitypes.MakeDirectory
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -252,7 +245,7 @@ func (s *Service) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) handleMove(w http.ResponseWriter, r *http.Request) error {
-	var req moveRequest
+	var req apitypes.MovePath
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
@@ -78,6 +79,8 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 // "stdout"}, as encoding/json would write it, but encodes the output (up to
 // compute.MaxExecOutputBytes per stream, from the sandbox) as it is sent:
 // escapes can make it six times its size, which is not held.
+// writeExecResult writes res as the document's ExecResult, encoding the
+// output as it goes (no second copy of up to the output bound).
 func writeExecResult(w http.ResponseWriter, res compute.ExecResult) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -134,16 +137,8 @@ func commandEnv(rec *store.Record, env map[string]string) map[string]string {
 	return out
 }
 
-type processRequest struct {
-	Cmd   []string          `json:"cmd"`
-	Env   map[string]string `json:"env"`
-	Cwd   string            `json:"cwd"`
-	Tag   string            `json:"tag"`
-	Stdin bool              `json:"stdin"`
-}
-
 func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) error {
-	var req processRequest
+	var req apitypes.StartProcess
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -162,7 +157,7 @@ func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return providerErr("start the process in", err)
 	}
-	httpx.WriteJSON(w, http.StatusCreated, map[string]any{"pid": p.PID, "tag": p.Tag})
+	httpx.WriteJSON(w, http.StatusCreated, apitypes.ProcessStarted{PID: p.PID, Tag: p.Tag})
 	return nil
 }
 
@@ -185,17 +180,18 @@ func (s *Service) handleListProcesses(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return providerErr("list the processes of", err)
 	}
-	if list == nil {
-		list = []compute.Process{}
+	out := make([]apitypes.Process, len(list))
+	for i, p := range list {
+		out[i] = apitypes.Process(p)
 	}
-	httpx.WriteJSON(w, http.StatusOK, list)
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func pidOf(r *http.Request) (int, error) {
 	pid, err := strconv.Atoi(mux.Vars(r)["pid"])
 	if err != nil || pid <= 0 {
-		return 0, httpx.Invalid("pid", "must be a process id returned by POST /processes")
+		return 0, httpx.InvalidPath("pid", "must be a process id returned by POST /processes")
 	}
 	return pid, nil
 }
@@ -208,7 +204,7 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 	follow := true
 	if v := r.URL.Query().Get("follow"); v != "" {
 		if follow, err = strconv.ParseBool(v); err != nil {
-			return httpx.Invalid("follow", "must be true or false")
+			return httpx.InvalidQuery("follow", "must be true or false")
 		}
 	}
 	rec, ps, err := s.streamable(r)
@@ -234,7 +230,7 @@ func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	eof := false
 	if v := r.URL.Query().Get("eof"); v != "" {
 		if eof, err = strconv.ParseBool(v); err != nil {
-			return httpx.Invalid("eof", "must be true or false")
+			return httpx.InvalidQuery("eof", "must be true or false")
 		}
 	}
 	rec, ps, err := s.streamable(r)
@@ -248,29 +244,23 @@ func (s *Service) handleStdin(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type signalRequest struct {
-	Signal string `json:"signal"`
-}
-
 func (s *Service) handleSignal(w http.ResponseWriter, r *http.Request) error {
 	pid, err := pidOf(r)
 	if err != nil {
 		return err
 	}
-	var req signalRequest
+	var req apitypes.SignalProcess
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	switch req.Signal {
-	case "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP":
-	default:
+	if !req.Signal.Valid() {
 		return httpx.Invalid("signal", "must be one of SIGTERM, SIGKILL, SIGINT, SIGHUP")
 	}
 	rec, ps, err := s.streamable(r)
 	if err != nil {
 		return err
 	}
-	if err := ps.SignalProcess(r.Context(), rec.Ref(), pid, req.Signal); err != nil {
+	if err := ps.SignalProcess(r.Context(), rec.Ref(), pid, string(req.Signal)); err != nil {
 		return providerErr("signal process "+strconv.Itoa(pid)+" in", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -83,3 +83,54 @@ func TestRuntimeSeqAndNameRace(t *testing.T) {
 		}
 	})
 }
+
+// The runtime list pages newest first (order=desc) as it pages oldest
+// first, reversed, on either database; a runtime created while paging newest
+// first is before the first page and not listed.
+func TestRuntimeListNewestFirst(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		s, _, _, org := newUnit(t, url)
+		ctx := context.Background()
+		var names []string
+		for i := range 7 {
+			names = append(names, fmt.Sprintf("o%d", i))
+			if _, _, err := s.Create(ctx, org, "main", NewRuntime{Name: names[i]}, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		walk := func(desc bool) []string {
+			var got []string
+			var after int64
+			for range 100 {
+				views, last, more, err := s.List(ctx, org, "main", after, 3, desc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range views {
+					got = append(got, v.Name)
+				}
+				if !more {
+					return got
+				}
+				after = last
+				if desc {
+					if _, _, err := s.Create(ctx, org, "main", NewRuntime{Name: fmt.Sprintf("late%d", len(got))}, ""); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			t.Fatal("listing did not end")
+			return nil
+		}
+		asc := walk(false)
+		desc := walk(true)
+		if fmt.Sprint(asc) != fmt.Sprint(names) || len(desc) != len(names) {
+			t.Fatalf("oldest first %v, newest first %v; want %v and its reverse", asc, desc, names)
+		}
+		for i := range names {
+			if desc[i] != names[len(names)-1-i] {
+				t.Fatalf("newest first %v, want the reverse of %v", desc, names)
+			}
+		}
+	})
+}

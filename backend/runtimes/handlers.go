@@ -5,6 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
@@ -72,7 +73,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	q, err := httpx.Query(r, "limit", "cursor")
+	q, err := httpx.Query(r, "limit", "cursor", "order")
 	if err != nil {
 		return err
 	}
@@ -80,17 +81,22 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	after, err := httpx.DecodeCursor("r", q.Get("cursor"))
+	desc, err := httpx.ParseOrder(q.Get("order"))
 	if err != nil {
 		return err
 	}
-	views, last, more, err := s.List(r.Context(), org, ws, after, limit)
+	cursorKind := httpx.CursorKind("r", desc)
+	after, err := httpx.DecodeCursor(cursorKind, q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	views, last, more, err := s.List(r.Context(), org, ws, after, limit, desc)
 	if err != nil {
 		return err
 	}
 	page := &httpx.Page[*View]{Items: views}
 	if more {
-		c := httpx.EncodeCursor("r", last)
+		c := httpx.EncodeCursor(cursorKind, last)
 		page.NextCursor = &c
 	}
 	httpx.WriteJSON(w, http.StatusOK, page)
@@ -116,11 +122,9 @@ func noBody(r *http.Request) error {
 	return httpx.Decode(r, &none, nil)
 }
 
-// StartRequest is the optional body of POST /runtimes/{id}/start.
-type StartRequest struct {
-	// TimeoutSec overrides the runtime's timeout_sec for this sandbox.
-	TimeoutSec *int `json:"timeout_sec"`
-}
+// StartRequest is the optional body of POST /runtimes/{id}/start
+// (StartRuntime): TimeoutSec overrides the runtime's timeout_sec.
+type StartRequest = apitypes.StartRuntime
 
 func (s *Service) handleStart(w http.ResponseWriter, r *http.Request, org string) error {
 	rt, err := s.loadRuntime(r, org)
@@ -168,12 +172,10 @@ func (s *Service) handleReset(w http.ResponseWriter, r *http.Request, org string
 	return s.action(w, r, org, func(rt *Runtime) (*View, error) { return s.Reset(r.Context(), rt) })
 }
 
-// KeepaliveRequest is the body of POST /runtimes/{id}/keepalive.
-type KeepaliveRequest struct {
-	// ExtendSeconds (60..3600, default 300): the sandbox lives at least
-	// this long from now.
-	ExtendSeconds *int `json:"extend_seconds"`
-}
+// KeepaliveRequest is the body of POST /runtimes/{id}/keepalive
+// (RuntimeKeepaliveRequest): ExtendSeconds (60..3600, default 300), the
+// sandbox lives at least this long from now.
+type KeepaliveRequest = apitypes.RuntimeKeepaliveRequest
 
 func (s *Service) handleKeepalive(w http.ResponseWriter, r *http.Request, org string) error {
 	rt, err := s.loadRuntime(r, org)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
@@ -105,42 +106,17 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
 // Resources are a runtime's sandbox resources (null: template default).
-type Resources struct {
-	CPUCount *int `json:"cpu_count"`
-	MemoryMB *int `json:"memory_mb"`
-}
+type Resources = apitypes.RuntimeResources
 
-// View is the JSON of a runtime.
-type View struct {
-	ID           string            `json:"id"`
-	Name         string            `json:"name"`
-	Organization string            `json:"organization"`
-	Workspace    string            `json:"workspace"`
-	Template     string            `json:"template"`
-	Resources    Resources         `json:"resources"`
-	TimeoutSec   int               `json:"timeout_sec"`
-	EnvVarNames  []string          `json:"env_var_names"`
-	Metadata     map[string]string `json:"metadata"`
-	// State is derived from the linked record: idle, running or paused.
-	State string `json:"state"`
-	// SandboxID is the live linked record; Instance is its ledger view.
-	SandboxID     *string         `json:"sandbox_id"`
-	LastSandboxID *string         `json:"last_sandbox_id"`
-	Instance      *billing.Record `json:"instance"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	// SandboxToken is the sandbox's access token (X-Access-Token for exec,
-	// files and the traffic router); only the start response carries it.
-	SandboxToken string `json:"sandbox_token,omitempty"`
-}
+// View is the JSON of a runtime: the document's Runtime. Its State is
+// derived from the linked record (idle, running or paused); SandboxID is the
+// live linked record and Instance its ledger view; SandboxToken (the
+// sandbox's access token) only the start response carries.
+type View = apitypes.Runtime
 
 // Keepalive is the outcome of a keepalive: the sandbox lives until
-// ExpiresAt. Fields are in the order the answer always had (a map's).
-type Keepalive struct {
-	ExpiresAt *time.Time `json:"expires_at"`
-	ID        string     `json:"id"`
-	SandboxID string     `json:"sandbox_id"`
-}
+// ExpiresAt (the document's RuntimeKeepalive).
+type Keepalive = apitypes.RuntimeKeepalive
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
@@ -162,14 +138,14 @@ func live(rec *store.Record) bool {
 }
 
 // runtimeState derives a runtime's state from its linked record.
-func runtimeState(rec *store.Record) string {
+func runtimeState(rec *store.Record) apitypes.RuntimeState {
 	if !live(rec) {
-		return "idle"
+		return apitypes.RuntimeStateIdle
 	}
 	if st := rec.Phase.LedgerState(); st == sandbox.LedgerPaused {
-		return string(st)
+		return apitypes.RuntimeStatePaused
 	}
-	return string(sandbox.LedgerRunning) // starting, running (pausing still runs)
+	return apitypes.RuntimeStateRunning // starting, running (pausing still runs)
 }
 
 func (s *Service) runtimeView(rt *Runtime, rec *store.Record, now time.Time) *View {
@@ -235,17 +211,10 @@ func (s *Service) Load(ctx context.Context, org, workspace, id string) (*Runtime
 	return rt, err
 }
 
-// NewRuntime is what a runtime is created with.
-type NewRuntime struct {
-	// Name is unique within the workspace.
-	Name string `json:"name"`
-	// Template of the sandboxes (default "base").
-	Template   string            `json:"template"`
-	Resources  *Resources        `json:"resources"`
-	EnvVars    map[string]string `json:"env_vars"`
-	Metadata   map[string]string `json:"metadata"`
-	TimeoutSec *int              `json:"timeout_sec"`
-}
+// NewRuntime is what a runtime is created with (the document's
+// CreateRuntime): Name is unique within the workspace, Template defaults
+// to "base".
+type NewRuntime = apitypes.CreateRuntime
 
 func (s *Service) validateRuntime(ctx context.Context, req *NewRuntime) error {
 	if req.Name == "" {
@@ -342,10 +311,10 @@ func (s *Service) Create(ctx context.Context, org, workspace string, req NewRunt
 	return v, replayed, err
 }
 
-// List returns up to limit runtimes of org's workspace after seq, and
-// whether more follow.
-func (s *Service) List(ctx context.Context, org, workspace string, after int64, limit int) (views []*View, lastSeq int64, more bool, err error) {
-	rts, err := s.listRuntimes(ctx, org, workspace, after, limit+1)
+// List returns up to limit runtimes of org's workspace after seq in
+// creation order (newest first when desc), and whether more follow.
+func (s *Service) List(ctx context.Context, org, workspace string, after int64, limit int, desc bool) (views []*View, lastSeq int64, more bool, err error) {
+	rts, err := s.listRuntimesIn(ctx, org, workspace, after, limit+1, desc)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -392,7 +361,7 @@ func (s *Service) Start(ctx context.Context, rt *Runtime, timeout *int) (*View, 
 		return nil, err
 	}
 	if live(cur) {
-		return nil, domain.ConflictIn(runtimeState(cur), fmt.Sprintf("runtime %s is already %s with sandbox %s; pause, resume or reset it instead of starting it again",
+		return nil, domain.ConflictIn(string(runtimeState(cur)), fmt.Sprintf("runtime %s is already %s with sandbox %s; pause, resume or reset it instead of starting it again",
 			rt.ID, runtimeState(cur), cur.ID))
 	}
 	if err := s.bill.Admit(ctx, rt.OrgID); err != nil {

@@ -132,8 +132,21 @@ func (s *Service) getRuntime(ctx context.Context, org, workspace, id string) (*R
 }
 
 func (s *Service) listRuntimes(ctx context.Context, org, workspace string, after int64, limit int) ([]*Runtime, error) {
+	return s.listRuntimesIn(ctx, org, workspace, after, limit, false)
+}
+
+// listRuntimesIn lists in creation order, newest first when desc (after is
+// then the seq the page starts below; 0 is the start either way).
+func (s *Service) listRuntimesIn(ctx context.Context, org, workspace string, after int64, limit int, desc bool) ([]*Runtime, error) {
+	cond, order := "seq > ?", "seq"
+	if desc {
+		order = "seq DESC"
+		if after > 0 {
+			cond = "seq < ?"
+		}
+	}
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT `+runtimeColumns+` FROM ledger_runtimes
-		WHERE org_id = ? AND workspace = ? AND seq > ? ORDER BY seq LIMIT ?`, org, workspace, after, limit)
+		WHERE org_id = ? AND workspace = ? AND `+cond+` ORDER BY `+order+` LIMIT ?`, org, workspace, after, limit)
 	if err != nil {
 		return nil, err
 	}

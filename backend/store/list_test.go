@@ -207,3 +207,94 @@ func TestListAcrossPhasesWhileRecordsMove(t *testing.T) {
 		}
 	})
 }
+
+// Newest first (Desc) lists exactly the records oldest first lists, in
+// reverse, page by page through the cursor, on either database, with and
+// without phase filters (one query, and one per phase merged); records
+// inserted while paging newest first are not shown (they are before the
+// first page), and the pages still walk an index without sorting.
+func TestListNewestFirst(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		org, _, err := db.EnsureOrg(ctx, "o1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _, err := db.EnsureOrg(ctx, "o2", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		phases := []sandbox.Phase{sandbox.PhaseRunning, sandbox.PhasePaused, sandbox.PhaseDeleted}
+		insert := func(id, orgID string, p sandbox.Phase) {
+			r := &Record{ID: id, OrgID: orgID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: p, TemplateID: "base"}
+			if err := db.Tx(ctx, func(tx *sql.Tx) error { return InsertFixtureTx(ctx, tx, r) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 60 {
+			insert(fmt.Sprintf("a%03d", i), org.ID, phases[i%3])
+			insert(fmt.Sprintf("b%03d", i), other.ID, phases[i%3])
+		}
+		page := func(f RecordFilter, limit int, during func()) []string {
+			var ids []string
+			f.Limit = limit + 1
+			for range 1000 {
+				recs, err := db.ListRecords(ctx, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				more := len(recs) > limit
+				if more {
+					recs = recs[:limit]
+				}
+				for i, r := range recs {
+					if r.OrgID != org.ID || len(f.Phases) > 0 && !containsPhase(f.Phases, r.Phase) {
+						t.Fatalf("listed %s of org %s in %s: outside the filter", r.ID, r.OrgID, r.Phase)
+					}
+					if i > 0 && (f.Desc && r.Seq >= recs[i-1].Seq || !f.Desc && r.Seq <= recs[i-1].Seq) {
+						t.Fatalf("desc=%v: %s (seq %d) after seq %d", f.Desc, r.ID, r.Seq, recs[i-1].Seq)
+					}
+					ids = append(ids, r.ID)
+				}
+				if !more {
+					return ids
+				}
+				f.AfterSeq = recs[len(recs)-1].Seq
+				if during != nil {
+					during()
+				}
+			}
+			t.Fatal("listing did not end")
+			return nil
+		}
+		for _, ps := range [][]sandbox.Phase{nil, {sandbox.PhasePaused}, {sandbox.PhaseRunning, sandbox.PhaseDeleted}} {
+			asc := page(RecordFilter{OrgID: org.ID, Phases: ps}, 7, nil)
+			n := 0
+			desc := page(RecordFilter{OrgID: org.ID, Phases: ps, Desc: true}, 7, func() {
+				n++
+				insert(fmt.Sprintf("late%v%03d", len(ps), n), org.ID, sandbox.PhasePaused) // newer than every listed one
+			})
+			if len(asc) == 0 || len(desc) != len(asc) {
+				t.Fatalf("phases %v: %d records newest first, %d oldest first", ps, len(desc), len(asc))
+			}
+			for i := range asc {
+				if desc[i] != asc[len(asc)-1-i] {
+					t.Fatalf("phases %v: newest first position %d is %s, want %s", ps, i, desc[i], asc[len(asc)-1-i])
+				}
+			}
+		}
+		if db.Dialect() == Postgres {
+			return
+		}
+		for _, f := range []RecordFilter{
+			{OrgID: org.ID, Desc: true, Limit: 51},
+			{OrgID: org.ID, Desc: true, AfterSeq: 40, Limit: 51},
+			{OrgID: org.ID, Phases: []sandbox.Phase{sandbox.PhaseRunning}, Desc: true, AfterSeq: 40, Limit: 51},
+		} {
+			q, args := listQuery(db.Dialect(), f)
+			if plan := explain(t, db, q, args); !strings.Contains(plan, "USING") || strings.Contains(plan, "TEMP B-TREE") {
+				t.Errorf("%+v: plan %q, want an index walk without a sort", f, plan)
+			}
+		}
+	})
+}

@@ -405,11 +405,15 @@ type RecordFilter struct {
 	Phases   []sandbox.Phase // any of these; empty = all
 	Kinds    []string
 	Metadata map[string]string // every pair must match
-	AfterSeq int64             // cursor: records with a larger seq
+	AfterSeq int64             // cursor: records after this seq in the listing's order (0: from the start)
 	Limit    int
+	// Desc lists newest first (seq descending; AfterSeq then selects
+	// smaller seqs); the default is insertion order, oldest first.
+	Desc bool
 }
 
-// ListRecords lists an org's records in insertion order. Paging by seq keeps
+// ListRecords lists an org's records in insertion order (newest first with
+// f.Desc). Paging by seq keeps
 // a cursor stable while records are inserted. The query reads only ids and
 // versions from the indexes (sandboxes_org_phase_seq, sandboxes_org_seq);
 // the records come from the cache when it holds that version, and only the
@@ -486,7 +490,12 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 		}
 		all = append(all, refs...)
 	}
-	slices.SortFunc(all, func(a, b recordRef) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(all, func(a, b recordRef) int {
+		if f.Desc {
+			return cmp.Compare(b.seq, a.seq)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
 	if f.Limit > 0 && len(all) > f.Limit {
 		all = all[:f.Limit]
 	}
@@ -531,7 +540,14 @@ var (
 )
 
 func listQuery(d Dialect, f RecordFilter) (string, []any) {
-	q := `SELECT seq, id, version FROM sandboxes WHERE org_id = ? AND seq > ?`
+	after, dir := ">", ""
+	if f.Desc && f.AfterSeq > 0 {
+		after = "<"
+	}
+	if f.Desc {
+		dir = " DESC"
+	}
+	q := `SELECT seq, id, version FROM sandboxes WHERE org_id = ? AND seq ` + after + ` ?`
 	args := []any{f.OrgID, f.AfterSeq}
 	if d == Postgres {
 		// PostgreSQL's planner, given ORDER BY seq LIMIT n, walks the
@@ -539,7 +555,7 @@ func listQuery(d Dialect, f RecordFilter) (string, []any) {
 		// spread evenly over seq), reading every tenant's history. Pinning
 		// the org by a closed range instead of = keeps org_id in the sort
 		// order, which only the (org_id, …, seq) indexes provide.
-		q = `SELECT seq, id, version FROM sandboxes WHERE org_id >= ? AND org_id <= ? AND seq > ?`
+		q = `SELECT seq, id, version FROM sandboxes WHERE org_id >= ? AND org_id <= ? AND seq ` + after + ` ?`
 		args = []any{f.OrgID, f.OrgID, f.AfterSeq}
 	}
 	if len(f.Phases) > 0 {
@@ -560,9 +576,9 @@ func listQuery(d Dialect, f RecordFilter) (string, []any) {
 		args = append(args, `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, v)
 	}
 	if d == Postgres {
-		q += ` ORDER BY org_id, seq`
+		q += ` ORDER BY org_id` + dir + `, seq` + dir
 	} else {
-		q += ` ORDER BY seq`
+		q += ` ORDER BY seq` + dir
 	}
 	if f.Limit > 0 {
 		q += ` LIMIT ?`

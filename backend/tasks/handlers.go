@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
@@ -551,16 +552,8 @@ type execRequest struct {
 	TimeoutSec *int            `json:"timeout_sec"`
 }
 
-// ExecResponse is the answer of POST /execute.
-type ExecResponse struct {
-	ExitCode   int    `json:"exit_code"`
-	Output     string `json:"output"`
-	TimedOut   bool   `json:"timed_out"`
-	Truncated  bool   `json:"truncated"`
-	DurationMs int64  `json:"duration_ms"`
-	Service    string `json:"service"`
-	Note       string `json:"note,omitempty"`
-}
+// ExecResponse is the answer of POST /execute (the document's TaskExecResult).
+type ExecResponse = apitypes.TaskExecResult
 
 const maxCommandLen = 64 * 1024
 

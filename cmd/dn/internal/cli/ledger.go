@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,11 +35,11 @@ func (a *app) ledgerListCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(list))
 			for i, r := range list {
-				state := r.State
+				state := string(r.State)
 				if r.KillReason != nil {
 					state += " (" + *r.KillReason + ")"
 				}
-				rows[i] = []string{r.ID, r.SandboxKind, r.Provider, state, r.CreatedAt,
+				rows[i] = []string{r.ID, r.SandboxKind, r.Provider, state, stamp(r.CreatedAt),
 					fmt.Sprintf("%.1f", r.TotalRuntimeSeconds), r.EstimatedTotalCredits.String()}
 			}
 			return a.table([]string{"ID", "KIND", "PROVIDER", "STATE", "CREATED", "RUNTIME_S", "CREDITS"}, rows)
@@ -58,9 +59,9 @@ func (a *app) ledgerGetCmd() *cobra.Command {
 		if a.json {
 			return a.printJSON(r)
 		}
-		return a.fields("Record", r.ID, "Kind", r.SandboxKind, "Provider", r.Provider, "State", r.State,
-			"Kill reason", deref(r.KillReason), "Template", r.TemplateID, "Created", r.CreatedAt,
-			"Last started", deref(r.LastStartedAt), "Killed", deref(r.KilledAt), "Expires", deref(r.ExpiresAt),
+		return a.fields("Record", r.ID, "Kind", r.SandboxKind, "Provider", r.Provider, "State", string(r.State),
+			"Kill reason", deref(r.KillReason), "Template", r.TemplateID, "Created", stamp(r.CreatedAt),
+			"Last started", stampOf(r.LastStartedAt), "Killed", stampOf(r.KilledAt), "Expires", stampOf(r.ExpiresAt),
 			"Runtime", fmt.Sprintf("%.1fs", r.TotalRuntimeSeconds), "Billed credits", r.BilledCredits.String(),
 			"Running credits", r.RunningCredits.String(), "Estimated credits", r.EstimatedTotalCredits.String(),
 			"Environment", r.EnvironmentID, "Runtime id", r.RuntimeID, "Diagnostic", r.Diagnostic)
@@ -112,4 +113,15 @@ func (a *app) creditsCmd() *cobra.Command {
 				"Running sandboxes", fmt.Sprint(b.RunningSandboxes))
 		},
 	}
+}
+
+// stamp shows a time as the server sent it (RFC 3339, UTC).
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// stampOf is stamp of an optional time ("" for none).
+func stampOf(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return stamp(*t)
 }

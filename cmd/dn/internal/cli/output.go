@@ -133,13 +133,6 @@ func optionalInt(v int64) *int {
 	return nil
 }
 
-func optional(v int64) *int64 {
-	if v > 0 {
-		return &v
-	}
-	return nil
-}
-
 // parsePairs reads repeated K=V flag values.
 func parsePairs(flag string, vals []string) (map[string]string, error) {
 	if len(vals) == 0 {

@@ -22,7 +22,7 @@ func (a *app) printRuntime(rt *client.Runtime) error {
 	if a.json {
 		return a.printJSON(rt)
 	}
-	return a.fields("Runtime", rt.ID, "Name", rt.Name, "Template", rt.Template, "State", rt.State,
+	return a.fields("Runtime", rt.ID, "Name", rt.Name, "Template", rt.Template, "State", string(rt.State),
 		"Sandbox", deref(rt.SandboxID), "Last sandbox", deref(rt.LastSandboxID), "Timeout", fmt.Sprintf("%ds", rt.TimeoutSec),
 		"Metadata", kvList(rt.Metadata))
 }
@@ -46,9 +46,9 @@ func (a *app) runtimeCreateCmd() *cobra.Command {
 			}
 			body := client.RuntimeCreate{Name: argv[0], Template: template, EnvVars: ev, Metadata: md}
 			if cpu > 0 || memoryMB > 0 {
-				body.Resources = &client.RuntimeResources{CPUCount: optional(cpu), MemoryMB: optional(memoryMB)}
+				body.Resources = &client.RuntimeResources{CPUCount: optionalInt(cpu), MemoryMB: optionalInt(memoryMB)}
 			}
-			body.TimeoutSec = optional(timeoutSec)
+			body.TimeoutSec = optionalInt(timeoutSec)
 			c, org, ws, err := a.scope()
 			if err != nil {
 				return err
@@ -89,7 +89,7 @@ func (a *app) runtimeListCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(list))
 			for i, rt := range list {
-				rows[i] = []string{rt.ID, rt.Name, rt.Template, rt.State, orDash(deref(rt.SandboxID))}
+				rows[i] = []string{rt.ID, rt.Name, rt.Template, string(rt.State), orDash(deref(rt.SandboxID))}
 			}
 			return a.table([]string{"ID", "NAME", "TEMPLATE", "STATE", "SANDBOX"}, rows)
 		},
@@ -151,7 +151,7 @@ func (a *app) runtimeKeepaliveCmd() *cobra.Command {
 			if a.json {
 				return a.printJSON(k)
 			}
-			fmt.Fprintf(a.io.Out, "Runtime %s: sandbox %s expires at %s.\n", k.ID, k.SandboxID, orDash(deref(k.ExpiresAt)))
+			fmt.Fprintf(a.io.Out, "Runtime %s: sandbox %s expires at %s.\n", k.ID, k.SandboxID, orDash(stampOf(k.ExpiresAt)))
 			return nil
 		})
 	cmd.Flags().Int64Var(&extend, "extend-sec", 0, "seconds from now, 60..3600 (server default 300)")

@@ -266,9 +266,7 @@ program's exit code. Flags go before the id.`,
 				return err
 			}
 			body := client.SandboxExec{Cmd: command, Env: ev, Cwd: cwd}
-			if timeoutMs > 0 {
-				body.TimeoutMs = &timeoutMs
-			}
+			body.TimeoutMs = optionalInt(timeoutMs)
 			var stdout, stderr strings.Builder
 			code, err := c.ExecSandbox(cmd.Context(), id, tok, body, a.execSink(&stdout, &stderr))
 			if err != nil {
