@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
+
 	"context"
 	"net"
 	"net/netip"
@@ -253,7 +255,8 @@ func TestEgressDomainNamesAfterRestart(t *testing.T) {
 	prefix, a, _, port := testHosts(t)
 	r := newTestResolver(t, map[string]string{"allowed.test": a})
 	cfg := Config{Network: testNetwork + "-egress-dns-restart",
-		Egress: EgressConfig{AllowPrivate: []netip.Prefix{prefix}, Upstreams: []netip.AddrPort{r.addr}}}
+		Egress:      EgressConfig{AllowPrivate: []netip.Prefix{prefix}, Upstreams: []netip.AddrPort{r.addr}},
+		AgentBinary: agentbin.Path(t)} // New, unlike newProvider, injects only what it is given
 	first, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
