@@ -22,13 +22,15 @@ var literalAllowed = map[string][]string{
 	"tasks/driver.go":   {"running", "paused"}, // Docker's container states
 	"tasks/handlers.go": {"paused", "deleted"}, // a verb in a message; a timeline note
 	"store/webhooks.go": {"pending", "failed"}, // webhook delivery statuses
+	"e2bapi/events.go":  {"failed"},            // E2B's delivery status (success|failed)
 }
 
 // skipped directories speak another vocabulary or own the names:
 // the domain itself, and the compute adapters (an engine's or E2B's own
 // instance states, which the reconciler maps onto phases), and the E2B
-// client generated from E2B's openapi.yml (E2B's states, for tests).
-var skipped = []string{"domain", "compute", "e2bapi/internal/e2bclient"}
+// clients generated from E2B's documents (E2B's states and delivery
+// statuses, for tests).
+var skipped = []string{"domain", "compute", "e2bapi/internal/e2bclient", "e2bapi/internal/e2bevents"}
 
 // No phase or state name is spelled outside the domain packages: not as a
 // Go string literal, nor quoted inside SQL (build IN-lists from the sets
