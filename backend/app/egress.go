@@ -17,9 +17,9 @@ type egressCounter interface {
 
 // taskNetworkFilter puts task environments' networks under the Docker
 // provider's egress rules (nil when the provider filters nothing here).
-func taskNetworkFilter(p any) func(ctx context.Context, networkID string) error {
+func taskNetworkFilter(p any) func(ctx context.Context, networkID string, allowOut []string) error {
 	if f, ok := p.(interface {
-		FilterNetwork(ctx context.Context, networkID string) error
+		FilterNetwork(ctx context.Context, networkID string, allowOut []string) error
 	}); ok {
 		return f.FilterNetwork
 	}
