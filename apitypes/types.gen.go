@@ -898,7 +898,7 @@ type Task struct {
 	// the task declares: link-local (cloud metadata), the host's own addresses and
 	// private ranges the operator did not allow (`DREADNODE_EGRESS_ALLOW_PRIVATE`)
 	// stay unreachable. Enforced on Docker by the host's egress rules on the
-	// environment's bridge.
+	// environment's bridge; not applied on E2B (each service is an E2B sandbox).
 	Network *struct {
 		// AllowOut IP addresses and CIDR blocks (canonical form); `0.0.0.0/0` and `::/0` mean the internet.
 		//
