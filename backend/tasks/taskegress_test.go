@@ -104,8 +104,25 @@ func TestTaskEgress(t *testing.T) {
 
 	decl, declTok := h.create("acme", "ws", map[string]any{"task_ref": "egress-declared"})
 	vault, vaultTok := h.create("acme", "ws", map[string]any{"task_ref": "dreadnode/ssrf-vault@1.0.0", "inputs": map[string]string{"flag": "FLAG{contained}"}})
+	web, webTok := h.create("acme", "ws", map[string]any{"task_ref": "dreadnode/web-login@1.0.0", "inputs": map[string]string{"flag": "FLAG{login}"}})
 	h.waitState("acme", "ws", decl, readyTimeout, "ready")
 	h.waitState("acme", "ws", vault, readyTimeout, "ready")
+	h.waitState("acme", "ws", web, readyTimeout, "ready")
+
+	// web-login's instruction still works inside its environment.
+	ex := h.execute("acme", "ws", web, webTok, map[string]any{"timeout_sec": 30,
+		"command": []string{"wget", "-qO-", "--post-data", "username=admin%27+--+&password=x", "http://web:8080/login"}})
+	if ex.Code != 200 || !strings.Contains(ex.JSON(t)["output"].(string), "FLAG{login}") {
+		t.Fatalf("web-login's attacker no longer logs in: %d %s", ex.Code, ex.Body)
+	}
+	if h.connects(web, webTok, egressHostA, port) {
+		t.Errorf("web-login's attacker reached %s outside its environment", egressHostA)
+	}
+	wgw, wport, bridge := h.hostListener(web)
+	bridges = append(bridges, bridge)
+	if h.connects(web, webTok, wgw, wport) {
+		t.Errorf("web-login's attacker reached the host's address %s:%d", wgw, wport)
+	}
 
 	if v := h.do("acme", http.MethodGet, "/api/v1/org/acme/tasks/egress-declared", nil).JSON(t); fmt.Sprint(v["network"]) != "map[allowOut:[10.254.42.2/32]]" {
 		t.Errorf("the task's view shows network %v", v["network"])
@@ -128,7 +145,7 @@ func TestTaskEgress(t *testing.T) {
 	}
 
 	// ssrf-vault: the instruction's path works, nothing outside does.
-	ex := h.execute("acme", "ws", vault, vaultTok, map[string]any{"command": "wget -qO- http://vault:9000/secret", "timeout_sec": 30})
+	ex = h.execute("acme", "ws", vault, vaultTok, map[string]any{"command": "wget -qO- http://vault:9000/secret", "timeout_sec": 30})
 	if ex.Code != 200 || !strings.Contains(ex.JSON(t)["output"].(string), "FLAG{contained}") {
 		t.Fatalf("the gateway no longer reaches its vault: %d %s", ex.Code, ex.Body)
 	}
