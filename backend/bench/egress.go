@@ -5,10 +5,11 @@ package main
 // its own nft chain, reached through a verdict map keyed by its MAC
 // address, so installing one must cost the same beside 10 or 1,000 others.
 // Create→running p50 of a sandbox with a policy is measured at 10 live
-// (policy) sandboxes and at -egress-live, each against a raw docker
-// create+start taken at the same moment on the same engine (the engine's
-// own cost grows with its containers too); the growth that is ours is the
-// ratio of those two ratios.
+// (policy) sandboxes and at -egress-live, each against a sandbox without a
+// policy and a raw docker create+start taken at the same moments on the
+// same engine (the engine's and the backend's own costs grow with their
+// containers too); the growth the rules add is the ratio of the
+// policy/no-policy ratios at the two sizes.
 
 import (
 	"context"
@@ -47,18 +48,25 @@ func egressPart(ctx context.Context) {
 		}
 	}
 	fill(base)
-	ours10, raw10 := b.egressSamples(ctx)
+	pol10, plain10, raw10 := b.egressSamples(ctx)
 	t0 := time.Now()
 	fill(*egressLive)
 	fillTime := time.Since(t0)
-	oursN, rawN := b.egressSamples(ctx)
+	polN, plainN, rawN := b.egressSamples(ctx)
 
-	o10, r10, oN, rN := pct(ours10, 50), pct(raw10, 50), pct(oursN, 50), pct(rawN, 50)
-	fmt.Printf("%-28s p50 at %d live: ours %6.1f ms raw %6.1f ms (%.2f×); at %d live: ours %6.1f ms raw %6.1f ms (%.2f×)\n",
-		"create with egress policy", base, ms(o10), ms(r10), float64(o10)/float64(r10), *egressLive, ms(oN), ms(rN), float64(oN)/float64(rN))
-	fmt.Printf("%-28s ours p50 %d→%d live %.2f× (raw %.2f×); ours/raw growth %.2f× (target ≤ 1.10×: no per-sandbox scan); filled %d in %.1f s\n",
-		"", base, *egressLive, float64(oN)/float64(o10), float64(rN)/float64(r10),
-		(float64(oN)/float64(rN))/(float64(o10)/float64(r10)), *egressLive-base, fillTime.Seconds())
+	p10, n10, r10 := pct(pol10, 50), pct(plain10, 50), pct(raw10, 50)
+	pN, nN, rN := pct(polN, 50), pct(plainN, 50), pct(rawN, 50)
+	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
+	for _, row := range []struct {
+		live           int
+		pol, plain, rw time.Duration
+	}{{base, p10, n10, r10}, {*egressLive, pN, nN, rN}} {
+		fmt.Printf("%-28s p50 at %4d live: policy %6.1f ms  no policy %6.1f ms  raw %6.1f ms  (policy/no policy %.2f×, policy/raw %.2f×)\n",
+			"create with egress policy", row.live, ms(row.pol), ms(row.plain), ms(row.rw), ratio(row.pol, row.plain), ratio(row.pol, row.rw))
+	}
+	fmt.Printf("%-28s %d→%d live: policy p50 %.2f×, no policy %.2f×, raw %.2f×; the rules' share %.2f× (policy/no-policy growth; target ≤ 1.10×: no per-sandbox scan); filled %d in %.1f s\n",
+		"", base, *egressLive, ratio(pN, p10), ratio(nN, n10), ratio(rN, r10),
+		ratio(pN, nN)/ratio(p10, n10), *egressLive-base, fillTime.Seconds())
 	b.cleanup()
 }
 
@@ -72,13 +80,19 @@ func (b *backend) live() int {
 // createWithPolicy creates a sandbox with egressPolicy, waits until it runs
 // and keeps it live (cleanup deletes it).
 func (b *backend) createWithPolicy() (string, time.Duration) {
+	return b.createLive(map[string]any{"waitReady": true, "timeout": 3600, "network": egressPolicy})
+}
+
+// createLive creates a sandbox from body, waits until it runs and keeps it
+// live (cleanup deletes it).
+func (b *backend) createLive(req map[string]any) (string, time.Duration) {
 	t0 := time.Now()
-	code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 3600, "network": egressPolicy})
+	code, body := b.do("POST", "/sandboxes", req)
 	d := time.Since(t0)
 	var sb struct{ SandboxID, State string }
 	_ = json.Unmarshal(body, &sb)
 	if code != http.StatusCreated || sb.State != string(sbx.StateRunning) {
-		fail(fmt.Errorf("create with an egress policy: %d %s", code, body))
+		fail(fmt.Errorf("create: %d %s", code, body))
 	}
 	b.mu.Lock()
 	b.ids = append(b.ids, sb.SandboxID)
@@ -86,26 +100,30 @@ func (b *backend) createWithPolicy() (string, time.Duration) {
 	return sb.SandboxID, d
 }
 
-// egressSamples times -n creates with a policy (each deleted before the
-// next, so the live count stays put), interleaved with as many raw docker
-// create+starts (removed likewise).
-func (b *backend) egressSamples(ctx context.Context) (ours, raw []time.Duration) {
-	for i := range *samples {
-		id, d := b.createWithPolicy()
-		ours = append(ours, d)
+// egressSamples times -n creates with a policy and as many without (each
+// deleted before the next, so the live count stays put), interleaved with
+// as many raw docker create+starts (removed likewise).
+func (b *backend) egressSamples(ctx context.Context) (policy, plain, raw []time.Duration) {
+	once := func(body map[string]any) time.Duration {
+		id, d := b.createLive(body)
 		b.mu.Lock()
 		b.ids = b.ids[:len(b.ids)-1]
 		b.mu.Unlock()
 		if code, body := b.do("DELETE", "/sandboxes/"+id, nil); code != http.StatusNoContent {
 			fail(fmt.Errorf("delete %s: %d %s", id, code, body))
 		}
+		return d
+	}
+	for i := range *samples {
+		policy = append(policy, once(map[string]any{"waitReady": true, "timeout": 3600, "network": egressPolicy}))
+		plain = append(plain, once(map[string]any{"waitReady": true, "timeout": 3600}))
 		name := fmt.Sprintf("bench-rawe-%d-%s", i, ids.New())
 		raw = append(raw, rawCreateStart(ctx, engine, name))
 		if err := engine.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil {
 			fail(err)
 		}
 	}
-	return ours, raw
+	return policy, plain, raw
 }
 
 // sweepEgressRules removes the egress rules whose sandbox container is
