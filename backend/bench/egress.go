@@ -9,7 +9,9 @@ package main
 // policy and a raw docker create+start taken at the same moments on the
 // same engine (the engine's and the backend's own costs grow with their
 // containers too); the growth the rules add is the ratio of the
-// policy/no-policy ratios at the two sizes.
+// policy/no-policy ratios at the two sizes. The rules' install alone (one
+// nft transaction) is then timed beside 10 and -egress-live others in a
+// network namespace of the bench's own.
 
 import (
 	"context"
@@ -17,12 +19,16 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 )
@@ -68,6 +74,62 @@ func egressPart(ctx context.Context) {
 		"", base, *egressLive, ratio(pN, p10), ratio(nN, n10), ratio(rN, r10),
 		ratio(pN, nN)/ratio(p10, n10), *egressLive-base, fillTime.Seconds())
 	b.cleanup()
+	rulesAlone(base)
+}
+
+// rulesAlone times what a create with a policy adds, installing the
+// sandbox's chain and map element (one nft transaction), beside base and
+// beside -egress-live others, in a network namespace of its own: the
+// engine's and the backend's noise left out, nothing of the host touched.
+func rulesAlone(base int) {
+	ns := "dnb-" + ids.New()[:8]
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		fail(fmt.Errorf("ip netns add %s: %v: %s", ns, err, out))
+	}
+	defer atExit(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })()
+	fw := egress.New(egress.Config{}, func(ctx context.Context, stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("nft %v: %v: %s", args, err, out)
+		}
+		return string(out), nil
+	})
+	ctx := context.Background()
+	if err := fw.Install(ctx); err != nil {
+		fail(err)
+	}
+	pol := egress.Policy{Deny: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, Allow: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
+	live := 0
+	fillTo := func(n int) {
+		for ; live < n; live++ {
+			if err := fw.SetSandbox(ctx, egress.NewMAC(), pol); err != nil {
+				fail(err)
+			}
+		}
+	}
+	sample := func() []time.Duration {
+		var d []time.Duration
+		for range max(*samples, 5) {
+			mac := egress.NewMAC()
+			t0 := time.Now()
+			if err := fw.SetSandbox(ctx, mac, pol); err != nil {
+				fail(err)
+			}
+			d = append(d, time.Since(t0))
+			if err := fw.RemoveSandbox(ctx, mac); err != nil {
+				fail(err)
+			}
+		}
+		return d
+	}
+	fillTo(base)
+	at10 := pct(sample(), 50)
+	fillTo(*egressLive)
+	atN := pct(sample(), 50)
+	fmt.Printf("%-28s p50 beside %d: %.1f ms; beside %d: %.1f ms (%.2f×; nft alone, in a network namespace of its own)\n",
+		"install a sandbox's rules", base, ms(at10), *egressLive, ms(atN), float64(atN)/float64(at10))
 }
 
 // live counts the sandboxes this backend made that are still kept.

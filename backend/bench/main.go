@@ -20,7 +20,8 @@
 //   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
 //     database, and the take-over time after one is killed (replicas.go)
 //   - egress: create→running p50 of a sandbox with allowOut/denyOut at 10
-//     and at 1,000 live ones, each against raw Docker (egress.go)
+//     and at 1,000 live ones, against one without and raw Docker, and the
+//     rules' install alone beside 10 and 1,000 (egress.go)
 package main
 
 import (
