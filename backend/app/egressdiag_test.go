@@ -31,6 +31,7 @@ func TestEgressViolationsInDiagnostic(t *testing.T) {
 		c.DockerNetwork = netName
 		c.DockerEgress.AllowPrivate = []netip.Prefix{prefix}
 		c.ObserveEvery = 200 * time.Millisecond
+		withAdmin(c)
 	})
 	cli := dockertest.Client(t)
 	ctx := context.Background()
@@ -87,6 +88,12 @@ func TestEgressViolationsInDiagnostic(t *testing.T) {
 	}
 	if s := ta.req("GET", "/sandboxes/"+denied, nil).json(t); s["state"] != "running" {
 		t.Errorf("a violation must not end the sandbox: %v", s)
+	}
+	m := string(ta.reqKey(testAdminKey, "GET", "/metrics", nil).body)
+	for _, want := range []string{`dreadnode_egress_violating_containers{reason="policy"}`, `dreadnode_egress_violating_containers{reason="host"}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	cs := ta.containersOf(denied)

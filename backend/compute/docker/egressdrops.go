@@ -92,3 +92,25 @@ func (p *Provider) sweepDrops(ctx context.Context) {
 	}
 	p.forgetDrops(ctx, gone)
 }
+
+// EgressSenders counts, by reason, the containers (sandboxes and task
+// services) that had packets dropped by the egress rules since they
+// started (for the metrics): one read of the accounting set.
+func (p *Provider) EgressSenders(ctx context.Context) (map[string]int, error) {
+	if p.egress.fw == nil {
+		return nil, p.egressReady()
+	}
+	drops, err := p.egress.fw.Drops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, byReason := range drops {
+		for reason, n := range byReason {
+			if n > 0 {
+				out[reason]++
+			}
+		}
+	}
+	return out, nil
+}
