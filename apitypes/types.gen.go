@@ -1056,7 +1056,21 @@ type Task struct {
 	Instruction *string `json:"instruction,omitempty"`
 	Latest      *bool   `json:"latest,omitempty"`
 	Name        string  `json:"name"`
-	Org         string  `json:"org"`
+
+	// Network What the task's services may reach beyond the environment's own network
+	// (`task.yaml` `network.allowOut`). By default nothing: the services reach each
+	// other only, and resolve no external name. The host's baseline holds whatever
+	// the task declares: link-local (cloud metadata), the host's own addresses and
+	// private ranges the operator did not allow (`DREADNODE_EGRESS_ALLOW_PRIVATE`)
+	// stay unreachable. Enforced on Docker by the host's egress rules on the
+	// environment's bridge; not applied on E2B (each service is an E2B sandbox).
+	Network *struct {
+		// AllowOut IP addresses and CIDR blocks (canonical form); `0.0.0.0/0` and `::/0` mean the internet.
+		//
+		// Example: ["192.0.2.0/24"]
+		AllowOut *[]string `json:"allowOut,omitempty"`
+	} `json:"network,omitempty"`
+	Org string `json:"org"`
 
 	// Ref Example: dreadnode/web-login@1.0.0
 	Ref      string `json:"ref"`

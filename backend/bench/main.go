@@ -19,6 +19,9 @@
 //     deliveries at 1,000 transitions per second (events.go)
 //   - replicas: creates through 3 backend processes vs 1 on one PostgreSQL
 //     database, and the take-over time after one is killed (replicas.go)
+//   - egress: create→running p50 of a sandbox with allowOut/denyOut at 10
+//     and at 1,000 live ones, against one without and raw Docker, and the
+//     rules' install alone beside 10 and 1,000 (egress.go)
 package main
 
 import (
@@ -59,7 +62,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,events,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,events,egress,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -128,6 +131,9 @@ func main() {
 	}
 	if want("events") {
 		eventsPart(ctx)
+	}
+	if want("egress") {
+		egressPart(ctx)
 	}
 	replicaParts()
 }

@@ -101,6 +101,11 @@ type Instance struct {
 	Endpoints map[int]Endpoint
 	CPUCount  int
 	MemoryMB  int
+	// EgressDrops counts the instance's packets the host's egress rules
+	// dropped, by reason (policy, link_local, host, private, offline);
+	// filled by List where the provider keeps such counters (Docker), nil
+	// when nothing was dropped or the provider cannot tell.
+	EgressDrops map[string]uint64
 }
 
 // ExecRequest runs one command inside an instance.

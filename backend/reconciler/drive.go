@@ -132,7 +132,7 @@ func (rc *Reconciler) fail(ctx context.Context, r *store.Record, cause sandbox.C
 	mutate := func(r *store.Record) error {
 		r.StopAt(now)
 		r.KillReason = sandbox.KillFailed
-		r.Diagnostic = diagnostic
+		r.Diagnostic = sandbox.WithEgress(diagnostic, sandbox.EgressLineOf(r.Diagnostic)) // violations stay on record
 		return nil
 	}
 	if expect != "" {

@@ -63,6 +63,9 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 			continue
 		}
 		in, ok := byRecord[r.ID]
+		if ok {
+			rc.noteEgress(ctx, r, in)
+		}
 		if err := rc.compare(ctx, r, in, ok); err != nil {
 			rc.log.Warn("updating a sandbox from its instance failed", "record", r.ID, "err", err)
 		}
@@ -129,10 +132,11 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in compute.I
 				return nil
 			}
 			r.KillReason = sandbox.KillFailed
-			r.Diagnostic = fmt.Sprintf("entrypoint error: the main process exited with code %d", code)
+			d := fmt.Sprintf("entrypoint error: the main process exited with code %d", code)
 			if in.ExitReason != "" {
-				r.Diagnostic += " (" + in.ExitReason + ")"
+				d += " (" + in.ExitReason + ")"
 			}
+			r.Diagnostic = sandbox.WithEgress(d, sandbox.EgressLineOf(r.Diagnostic))
 			return nil
 		}))
 		if err != nil {
@@ -143,6 +147,24 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in compute.I
 	}
 	rc.Kick(r.ID)
 	return nil
+}
+
+// noteEgress writes the packets the host's egress rules dropped from the
+// sandbox into its diagnostic's egress line, when they changed since the
+// last observation (one write per change, none while nothing changes).
+// The counts come with the pass's List: nothing is read per sandbox.
+func (rc *Reconciler) noteEgress(ctx context.Context, r *store.Record, in compute.Instance) {
+	line := sandbox.EgressLine(in.EgressDrops)
+	if line == "" || line == sandbox.EgressLineOf(r.Diagnostic) {
+		return
+	}
+	_, err := rc.transitionIf(ctx, r.ID, "", "", store.Expect(r.Phase, func(rec *store.Record) error {
+		rec.Diagnostic = sandbox.WithEgress(rec.Diagnostic, line)
+		return nil
+	}))
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		rc.log.Warn("recording a sandbox's egress violations failed; retrying next pass", "record", r.ID, "err", err)
+	}
 }
 
 func ignoreConflict(err error) error {

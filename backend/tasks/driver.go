@@ -513,6 +513,7 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 	res, err := s.engine.Bring(ctx, &compose.Up{
 		Target:  compose.Target{EnvID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
 		Project: p, Images: imgs, Expose: task.Expose, Templates: task.E2BTemplates, Runtime: task.Runtime,
+		AllowOut: task.Network.AllowOut,
 	})
 	if err != nil {
 		return err

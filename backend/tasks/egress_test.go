@@ -18,7 +18,7 @@ func TestEnvironmentNetworkIsFiltered(t *testing.T) {
 	var mu sync.Mutex
 	var filtered []string
 	h := newHarness(t, func(c *tasks.Config) {
-		c.FilterNetwork = func(_ context.Context, id string) error {
+		c.FilterNetwork = func(_ context.Context, id string, _ []string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			filtered = append(filtered, id)
@@ -36,7 +36,7 @@ func TestEnvironmentNetworkIsFiltered(t *testing.T) {
 	}
 
 	broken := newHarness(t, func(c *tasks.Config) {
-		c.FilterNetwork = func(context.Context, string) error { return errors.New("no nft on this host") }
+		c.FilterNetwork = func(context.Context, string, []string) error { return errors.New("no nft on this host") }
 	})
 	bad, _ := broken.create("acme", "ws", map[string]any{"task_ref": "private-task"})
 	if msg := broken.waitFailed("acme", "ws", bad, readyTimeout); !strings.Contains(msg, "no nft on this host") {

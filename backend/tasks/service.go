@@ -80,7 +80,7 @@ type Config struct {
 	SubnetPool string
 	// FilterNetwork, when set, puts each environment network under the
 	// host's egress rules (the Docker provider's) before a service joins it.
-	FilterNetwork func(ctx context.Context, networkID string) error
+	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); the error it returns (a domain error) is the answer.
 	Admit func(ctx context.Context, orgID string) error

@@ -24,6 +24,13 @@ type TaskView struct {
 	Expose         map[string]int           `json:"expose"`
 	ExecuteService string                   `json:"execute_service"`
 	E2BTemplates   map[string]string        `json:"e2b_templates"`
+	// Network is what the services reach beyond the environment's network.
+	Network NetworkView `json:"network"`
+}
+
+// NetworkView is a task's declared egress (task.yaml network).
+type NetworkView struct {
+	AllowOut []string `json:"allowOut"`
 }
 
 // ServiceView is one service of a task; Port is its exposed container port
@@ -46,7 +53,8 @@ func taskView(t *catalog.Task, latest bool) TaskView {
 	}
 	v := TaskView{Ref: t.Ref(), Org: t.Org, Name: t.Name, Version: t.Version, Latest: latest, Description: t.Description,
 		Instruction: t.Instruction, Inputs: inputs, Expose: nonNil(t.Expose), ExecuteService: t.ExecuteService,
-		E2BTemplates: nonNil(t.E2BTemplates), Services: []ServiceView{}}
+		E2BTemplates: nonNil(t.E2BTemplates), Services: []ServiceView{},
+		Network: NetworkView{AllowOut: nonNilSlice(t.Network.AllowOut)}}
 	for _, s := range t.Services {
 		sv := ServiceView{Name: s.Name, Build: s.Build, Healthcheck: s.Healthcheck, DependsOn: nonNilSlice(s.DependsOn)}
 		if s.Port != 0 {

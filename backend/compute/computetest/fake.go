@@ -109,6 +109,16 @@ func (f *Fake) SetStatus(ref compute.Ref, status compute.Status, exitCode int) {
 	}
 }
 
+// SetEgressDrops sets the packets the host's egress rules dropped from an
+// instance, by reason, as List reports them.
+func (f *Fake) SetEgressDrops(ref compute.Ref, drops map[string]uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in := f.instances[ref.ID]; in != nil {
+		in.EgressDrops = drops
+	}
+}
+
 // Remove deletes an instance behind the backend's back.
 func (f *Fake) Remove(ref compute.Ref) {
 	f.mu.Lock()

@@ -88,6 +88,7 @@ func (p *Provider) initEgress() {
 	p.egress.fw = fw
 	_ = p.sweepEgress(ctx) // best effort: leftovers only cost a map entry
 	p.startDNS(ctx)
+	p.sweepDrops(ctx)
 }
 
 // sameNetns checks the backend sees the engine's bridges: rules installed
@@ -146,21 +147,40 @@ func (p *Provider) attachEgress(ctx context.Context, n network.Summary) error {
 }
 
 // FilterNetwork puts another bridge network of this engine (a task
-// environment's) under the baseline rules.
-func (p *Provider) FilterNetwork(ctx context.Context, networkID string) error {
+// environment's) under the baseline rules and the task's own policy: its
+// containers reach each other and, beyond the bridge, only allowOut (IP
+// addresses and CIDR blocks; empty: nothing).
+func (p *Provider) FilterNetwork(ctx context.Context, networkID string, allowOut []string) error {
 	if p.cfg.Egress.Off {
 		return nil
+	}
+	allow := make([]netip.Prefix, 0, len(allowOut))
+	for i, r := range allowOut {
+		pfx, ok := egress.ParseRule(r)
+		if !ok {
+			return compute.Errorf(compute.KindInvalid, "network", nil,
+				"network.allowOut.%d: %q is not an IP address or a CIDR block; task environments on Docker reach IP addresses and CIDR blocks only", i, r)
+		}
+		allow = append(allow, pfx)
 	}
 	n, err := p.cli.NetworkInspect(ctx, networkID, network.InspectOptions{})
 	if err != nil {
 		return classify("network", err)
 	}
-	if err := p.attachEgress(ctx, network.Summary(n)); err != nil {
-		return err
+	if p.egress.fw == nil {
+		return p.egressReady()
+	}
+	if _, err := net.InterfaceByName(bridgeOf(network.Summary(n))); err != nil {
+		return compute.Errorf(compute.KindNetwork, "network", err,
+			"the bridge %s of Docker network %s is not in the backend's network namespace, so its egress cannot be filtered; run the backend on the engine's host", bridgeOf(network.Summary(n)), n.Name)
+	}
+	if err := p.egress.fw.AttachEnvironment(ctx, bridgeOf(network.Summary(n)), allow); err != nil {
+		return compute.Errorf(compute.KindNetwork, "network", err, "could not filter the egress of Docker network %s: %v", n.Name, err)
 	}
 	// Environment networks come and go with their environments: drop the
 	// chains of those gone, so the table does not grow until a restart.
 	_ = p.sweepEgress(ctx)
+	p.sweepDrops(ctx)
 	return nil
 }
 

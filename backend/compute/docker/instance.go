@@ -37,6 +37,7 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 	if err != nil {
 		return nil, classify("list", err)
 	}
+	drops := p.egressDrops(ctx)
 	out := make([]compute.Instance, 0, len(cs))
 	for _, c := range cs {
 		name := ""
@@ -58,6 +59,7 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 		}
 		if c.NetworkSettings != nil {
 			inst.Endpoints = endpoints(c.Labels, c.NetworkSettings.Networks)
+			inst.EgressDrops = dropsOf(drops, c.NetworkSettings.Networks)
 		}
 		out = append(out, inst)
 	}

@@ -64,10 +64,12 @@ func (p *Provider) settle(ctx context.Context, opName, id string, want compute.S
 func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 	var named []string // the sandbox's volumeMounts: named volumes outlive a plain remove
 	var labels map[string]string
+	var macs []string
 	if c, err := p.cli.ContainerInspect(ctx, ref.ID); err == nil {
 		if c.Config != nil {
 			labels = c.Config.Labels
 		}
+		macs = macsOf(c)
 		for _, m := range c.Mounts {
 			if m.Type == mount.TypeVolume && strings.HasPrefix(m.Name, volumePrefix) {
 				named = append(named, m.Name)
@@ -77,6 +79,7 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 	err := p.cli.ContainerRemove(ctx, ref.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err == nil || cerrdefs.IsNotFound(err) {
 		p.forgetEgress(ctx, labels)
+		p.forgetDrops(ctx, macs)
 	}
 	for _, v := range named {
 		if verr := p.cli.VolumeRemove(ctx, v, true); verr != nil && !cerrdefs.IsNotFound(verr) {

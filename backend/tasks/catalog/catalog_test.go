@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +160,37 @@ func TestCatalogRefusesPrivileges(t *testing.T) {
 	ref, _ = ParseRef("needs-runtime")
 	if tk, err := c.Resolve(context.Background(), ref, "x"); err != nil || tk.Runtime != "dn-no-such-runtime" {
 		t.Errorf("runtime of needs-runtime: %+v %v", tk, err)
+	}
+}
+
+// network.allowOut takes IP addresses and CIDR blocks (canonicalised); a
+// host name is refused naming the entry.
+func TestManifestNetworkAllowOut(t *testing.T) {
+	t.Parallel()
+	write := func(allow string) string {
+		dir := t.TempDir()
+		for name, body := range map[string]string{
+			ManifestFile:   "name: net\nversion: 1.0.0\nnetwork:\n  allowOut: " + allow + "\n",
+			"compose.yaml": "services:\n  box:\n    image: dreadnode/base:latest\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	tk, err := LoadTask(context.Background(), write(`["192.0.2.7", "198.51.100.9/24", "2001:db8::1"]`), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tk.Network.AllowOut, " "); got != "192.0.2.7/32 198.51.100.0/24 2001:db8::1/128" {
+		t.Errorf("allowOut read as %s", got)
+	}
+	if tk, err := LoadTask(context.Background(), write(`[]`), "x"); err != nil || len(tk.Network.AllowOut) != 0 {
+		t.Errorf("an empty allowOut: %v %v", tk, err)
+	}
+	_, err = LoadTask(context.Background(), write(`["192.0.2.7", "api.example.com"]`), "x")
+	if err == nil || !strings.Contains(err.Error(), "network.allowOut.1") || !strings.Contains(err.Error(), `"api.example.com"`) {
+		t.Fatalf("a host name must be refused naming the entry, got %v", err)
 	}
 }

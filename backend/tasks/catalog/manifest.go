@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,6 +65,43 @@ type Manifest struct {
 	// for gVisor, kata); "" is the engine's default. An environment of a
 	// task whose runtime the engine lacks is refused at create.
 	Runtime string `yaml:"runtime"`
+	// Network says what the services may reach beyond the environment's
+	// own network (by default nothing: they reach each other only).
+	Network Network `yaml:"network"`
+}
+
+// Network is task.yaml's network: the egress the task declares, named
+// like a sandbox's network fields.
+type Network struct {
+	// AllowOut lists the IP addresses and CIDR blocks the services may
+	// reach beyond the environment's network ("0.0.0.0/0" and "::/0": the
+	// internet). The host's baseline still holds: link-local, the host's
+	// own addresses and private ranges the operator did not allow
+	// (DREADNODE_EGRESS_ALLOW_PRIVATE) stay unreachable.
+	AllowOut []string `yaml:"allowOut"`
+}
+
+// MaxAllowOut bounds network.allowOut.
+const MaxAllowOut = 256
+
+// check validates network.allowOut, canonicalising each entry.
+func (n *Network) check() error {
+	if len(n.AllowOut) > MaxAllowOut {
+		return fmt.Errorf("%s: network.allowOut has %d entries, at most %d", ManifestFile, len(n.AllowOut), MaxAllowOut)
+	}
+	for i, r := range n.AllowOut {
+		s := strings.TrimSpace(r)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			n.AllowOut[i] = p.Masked().String()
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			n.AllowOut[i] = netip.PrefixFrom(a, a.BitLen()).String()
+			continue
+		}
+		return fmt.Errorf("%s: network.allowOut.%d: %q is not an IP address or a CIDR block (a task environment reaches addresses, not host names)", ManifestFile, i, r)
+	}
+	return nil
 }
 
 // Service describes one compose service of a task.
@@ -127,6 +165,9 @@ func LoadTask(ctx context.Context, dir, defaultOrg string) (*Task, error) {
 	}
 	if t.Runtime != "" && !runtimeRE.MatchString(t.Runtime) {
 		return nil, fmt.Errorf("%s: runtime %q is not a runtime name (letters, digits, '.', '_', '-')", ManifestFile, t.Runtime)
+	}
+	if err := t.Network.check(); err != nil {
+		return nil, err
 	}
 	for name, in := range t.Inputs {
 		if !inputRE.MatchString(name) {

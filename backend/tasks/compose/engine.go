@@ -64,9 +64,11 @@ type Options struct {
 	// unset (a zero field: hardening.DefaultServiceLimits's).
 	ServiceLimits hardening.Limits
 	// FilterNetwork, when set, puts an environment network under the
-	// host's egress rules before any service joins it; its error fails the
-	// environment rather than run it unfiltered.
-	FilterNetwork func(ctx context.Context, networkID string) error
+	// host's egress rules before any service joins it: its services reach
+	// each other and, beyond the network, only allowOut (the task's
+	// network.allowOut). Its error fails the environment rather than run it
+	// unfiltered.
+	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
 }
 
 // Engine is safe for concurrent use.
@@ -78,7 +80,7 @@ type Engine struct {
 	pool      netip.Prefix
 	buildTO   time.Duration
 	limits    hardening.Limits // defaults of a service's limits
-	filter    func(ctx context.Context, networkID string) error
+	filter    func(ctx context.Context, networkID string, allowOut []string) error
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc

@@ -46,6 +46,10 @@ type Up struct {
 	// Runtime is the engine runtime of every service (task.yaml runtime;
 	// "" is the engine's default).
 	Runtime string
+	// AllowOut is what the services may reach beyond the environment's own
+	// network (task.yaml network.allowOut: IP addresses and CIDR blocks);
+	// empty: nothing. Enforced by the engine's FilterNetwork.
+	AllowOut []string
 }
 
 // UpResult is what a successful Up produced.
@@ -93,7 +97,7 @@ type svcRun struct {
 // describing what was still missing (wrapping nothing); callers inspect
 // context.Cause(ctx) to tell a deadline from a cancellation.
 func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
-	netID, err := e.ensureNetwork(ctx, u.Target)
+	netID, err := e.ensureNetwork(ctx, u.Target, u.AllowOut)
 	if err != nil {
 		if de := notStarted(ctx, u, "its network was still being created"); de != nil {
 			return nil, de
@@ -621,12 +625,12 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 }
 
 // ensureNetwork returns the environment's network, creating it with a
-// subnet from the pool when missing, under the egress rules when the
-// engine filters.
-func (e *Engine) ensureNetwork(ctx context.Context, t Target) (string, error) {
+// subnet from the pool when missing, under the egress rules (the baseline
+// and the task's allowOut) when the engine filters.
+func (e *Engine) ensureNetwork(ctx context.Context, t Target, allowOut []string) (string, error) {
 	id, err := e.createNetwork(ctx, t)
 	if err == nil && e.filter != nil {
-		if ferr := e.filter(ctx, id); ferr != nil {
+		if ferr := e.filter(ctx, id, allowOut); ferr != nil {
 			return "", &ProviderError{Op: "filtering the environment's network", Err: ferr}
 		}
 	}

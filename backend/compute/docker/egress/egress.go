@@ -120,6 +120,7 @@ func (f *Firewall) Install(ctx context.Context) error {
 	fmt.Fprintf(&b, "add map inet %s nets { type ifname : verdict; }\n", Table)
 	fmt.Fprintf(&b, "add map inet %s sandboxes { type ether_addr : verdict; }\n", Table)
 	b.WriteString(resolvedSets()) // what the DNS forwarder opened (dns.go)
+	fmt.Fprintf(&b, "add set inet %s %s { type ether_addr . mark; size %d; flags dynamic; counter; }\n", Table, dropsSet, dropsSize)
 	// priority -1: judged before Docker's own filter chains (priority 0).
 	fmt.Fprintf(&b, "add chain inet %s forward { type filter hook forward priority -1; policy accept; }\n", Table)
 	fmt.Fprintf(&b, "add chain inet %s input { type filter hook input priority -1; policy accept; }\n", Table)
@@ -129,7 +130,9 @@ func (f *Firewall) Install(ctx context.Context) error {
 	fmt.Fprintf(&b, "add rule inet %s forward iifname vmap @nets\n", Table)
 	fmt.Fprintf(&b, "add rule inet %s input iifname != @bridges accept\n", Table)
 	fmt.Fprintf(&b, "add rule inet %s input ct state established,related accept\n", Table)
-	fmt.Fprintf(&b, "add rule inet %s input counter name %s drop\n", Table, counterName(ReasonHost))
+	for _, r := range dropRules("", ReasonHost) {
+		fmt.Fprintf(&b, "add rule inet %s input %s\n", Table, r)
+	}
 	if err := f.apply(ctx, b.String()); err != nil {
 		return fmt.Errorf("installing the egress rules: %w", err)
 	}
@@ -147,6 +150,12 @@ func netChain(bridge string) string { return "n-" + bridge }
 // even the engine's DNS forwarding, which queries the host's resolvers
 // from the sandbox's own namespace, so external names do not resolve.
 func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline bool) error {
+	return f.attachNetwork(ctx, bridge, offline, nil)
+}
+
+// attachNetwork renders a bridge's chain; env, when set, is the allowOut
+// of a task environment's network (see AttachEnvironment).
+func (f *Firewall) attachNetwork(ctx context.Context, bridge string, offline bool, env *[]netip.Prefix) error {
 	if !bridgeName.MatchString(bridge) {
 		return fmt.Errorf("bridge name %q is not a usable interface name", bridge)
 	}
@@ -157,11 +166,16 @@ func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline boo
 		fmt.Fprintf(&b, "add rule inet %s %s %s\n", Table, c, fmt.Sprintf(format, a...))
 	}
 	rule(`oifname "%s" accept`, bridge) // between containers of the bridge: Docker's ICC setting decides
-	if offline {
-		rule("counter name %s drop", counterName(ReasonOffline))
+	drop := func(match, reason string) {
+		for _, r := range dropRules(match, reason) {
+			rule("%s", r)
+		}
 	}
-	rule("ip daddr 169.254.0.0/16 counter name %s drop", counterName(ReasonLinkLocal))
-	rule("ip6 daddr fe80::/10 counter name %s drop", counterName(ReasonLinkLocal))
+	if offline {
+		drop("", ReasonOffline)
+	}
+	drop("ip daddr 169.254.0.0/16", ReasonLinkLocal)
+	drop("ip6 daddr fe80::/10", ReasonLinkLocal)
 	var ns4, ns6 []string
 	seen := map[netip.Addr]bool{}
 	for _, a := range f.cfg.Nameservers {
@@ -175,6 +189,9 @@ func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline boo
 			ns6 = append(ns6, a.String())
 		}
 	}
+	if env != nil && len(*env) == 0 {
+		ns4, ns6 = nil, nil // an environment declaring nothing resolves no external name
+	}
 	if len(ns4) > 0 {
 		rule("ip daddr { %s } meta l4proto { tcp, udp } th dport 53 accept", strings.Join(ns4, ", "))
 	}
@@ -183,9 +200,13 @@ func (f *Firewall) AttachNetwork(ctx context.Context, bridge string, offline boo
 	}
 	allow4, allow6 := split(f.cfg.AllowPrivate)
 	priv4, priv6 := split(PrivateRanges)
-	rule("%s counter name %s drop", except("ip", priv4, allow4), counterName(ReasonPrivate))
-	rule("%s counter name %s drop", except("ip6", priv6, allow6), counterName(ReasonPrivate))
-	rule("ether saddr vmap @sandboxes")
+	drop(except("ip", priv4, allow4), ReasonPrivate)
+	drop(except("ip6", priv6, allow6), ReasonPrivate)
+	if env != nil {
+		environmentRules(*env, rule, drop)
+	} else {
+		rule("ether saddr vmap @sandboxes")
+	}
 	fmt.Fprintf(&b, "add element inet %s bridges { \"%s\" }\n", Table, bridge)
 	fmt.Fprintf(&b, "add element inet %s nets { \"%s\" : jump %s }\n", Table, bridge, c)
 	if err := f.apply(ctx, b.String()); err != nil {

@@ -89,3 +89,46 @@ func TestParseCounters(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// TestAttachEnvironmentRenders: an environment's chain allows only its
+// declared addresses past the baseline and ends in the counted policy
+// drop; one declaring nothing also loses the DNS forwarding. Every drop is
+// accounted per sender in @drops by a rule of its own before the drop.
+func TestAttachEnvironmentRenders(t *testing.T) {
+	var script string
+	f := New(Config{Nameservers: []netip.Addr{netip.MustParseAddr("10.255.255.53")}},
+		func(_ context.Context, stdin string, _ ...string) (string, error) { script = stdin; return "", nil })
+	if err := f.AttachEnvironment(context.Background(), "br-0123456789ab", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/32")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"n-br-0123456789ab ip daddr { 192.0.2.0/24 } accept\n",
+		"n-br-0123456789ab ip6 daddr { 2001:db8::/32 } accept\n",
+		"n-br-0123456789ab update @drops { ether saddr . 4 }\nadd rule inet dreadnode n-br-0123456789ab counter name dropped_policy drop\n",
+		"ip daddr 169.254.0.0/16 update @drops { ether saddr . 1 }\nadd rule inet dreadnode n-br-0123456789ab ip daddr 169.254.0.0/16 counter name dropped_link_local drop\n",
+		"th dport 53 accept",
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script lacks %q:\n%s", want, script)
+		}
+	}
+	if strings.Contains(script, "vmap @sandboxes") {
+		t.Errorf("an environment's chain looks up sandbox chains:\n%s", script)
+	}
+	if err := f.AttachEnvironment(context.Background(), "br-0123456789ab", nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(script, "dport 53 accept") || strings.Contains(script, " accept\nadd rule inet dreadnode n-br-0123456789ab update @drops { ether saddr . 4 }") {
+		t.Errorf("an environment declaring nothing lets something out:\n%s", script)
+	}
+}
+
+func TestParseDrops(t *testing.T) {
+	out := "table inet dreadnode {\n\tset drops {\n\t\ttype ether_addr . mark\n\t\tsize 65536\n\t\tflags dynamic\n\t\tcounter\n" +
+		"\t\telements = { 02:42:ac:11:00:02 . 0x00000004 counter packets 12 bytes 720,\n\t\t\t     02:42:AC:11:00:02 . 0x00000001 counter packets 3 bytes 180,\n" +
+		"\t\t\t     02:42:ac:11:00:03 . 0x00000063 counter packets 9 bytes 1 }\n\t}\n}\n"
+	got := parseDrops(out)
+	if len(got) != 1 || got["02:42:ac:11:00:02"]["policy"] != 12 || got["02:42:ac:11:00:02"]["link_local"] != 3 {
+		t.Fatalf("got %v", got)
+	}
+}

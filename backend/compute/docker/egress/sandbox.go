@@ -72,7 +72,9 @@ func (f *Firewall) SetSandbox(ctx context.Context, mac string, p Policy) error {
 			fmt.Fprintf(&b, "add rule inet %s %s %s daddr { %s } accept\n", Table, c, fam.name, join(fam.allow))
 		}
 		if len(fam.deny) > 0 {
-			fmt.Fprintf(&b, "add rule inet %s %s %s daddr { %s } counter name %s drop\n", Table, c, fam.name, join(fam.deny), counterName(ReasonPolicy))
+			for _, r := range dropRules(fmt.Sprintf("%s daddr { %s }", fam.name, join(fam.deny)), ReasonPolicy) {
+				fmt.Fprintf(&b, "add rule inet %s %s %s\n", Table, c, r)
+			}
 		}
 	}
 	fmt.Fprintf(&b, "add element inet %s sandboxes { %s : jump %s }\n", Table, mac, c)
