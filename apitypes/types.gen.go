@@ -91,6 +91,8 @@ func (e CreateAPIKeyScope) Valid() bool {
 // Defines values for FileEventType.
 const (
 	FileEventTypeCreate FileEventType = "create"
+	FileEventTypeEnd    FileEventType = "end"
+	FileEventTypeError  FileEventType = "error"
 	FileEventTypeReady  FileEventType = "ready"
 	FileEventTypeRemove FileEventType = "remove"
 	FileEventTypeRename FileEventType = "rename"
@@ -101,6 +103,10 @@ const (
 func (e FileEventType) Valid() bool {
 	switch e {
 	case FileEventTypeCreate:
+		return true
+	case FileEventTypeEnd:
+		return true
+	case FileEventTypeError:
 		return true
 	case FileEventTypeReady:
 		return true
@@ -213,6 +219,7 @@ func (e LifecycleEventVersion) Valid() bool {
 
 // Defines values for ProcessEventType.
 const (
+	ProcessEventTypeEnd    ProcessEventType = "end"
 	ProcessEventTypeError  ProcessEventType = "error"
 	ProcessEventTypeExit   ProcessEventType = "exit"
 	ProcessEventTypeStart  ProcessEventType = "start"
@@ -223,6 +230,8 @@ const (
 // Valid indicates whether the value is a known member of the ProcessEventType enum.
 func (e ProcessEventType) Valid() bool {
 	switch e {
+	case ProcessEventTypeEnd:
+		return true
 	case ProcessEventTypeError:
 		return true
 	case ProcessEventTypeExit:
@@ -627,10 +636,15 @@ type ExecSandbox struct {
 	TimeoutMs *int   `json:"timeoutMs,omitempty"`
 }
 
-// FileEvent defines model for FileEvent.
+// FileEvent One line of a watch. `ready` says the watch is in place. A failure after it ends the watch with
+// `error` (`code`, `detail` as in Error); the sandbox leaving running (paused, deleted, timed out)
+// ends it with `end`, `reason` saying why and `detail` what to do next.
 type FileEvent struct {
-	Path *string        `json:"path,omitempty"`
-	Type *FileEventType `json:"type,omitempty"`
+	Code   *int           `json:"code,omitempty"`
+	Detail *string        `json:"detail,omitempty"`
+	Path   *string        `json:"path,omitempty"`
+	Reason *string        `json:"reason,omitempty"`
+	Type   *FileEventType `json:"type,omitempty"`
 }
 
 // FileEventType defines model for FileEvent.Type.
@@ -797,6 +811,9 @@ type Process struct {
 // ProcessEvent One line of a process stream. `start` carries the pid; `stdout`/`stderr` carry `data` (UTF-8)
 // or `dataB64` (bytes that are not UTF-8); `exit` carries `exitCode` (128+N when killed by signal N)
 // and is last. A failure after the stream began ends it with `error` (`code`, `detail` as in Error).
+// When the sandbox leaves running while the stream is open (paused, deleted, timed out), the
+// stream ends with `end`: `reason` says why ("sandbox paused", "sandbox deleted", "sandbox timed
+// out", ...) and `detail` what to do next.
 type ProcessEvent struct {
 	Code     *int             `json:"code,omitempty"`
 	Data     *string          `json:"data,omitempty"`
@@ -804,6 +821,7 @@ type ProcessEvent struct {
 	Detail   *string          `json:"detail,omitempty"`
 	ExitCode *int             `json:"exitCode,omitempty"`
 	Pid      *int             `json:"pid,omitempty"`
+	Reason   *string          `json:"reason,omitempty"`
 	Type     ProcessEventType `json:"type"`
 }
 

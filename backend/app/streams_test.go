@@ -30,6 +30,7 @@ type event struct {
 	ExitCode *int   `json:"exitCode"`
 	Path     string `json:"path"`
 	Detail   string `json:"detail"`
+	Reason   string `json:"reason"`
 }
 
 // stream opens an NDJSON stream and returns a line reader; the response is

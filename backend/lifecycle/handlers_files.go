@@ -302,7 +302,12 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := ndjson.New(w)
-	err = fs.WatchDir(r.Context(), rec.Ref(), p, func(ev compute.FileEvent) error { return out.Line(ev) })
+	g := s.guardStream(r.Context(), rec.ID)
+	defer g.stop()
+	err = fs.WatchDir(g.ctx, rec.Ref(), p, func(ev compute.FileEvent) error { return out.Line(ev) })
+	if end, ok := g.ended(); ok {
+		return out.End(end) // the sandbox was paused or deleted under the watch
+	}
 	if err == nil || r.Context().Err() != nil {
 		return nil
 	}

@@ -50,14 +50,16 @@ func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) 
 // streamExec answers /exec with Accept: application/x-ndjson.
 func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.Record, req compute.ExecRequest) error {
 	out := ndjson.New(w)
+	g := s.guardStream(r.Context(), rec.ID)
+	defer g.stop()
 	ps, ok := s.processes()
 	err := errors.ErrUnsupported
 	if ok {
-		err = ps.ExecStream(r.Context(), rec.Ref(), req, nil, out.Event)
+		err = ps.ExecStream(g.ctx, rec.Ref(), req, nil, out.Event)
 	}
 	if unsupported(err) && !out.Started { // a provider without streams: one buffered run
 		var res compute.ExecResult
-		if res, err = s.prov.Exec(r.Context(), rec.Ref(), req); err == nil {
+		if res, err = s.prov.Exec(g.ctx, rec.Ref(), req); err == nil {
 			for _, ev := range []compute.ProcessEvent{{Type: compute.EventStart}, {Type: compute.EventStdout, Data: res.Stdout},
 				{Type: compute.EventStderr, Data: res.Stderr}, {Type: compute.EventExit, ExitCode: res.ExitCode}} {
 				if err = out.Event(ev); err != nil {
@@ -65,6 +67,9 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 				}
 			}
 		}
+	}
+	if end, ok := g.ended(); ok && !out.Exited {
+		return out.End(end) // the sandbox was paused or deleted under the stream
 	}
 	if err != nil && r.Context().Err() != nil {
 		return nil // the client left; the command was killed
@@ -212,7 +217,12 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	out := ndjson.New(w)
-	err = ps.ProcessOutput(r.Context(), rec.Ref(), pid, follow, out.Event)
+	g := s.guardStream(r.Context(), rec.ID)
+	defer g.stop()
+	err = ps.ProcessOutput(g.ctx, rec.Ref(), pid, follow, out.Event)
+	if end, ok := g.ended(); ok && !out.Exited {
+		return out.End(end) // the sandbox was paused or deleted under the stream
+	}
 	if err != nil && r.Context().Err() != nil {
 		return nil
 	}

@@ -38,13 +38,21 @@ type Event struct {
 	// Code and Detail describe a failure after the stream began (type "error").
 	Code   int    `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Reason says why a stream ended early (type "end": "sandbox paused",
+	// "sandbox deleted", ...); Detail then says what to do next.
+	Reason string `json:"reason,omitempty"`
 }
+
+// TypeEnd is the last line of a stream cut short because its sandbox left
+// running (paused, deleted, timed out).
+const TypeEnd = "end"
 
 // Writer writes a 200 stream of JSON lines, flushing each one as it is
 // produced. Output chunks split inside a UTF-8 character are re-joined, so
 // text stays "data"; bytes that are not UTF-8 go as "dataB64".
 type Writer struct {
 	Started bool // the 200 and at least one line are out
+	Exited  bool // the process's "exit" line is out (it is last)
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	enc     *json.Encoder
@@ -81,6 +89,7 @@ func (n *Writer) Event(ev compute.ProcessEvent) error {
 		if err := n.Flush(); err != nil {
 			return err
 		}
+		n.Exited = true
 		return n.Line(Event{Type: ev.Type, ExitCode: &ev.ExitCode})
 	}
 	data := append(n.carry[ev.Type], ev.Data...)
@@ -117,6 +126,17 @@ func (n *Writer) Flush() error {
 		}
 		n.carry[typ] = nil
 	}
+	return nil
+}
+
+// End writes ev (type "end") as the stream's last line, after any held
+// output. Before the stream began, the sandbox's change is an ordinary 409.
+func (n *Writer) End(ev Event) error {
+	if !n.Started {
+		return httpx.Conflict(ev.Detail)
+	}
+	_ = n.Flush()
+	_ = n.Line(ev)
 	return nil
 }
 
