@@ -34,7 +34,12 @@ func filePath(w http.ResponseWriter, r *http.Request, u identity) (string, bool)
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("path is not a usable path (over %d bytes, or holding a NUL byte)", maxPathBytes))
 		return "", false
 	}
-	return filepath.Clean(u.resolve(p)), true
+	p = filepath.Clean(u.resolve(p))
+	if msg := agentOwn(p); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return "", false
+	}
+	return p, true
 }
 
 // httpError answers an OS error with envd's codes, naming the path.

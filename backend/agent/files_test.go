@@ -132,9 +132,18 @@ func TestFilesUploadAndDownload(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Errorf("/dev/null: %d", res.StatusCode)
 	}
-	res = a.do(t, http.MethodGet, "/files", url.Values{"path": {"/proc/self/status"}}, "", nil)
+	parent := fmt.Sprintf("/proc/%d/status", os.Getppid())
+	res = a.do(t, http.MethodGet, "/files", url.Values{"path": {parent}}, "", nil)
 	if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || !bytes.Contains(b, []byte("Pid:")) {
-		t.Errorf("/proc/self/status: %d %q", res.StatusCode, b)
+		t.Errorf("%s: %d %q", parent, res.StatusCode, b)
+	}
+	// The agent's own /proc entry (its environment holds its token) is
+	// refused, naming the path: the caller meant one of its processes.
+	for _, p := range []string{"/proc/self/environ", "/proc/thread-self/status", fmt.Sprintf("/proc/%d/environ", os.Getpid())} {
+		res = a.do(t, http.MethodGet, "/files", url.Values{"path": {p}}, "", nil)
+		if b, _ := io.ReadAll(res.Body); res.StatusCode != 400 || !bytes.Contains(b, []byte(p)) {
+			t.Errorf("%s: %d %q, want 400 naming it", p, res.StatusCode, b)
+		}
 	}
 }
 

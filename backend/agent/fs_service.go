@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
@@ -39,7 +41,24 @@ func requestPath(h interface{ Get(string) string }, p, field string) (string, er
 			return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s contains a NUL byte", field))
 		}
 	}
-	return filepath.Clean(lookupUser(basicUser(h)).resolve(p)), nil
+	p = filepath.Clean(lookupUser(basicUser(h)).resolve(p))
+	if msg := agentOwn(p); msg != "" {
+		return "", connect.NewError(connect.CodeInvalidArgument, errors.New(msg))
+	}
+	return p, nil
+}
+
+// agentOwn refuses the agent's own /proc entry (/proc/self,
+// /proc/thread-self, /proc/<the agent's pid>): asked by a client, it reads
+// the agent (its environment, its descriptors), never the caller's
+// process, which is what the caller meant.
+func agentOwn(p string) string {
+	for _, own := range []string{"/proc/self", "/proc/thread-self", "/proc/" + strconv.Itoa(os.Getpid())} {
+		if p == own || strings.HasPrefix(p, own+"/") {
+			return fmt.Sprintf("path %s names the sandbox agent's own /proc entry, not a process of yours: use /proc/<pid>/... with a pid from GET /processes", p)
+		}
+	}
+	return ""
 }
 
 // fsError maps an OS error to a Connect code naming the path.
@@ -191,8 +210,14 @@ func (f *Filesystem) Remove(_ context.Context, req *connect.Request[filesystem.R
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(p); err != nil {
+	fi, err := os.Lstat(p)
+	if err != nil {
 		return nil, fsError(p, err)
+	}
+	if fi.Mode()&os.ModeDevice != 0 {
+		// Removing /dev/null or /dev/zero breaks every program in the
+		// sandbox that uses it; no client means that.
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path %s is a device; the files API does not remove devices", p))
 	}
 	if p == "/" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("refusing to remove /"))

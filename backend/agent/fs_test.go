@@ -103,6 +103,14 @@ func TestFilesystemStatMakeMoveListRemove(t *testing.T) {
 			_, err := a.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: dir + "/c/g.txt/x"}))
 			return err
 		}, connect.CodeInvalidArgument},
+		"remove a device": {func() error {
+			_, err := a.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/dev/null"}))
+			return err
+		}, connect.CodeInvalidArgument},
+		"the agent's own /proc": {func() error {
+			_, err := a.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/proc/self/environ"}))
+			return err
+		}, connect.CodeInvalidArgument},
 		"path too long": {func() error {
 			_, err := a.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/" + strings.Repeat("x", 5000)}))
 			return err
@@ -113,7 +121,11 @@ func TestFilesystemStatMakeMoveListRemove(t *testing.T) {
 			t.Errorf("%s: want %s, got %v", name, c.code, err)
 		}
 		if c.code != connect.CodeInvalidArgument || name != "path too long" {
-			if err != nil && !strings.Contains(err.Error(), dir) {
+			want := map[string]string{"remove a device": "/dev/null", "the agent's own /proc": "/proc/self/environ"}[name]
+			if want == "" {
+				want = dir
+			}
+			if err != nil && !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: the error does not name the path: %v", name, err)
 			}
 		}

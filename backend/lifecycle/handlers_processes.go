@@ -119,9 +119,36 @@ func writeJSONString(w io.Writer, b []byte) {
 }
 
 // checkCommand validates the cmd, env and cwd of exec and processes.
+// maxArgBytes is Linux's bound on one argument or environment string
+// (MAX_ARG_STRLEN, 32 pages, with its NUL); maxArgvEnvBytes stays well under
+// the default ARG_MAX (a quarter of an 8 MiB stack), leaving room for the
+// sandbox's own envVars.
+const (
+	maxArgBytes     = 128 << 10
+	maxArgvEnvBytes = 1 << 20
+)
+
 func checkCommand(cmd []string, env map[string]string, cwd, example string) error {
 	if len(cmd) == 0 || cmd[0] == "" {
 		return httpx.Invalid("cmd", "is required: the program and its arguments, e.g. "+example)
+	}
+	// Linux refuses one argument or variable of 128 KiB or more (and an
+	// argv+env over its ARG_MAX) with E2BIG: say so before the sandbox does.
+	total := 0
+	for i, a := range cmd {
+		if len(a) >= maxArgBytes {
+			return httpx.Invalid("cmd", fmt.Sprintf("argument %d is %d bytes; each argument must be under %d bytes (Linux's limit): pass large input through stdin or a file (PUT /files)", i, len(a), maxArgBytes))
+		}
+		total += len(a) + 1
+	}
+	for k, v := range env {
+		if len(k)+len(v)+1 >= maxArgBytes {
+			return httpx.Invalid("env", fmt.Sprintf("variable %s is %d bytes; each variable must be under %d bytes (Linux's limit)", k, len(k)+len(v)+1, maxArgBytes))
+		}
+		total += len(k) + len(v) + 2
+	}
+	if total > maxArgvEnvBytes {
+		return httpx.Invalid("cmd", fmt.Sprintf("cmd and env together are %d bytes; they must stay under %d bytes: pass large input through stdin or a file (PUT /files)", total, maxArgvEnvBytes))
 	}
 	if err := checkEnv("env", env); err != nil {
 		return err
