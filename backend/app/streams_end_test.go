@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Pausing or deleting a sandbox ends every open stream on it (process
+// Pausing, deleting or timing out a sandbox ends every open stream on it (process
 // output followed, a watch, a streaming exec) with a last line
 // {"type":"end","reason":...} that says why, and closes it: none hangs on
 // a frozen or removed sandbox.
@@ -16,10 +16,13 @@ func TestStreamsEndWhenSandboxLeavesRunning(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name, method, path, reason string
+		body                       any
 		code                       int
 	}{
-		{"pause", "POST", "/pause", "sandbox paused", 204},
-		{"delete", "DELETE", "", "sandbox deleted", 204},
+		{"pause", "POST", "/pause", "sandbox paused", nil, 204},
+		{"delete", "DELETE", "", "sandbox deleted", nil, 204},
+		// The TTL moved to one second from now: the reconciler kills it.
+		{"ttl", "POST", "/timeout", "sandbox timed out", map[string]any{"timeout": 1}, 204},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -77,7 +80,7 @@ func TestStreamsEndWhenSandboxLeavesRunning(t *testing.T) {
 					results <- r
 				}()
 			}
-			do(c.method, c.path, nil, c.code)
+			do(c.method, c.path, c.body, c.code)
 			for range streams {
 				r := <-results
 				if r.last.Type != "end" || r.last.Reason != c.reason || !strings.Contains(r.last.Detail, id) {
