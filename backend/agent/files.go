@@ -49,6 +49,10 @@ func httpError(w http.ResponseWriter, path string, err error) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", path))
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EINVAL):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' cannot be used: %v", path, errno(err)))
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.EXDEV):
+		// The write lands by rename: a file the runtime mounts (/etc/hostname,
+		// /etc/resolv.conf, /etc/hosts) cannot be replaced that way.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a mount point (as /etc/hostname, /etc/hosts and /etc/resolv.conf are) and cannot be replaced: %v", path, errno(err)))
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
 		writeError(w, http.StatusForbidden, fmt.Sprintf("path '%s': %v", path, errno(err)))
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):

@@ -29,6 +29,7 @@ func TestStreamRoutesBadInput(t *testing.T) {
 		{"parent is a file read", "GET", "/files?path=/etc/hostname/x", nil, "", "/etc/hostname"},
 		{"symlink loop", "GET", "/files?path=/tmp/loop", nil, "", "/tmp/loop"},
 		{"symlink loop list", "GET", "/fs?path=/tmp/loop/x", nil, "", "/tmp/loop"},
+		{"put onto a mount point", "PUT", "/files?path=/etc/hostname", nil, "x", "/etc/hostname"},
 		{"put onto a directory", "PUT", "/files?path=/tmp/adir", nil, "x", "/tmp/adir"},
 		{"delete a device", "DELETE", "/files?path=/dev/null", nil, "", "/dev/null"},
 		{"agent environ", "GET", "/files?path=/proc/self/environ", nil, "", "/proc/self/environ"},
