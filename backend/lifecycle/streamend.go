@@ -13,9 +13,11 @@ import (
 )
 
 // streamRecheck bounds how long a stream can outlive its sandbox's
-// running phase when no change notification arrives (one made on another
-// replica): the record is re-read this often.
-const streamRecheck = 2 * time.Second
+// running phase if a change notification is lost: changes on this replica
+// and (through the store's listener, reconciler.RemoteChanged) on others
+// wake the guard at once; this re-read is only the backstop, kept rare as
+// there is one guard per open stream.
+const streamRecheck = 15 * time.Second
 
 // streamGuard ties an open stream (follow, watch, streaming exec) to its
 // sandbox's record: when the record leaves running (pause, delete, a TTL
@@ -28,14 +30,13 @@ type streamGuard struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	left   *store.Record // the record as it left running; nil while running
-	id     string
 }
 
 // guardStream watches record id from the change notifications (the
-// reconciler's hub, woken by every committed transition), re-reading the
-// record at each wake-up and every streamRecheck.
+// reconciler's hub, woken by every committed transition here or on another
+// replica), re-reading the record at each wake-up and every streamRecheck.
 func (s *Service) guardStream(parent context.Context, id string) *streamGuard {
-	g := &streamGuard{done: make(chan struct{}), id: id}
+	g := &streamGuard{done: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(parent)
 	go func() {
 		defer close(g.done)
