@@ -63,7 +63,7 @@ func (l *outputLog) release() {
 func (l *outputLog) write(stderr bool, data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.owned && len(l.chunks) > 0 && l.chunks[0].seq >= l.ownerNext && l.bytes+len(data)-len(l.chunks[0].data) >= OutputKeepBytes {
+	for l.dropsUnsent(len(data)) {
 		l.sent.Wait()
 	}
 	l.chunks = append(l.chunks, chunk{seq: l.next, stderr: stderr, data: data})
@@ -76,6 +76,26 @@ func (l *outputLog) write(stderr bool, data []byte) {
 		l.chunks = l.chunks[1:]
 	}
 	l.wake()
+}
+
+// dropsUnsent says whether keeping n more bytes would drop a chunk the
+// owner has not sent yet. Every chunk the trim below would drop is checked,
+// not only the oldest: the oldest may be sent while the next is not.
+func (l *outputLog) dropsUnsent(n int) bool {
+	if !l.owned {
+		return false
+	}
+	bytes := l.bytes + n
+	for _, c := range l.chunks {
+		if bytes-len(c.data) < OutputKeepBytes {
+			return false
+		}
+		if c.seq >= l.ownerNext {
+			return true
+		}
+		bytes -= len(c.data)
+	}
+	return false
 }
 
 func (l *outputLog) end() {

@@ -421,3 +421,27 @@ func TestOnceAndEndedExtensions(t *testing.T) {
 		}
 	}
 }
+
+// A write that would trim past the oldest chunk waits for every chunk it
+// would drop that the owner has not sent, not only the oldest one.
+func TestOutputLogKeepsEveryUnsentChunk(t *testing.T) {
+	l := newOutputLog()
+	l.write(false, make([]byte, 10)) // seq 0
+	l.ack(1)                         // seq 0 sent
+	l.write(false, make([]byte, 10)) // seq 1, not sent
+	done := make(chan struct{})
+	go func() { l.write(false, make([]byte, OutputKeepBytes)); close(done) }() // would drop seq 0 and 1
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond): // the write is held, as it must be
+	}
+	if chunks, _, _ := l.since(1); len(chunks) == 0 || chunks[0].seq != 1 {
+		t.Fatalf("seq 1 was dropped before the owner sent it")
+	}
+	l.ack(2)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write stayed held after the owner sent every chunk")
+	}
+}
