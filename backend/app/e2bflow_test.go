@@ -536,3 +536,123 @@ func download(t *testing.T, c *http.Client, url string, want int) string {
 	}
 	return string(b)
 }
+
+// TestE2BFlowNoZombie: 5,000 process starts through envd's Connect API,
+// each leaving an orphan behind (sh backgrounds a child and exits), leave
+// no zombie in the sandbox: the agent reaps them. /proc is read with the
+// agent's own file API. (Seen failing with the agent's wait for any child
+// switched off, waiting only for its own processes: zombies listed.)
+func TestE2BFlowNoZombie(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, nil)
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 600, "secure": true})
+	if r.code != http.StatusCreated {
+		t.Fatalf("POST /e2b/sandboxes: %s", r.body)
+	}
+	m := r.json(t)
+	id, tok := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"])
+	hc := hostClient(ta, nil)
+	hc.Transport = tokenTransport{base: hc.Transport, token: &tok}
+	hc.Timeout = 0
+	envd := "http://49983-" + id + "." + fmt.Sprint(m["domain"])
+	pc := processconnect.NewProcessClient(hc, envd)
+	fc := filesystemconnect.NewFilesystemClient(hc, envd)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	poll.Until(t, time.Minute, 200*time.Millisecond, func() error {
+		res, err := hc.Get(envd + "/health")
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("/health: %d", res.StatusCode)
+		}
+		return nil
+	})
+
+	const starts, workers = 5000, 8
+	jobs := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				st, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{
+					Cmd: "/bin/sh", Args: []string{"-c", "sleep 0 & exit 0"}}}))
+				if err != nil {
+					errs <- fmt.Errorf("start %d: %w", i, err)
+					return
+				}
+				var end *process.ProcessEvent_EndEvent
+				for st.Receive() {
+					if e := st.Msg().GetEvent().GetEnd(); e != nil {
+						end = e
+					}
+				}
+				_ = st.Close()
+				if end == nil || end.GetExitCode() != 0 {
+					errs <- fmt.Errorf("process %d: end %v, err %v", i, end, st.Err())
+					return
+				}
+			}
+		}()
+	}
+	func() {
+		defer close(jobs)
+		for i := range starts {
+			select {
+			case jobs <- i:
+			case err := <-errs:
+				t.Errorf("after %d starts: %v", i, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// No process in the sandbox is a zombie (one may be for an instant
+	// before it is reaped, hence the poll).
+	poll.Until(t, 30*time.Second, 500*time.Millisecond, func() error {
+		ld, err := fc.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "/proc", Depth: 1}))
+		if err != nil {
+			return err
+		}
+		var zombies []string
+		for _, e := range ld.Msg.GetEntries() {
+			if e.GetType() != filesystem.FileType_FILE_TYPE_DIRECTORY || strings.TrimLeft(e.GetName(), "0123456789") != "" {
+				continue
+			}
+			res, err := hc.Get(envd + "/files?path=/proc/" + e.GetName() + "/stat")
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusNotFound {
+				continue // ended meanwhile
+			}
+			if res.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET /files /proc/%s/stat: %d %s", e.GetName(), res.StatusCode, b)
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			s := string(b)
+			if i := strings.LastIndexByte(s, ')'); i >= 0 && strings.HasPrefix(s[i+1:], " Z") {
+				zombies = append(zombies, strings.TrimSpace(s))
+			}
+		}
+		if len(zombies) > 0 {
+			return fmt.Errorf("%d zombies after %d starts: %v", len(zombies), starts, zombies[:min(len(zombies), 5)])
+		}
+		return nil
+	})
+}
