@@ -133,6 +133,13 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 				fmt.Sprintf("nothing answered on port %d of sandbox %s: %v", port, id, err)))
 		},
 	}
+	// A streaming client (Connect's server streams over HTTP/1.1) may end
+	// its request body after the sandbox has begun answering. Without full
+	// duplex the server closes the request body at the first write, the
+	// upstream request then fails, and the transport cuts the answer off
+	// mid-stream (seen as "use of closed network connection" after a few
+	// hundred process starts through the router).
+	_ = http.NewResponseController(w).EnableFullDuplex() // unsupported only under HTTP/2, which is duplex
 	proxy.ServeHTTP(w, r)
 	return nil
 }
