@@ -132,7 +132,15 @@ func (ta *testApp) create(body map[string]any) (string, string) {
 		ta.t.Fatalf("create: %d %s", r.code, r.body)
 	}
 	m := r.json(ta.t)
-	return m["sandboxID"].(string), m["accessToken"].(string)
+	id := m["sandboxID"].(string)
+	// waitReady waits a bounded time and then answers with the sandbox as it
+	// is; on a loaded machine a start can outlast it, so a test that asked
+	// for a ready sandbox waits until it is no longer starting (a start that
+	// fails or ends still answers with its state, for the test to judge).
+	if body["waitReady"] == true && m["state"] == "starting" {
+		ta.waitState(id, 3*time.Minute, "running", "paused", "completed", "failed", "deleted")
+	}
+	return id, m["accessToken"].(string)
 }
 
 // waitState polls the sandbox until its state is one of want, with a deadline.
