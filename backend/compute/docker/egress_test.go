@@ -6,19 +6,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	osexec "os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/network"
-	"golang.org/x/sys/unix"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/testhosts"
 )
 
 // canConnect reports whether the sandbox opens a TCP connection to ip:port
@@ -123,66 +121,15 @@ func TestEgressBaselineBlocksTheHost(t *testing.T) {
 	}
 }
 
-// testHosts makes a network namespace behind a veth with two addresses
-// (hosts A and B of a private /24) listening on one port, removed at the
-// end of the test. Sandboxes reach it through the host's forwarding, as
-// they would a machine of the operator's network.
+// testHosts serves hosts A and B of a private /24 of its own
+// (testhosts.Start), removed at the end of the test. Sandboxes reach them
+// through the host's forwarding, as they would machines of the operator's
+// network.
 func testHosts(t *testing.T) (prefix netip.Prefix, a, b string, port int) {
 	t.Helper()
-	tag := fmt.Sprintf("%04x", rand.IntN(1<<16))
-	ns, host, peer := "dnt-"+tag, "dnth"+tag, "dntn"+tag
-	octet := 100 + rand.IntN(100)
-	prefix = netip.MustParsePrefix(fmt.Sprintf("10.254.%d.0/24", octet))
-	gw, a, b := fmt.Sprintf("10.254.%d.1", octet), fmt.Sprintf("10.254.%d.2", octet), fmt.Sprintf("10.254.%d.3", octet)
-	t.Cleanup(func() {
-		_ = osexec.Command("ip", "netns", "del", ns).Run()
-		_ = osexec.Command("ip", "link", "del", host).Run()
-	})
-	for _, cmd := range [][]string{
-		{"netns", "add", ns},
-		{"link", "add", host, "type", "veth", "peer", "name", peer},
-		{"link", "set", peer, "netns", ns},
-		{"addr", "add", gw + "/24", "dev", host},
-		{"link", "set", host, "up"},
-		{"-n", ns, "addr", "add", a + "/24", "dev", peer},
-		{"-n", ns, "addr", "add", b + "/24", "dev", peer},
-		{"-n", ns, "link", "set", peer, "up"},
-		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "route", "add", "default", "via", gw},
-	} {
-		if out, err := osexec.Command("ip", cmd...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", cmd, err, out)
-		}
-	}
-	return prefix, a, b, serve(t, listenInNetns(t, ns))
-}
-
-// listenInNetns opens a TCP listener inside the named network namespace.
-func listenInNetns(t *testing.T, ns string) net.Listener {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := os.Open("/var/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatal(err)
-	}
-	ln, lerr := net.Listen("tcp", "0.0.0.0:0")
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		panic("cannot return to the test's network namespace: " + err.Error()) // the thread must not be reused
-	}
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
-	return ln
+	prefix = netip.MustParsePrefix(fmt.Sprintf("10.254.%d.0/24", 100+rand.IntN(100)))
+	hosts, port := testhosts.Start(t, prefix, 2)
+	return prefix, hosts[0], hosts[1], port
 }
 
 // TestEgressAllowDenyOut: on a backend allowing the test hosts' private
