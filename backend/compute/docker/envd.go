@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
@@ -36,22 +38,10 @@ func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, e
 	if err != nil {
 		return "", "", classify("envd", err)
 	}
-	token := ""
-	if c.Config != nil {
-		token = c.Config.Labels[labelAgentToken]
-	}
+	ip, token := agentEndpoint(c)
 	if token == "" {
 		return "", "", compute.Errorf(compute.KindNotFound, "envd", nil,
-			"this sandbox runs no agent (it was created without DREADNODE_AGENT_BINARY), so nothing serves envd on port %d", compute.EnvdPort)
-	}
-	ip := ""
-	if c.NetworkSettings != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.NetworkSettings.Networks)) {
-			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
-				ip = n.IPAddress
-				break
-			}
-		}
+			"this sandbox runs no agent (it was created without one), so nothing serves envd on port %d", compute.EnvdPort)
 	}
 	if ip == "" {
 		return "", "", compute.Errorf(compute.KindUnavailable, "envd", nil, "the sandbox has no network address yet")
@@ -64,4 +54,21 @@ func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, e
 	p.envds.m[ref.ID] = a
 	p.envds.mu.Unlock()
 	return a.url, a.token, nil
+}
+
+// agentEndpoint is where a container's agent listens (its first network
+// address, by network name) and the token of its label; either is "" when
+// the container has none.
+func agentEndpoint(c container.InspectResponse) (ip, token string) {
+	if c.Config != nil {
+		token = c.Config.Labels[labelAgentToken]
+	}
+	if c.NetworkSettings != nil {
+		for _, name := range slices.Sorted(maps.Keys(c.NetworkSettings.Networks)) {
+			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
+				return n.IPAddress, token
+			}
+		}
+	}
+	return "", token
 }

@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,22 +53,10 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 	if err := stateError(op, ref.ID, c); err != nil {
 		return nil, err
 	}
-	token := ""
-	if c.Config != nil {
-		token = c.Config.Labels[labelAgentToken]
-	}
+	ip, token := agentEndpoint(c)
 	if token == "" {
 		return nil, compute.Errorf(compute.KindInvalid, op, nil,
 			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", ref.ID)
-	}
-	ip := ""
-	if c.NetworkSettings != nil {
-		for _, name := range slices.Sorted(maps.Keys(c.NetworkSettings.Networks)) {
-			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
-				ip = n.IPAddress
-				break
-			}
-		}
 	}
 	if ip == "" {
 		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", ref.ID)
