@@ -31,7 +31,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )
 
 // App is a wired backend.
@@ -145,14 +144,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	taskEngine, err := newTaskEngine(cfg, deployment, log)
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
-	if a.Tasks, err = tasks.New(tasks.Config{DB: db, DockerHost: cfg.DockerHost, CatalogDir: cfg.TasksDir, Logger: log,
-		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Engine: taskEngine,
-		FilterNetwork: taskNetworkFilter(a.Provider)}); err != nil {
+	if a.Tasks, err = tasks.New(tasks.Config{DB: db, CatalogDir: cfg.TasksDir, Logger: log,
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit,
+		Groups: a.taskGroups(cfg, deployment)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -243,23 +237,32 @@ func diskLimit(mb int) int {
 	return mb
 }
 
-// newTaskEngine is the engine of task environments: E2B (sandboxes in a
-// scope of their own, so the reconciler's provider never lists them) when
-// DREADNODE_PROVIDER=e2b, else nil: Docker.
-func newTaskEngine(cfg Config, deployment string, log *slog.Logger) (tasks.Engine, error) {
-	if cfg.Provider != "e2b" {
-		return nil, nil
+// taskGroups makes the group provider of task environments: E2B
+// (sandboxes in a scope of their own, so the reconciler's provider never
+// lists them) when DREADNODE_PROVIDER=e2b, else Docker, on the Docker
+// provider's client when that is the sandboxes' provider, each network
+// under the provider's egress rules when it has them.
+func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (tasks.Engine, error) {
+	return func(f tasks.GroupsFor) (tasks.Engine, error) {
+		if cfg.Provider == "e2b" {
+			ec := e2b.ConfigFromEnv()
+			if cfg.E2B != nil {
+				ec = *cfg.E2B
+			}
+			ec.WebhookURL = "" // the callback serves the sandboxes' provider; environments are polled
+			g, err := e2b.NewTaskGroups(ec, deployment, f.Logger)
+			if err != nil {
+				return nil, fmt.Errorf("task environments on e2b: %w", err)
+			}
+			return g, nil
+		}
+		gc := docker.GroupConfig{Host: cfg.DockerHost, Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
+			FilterNetwork: taskNetworkFilter(a.Provider)}
+		if p, ok := a.Provider.(*docker.Provider); ok {
+			return p.Groups(gc)
+		}
+		return docker.NewGroups(gc)
 	}
-	ec := e2b.ConfigFromEnv()
-	if cfg.E2B != nil {
-		ec = *cfg.E2B
-	}
-	ec.WebhookURL = "" // the callback serves the sandboxes' provider; environments are polled
-	eng, err := e2bengine.NewE2B(ec, deployment, log)
-	if err != nil {
-		return nil, fmt.Errorf("task environments on e2b: %w", err)
-	}
-	return eng, nil
 }
 
 // admit refuses creates for an org without credits: billing.Admit.

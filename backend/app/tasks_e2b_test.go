@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )
 
 // writeTask writes a catalog entry: task.yaml and compose.yaml in dir/name.
@@ -111,8 +110,8 @@ inputs:
 	// One sandbox per service, from its template, labelled with the environment.
 	sandboxes := map[string]e2bfake.Sandbox{}
 	for _, sb := range fake.Sandboxes() {
-		if sb.Metadata[compose.LabelEnv] == id {
-			sandboxes[sb.Metadata[compose.LabelService]] = sb
+		if sb.Metadata[compute.LabelGroup] == id {
+			sandboxes[sb.Metadata[compute.LabelService]] = sb
 		}
 	}
 	web, attacker := sandboxes["web"], sandboxes["attacker"]
@@ -206,7 +205,7 @@ inputs:
 	path = envs + "/" + id
 	ta.waitEnv(path, 30*time.Second, "ready")
 	for _, sb := range fake.Sandboxes() {
-		if sb.Metadata[compose.LabelEnv] == id && sb.Metadata[compose.LabelService] == "attacker" {
+		if sb.Metadata[compute.LabelGroup] == id && sb.Metadata[compute.LabelService] == "attacker" {
 			fake.Kill(sb.ID)
 		}
 	}
@@ -215,7 +214,7 @@ inputs:
 		t.Fatal(err)
 	}
 	orphan := fake.AddSandbox(e2bfake.SandboxSpec{Metadata: map[string]string{"dev.dreadnode.managed": "true",
-		"dev.dreadnode.deployment": e2bengine.Scope(dep), "dev.dreadnode.record": "unknownenvironment00/web"}})
+		"dev.dreadnode.deployment": e2b.TaskScope(dep), "dev.dreadnode.record": "unknownenvironment00/web"}})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st = ta.req("GET", path+"/status", nil).json(t)

@@ -20,7 +20,7 @@ const (
 	MaxListEntries = 10000
 
 	// MaxPendingBytes bounds the stdout a streamed exec of a task
-	// environment's service (PIDGate) holds while it waits for the pid
+	// environment's service (compute/docker's PIDGate) holds while it waits for the pid
 	// line its /bin/sh writes on stderr. A shell that never
 	// writes it (replaced, or not a POSIX sh) gets the stream started with
 	// pid 0 once this much output is waiting, and its output flows on.

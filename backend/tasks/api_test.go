@@ -259,7 +259,7 @@ func TestCachedSecondBuild(t *testing.T) {
 	if !strings.HasPrefix(image, "dreadnode-task/nonce-build-app:") {
 		t.Fatalf("unexpected image %s", image)
 	}
-	if err := h.svc.Engine().RemoveImage(context.Background(), image); err != nil {
+	if err := dockerRuntime(t, h.svc).RemoveImage(context.Background(), image); err != nil {
 		t.Errorf("removing %s: %v", image, err)
 	}
 }

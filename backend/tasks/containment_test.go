@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/containment"
 )
 
@@ -24,7 +24,7 @@ func (h *harness) wantConfined(id string, want map[string]hardening.Limits, caps
 		h.t.Fatalf("environment %s has %d containers, want %d", id, len(cs), len(want))
 	}
 	for _, c := range cs {
-		svc := c.Labels[compose.LabelService]
+		svc := c.Labels[compute.LabelService]
 		status, err := containment.Exec(ctx, h.cli, c.ID, "cat", "/proc/self/status")
 		if err != nil {
 			h.t.Fatalf("service %s: %v", svc, err)

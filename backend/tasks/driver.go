@@ -18,7 +18,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // driver is the reconciler's Driver of task environments. Everything it
@@ -424,9 +423,9 @@ func (s *Service) work(ctx context.Context, id string) {
 // not a failure of the task or the provider.
 func failureMessage(err error) string {
 	var ue *userError
-	var be *compose.BuildError
-	var pe *compose.ProviderError
-	var se *compose.ServiceError
+	var be *compute.BuildError
+	var pe *compute.ProviderError
+	var se *compute.ServiceError
 	switch {
 	case errors.As(err, &ue):
 		return ue.msg
@@ -441,7 +440,7 @@ func failureMessage(err error) string {
 }
 
 func (s *Service) deadlineMessage(state taskenv.State, err error) string {
-	var se *compose.ServiceError
+	var se *compute.ServiceError
 	if err != nil && errors.As(err, &se) {
 		return fmt.Sprintf("the environment was not ready within %s: %s", s.cfg.ReadyDeadline, se.Error())
 	}
@@ -453,7 +452,7 @@ func (s *Service) deadlineMessage(state taskenv.State, err error) string {
 
 // prepare loads the environment's task and compose project and computes its
 // images.
-func (s *Service) prepare(ctx context.Context, e *Env) (*catalog.Task, *types.Project, map[string]*compose.Image, error) {
+func (s *Service) prepare(ctx context.Context, e *Env) (*catalog.Task, *types.Project, map[string]*compute.Image, error) {
 	task := s.catalog.Exact(e.TaskOrg, e.TaskName, e.TaskVersion)
 	if task == nil {
 		s.catalog.Rescan(ctx)
@@ -465,9 +464,11 @@ func (s *Service) prepare(ctx context.Context, e *Env) (*catalog.Task, *types.Pr
 	if err != nil {
 		return nil, nil, nil, &userError{"task build failed: " + err.Error()}
 	}
-	imgs, err := s.engine.Images(p, task.Name)
-	if err != nil {
-		return nil, nil, nil, err
+	imgs := map[string]*compute.Image{}
+	if s.engine.BuildsImages() {
+		if imgs, err = images(p, task.Name); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	return task, p, imgs, nil
 }
@@ -510,11 +511,8 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.engine.Bring(ctx, &compose.Up{
-		Target:  compose.Target{EnvID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
-		Project: p, Images: imgs, Expose: task.Expose, Templates: task.E2BTemplates, Runtime: task.Runtime,
-		AllowOut: task.Network.AllowOut,
-	})
+	res, err := s.engine.Bring(ctx, toGroup(compute.GroupTarget{ID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
+		task, p, imgs))
 	if err != nil {
 		return err
 	}
@@ -553,7 +551,7 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 			now := s.now()
 			r.MarkRunning(now)
 			r.EndAt = now.Add(time.Duration(e.TimeoutSec) * time.Second)
-			r.ProviderID = compose.NetworkName(e.ID)
+			r.ProviderID = compute.GroupNetworkName(e.ID)
 			r.Endpoints = map[int]compute.Endpoint{}
 			for svc, ep := range res.Endpoints {
 				r.Endpoints[task.Expose[svc]] = compute.Endpoint{Host: ep.Host, Port: ep.Port, URL: ep.URL}
@@ -644,7 +642,7 @@ func recordEnded(p sandbox.Phase) bool {
 // deadService checks a ready or paused environment's containers: each
 // service (one-shots excepted) must exist and be running or paused. It
 // returns the failure message, "" when all is well.
-func (s *Service) deadService(ctx context.Context, e *Env, cs []compose.ContainerState) string {
+func (s *Service) deadService(ctx context.Context, e *Env, cs []compute.GroupMember) string {
 	if len(e.Containers) == 0 {
 		return ""
 	}
@@ -657,7 +655,7 @@ func (s *Service) deadService(ctx context.Context, e *Env, cs []compose.Containe
 		if slices.Contains(e.OneShots, svc) {
 			continue
 		}
-		var found *compose.ContainerState
+		var found *compute.GroupMember
 		for i := range cs {
 			if cs[i].Service == svc {
 				found = &cs[i]
@@ -685,7 +683,7 @@ func (s *Service) deadService(ctx context.Context, e *Env, cs []compose.Containe
 
 // collectOrphans removes the owner's containers and networks whose
 // environment is over or unknown to this database.
-func (s *Service) collectOrphans(ctx context.Context, snap *compose.Snapshot, live map[string]bool, do func(func())) {
+func (s *Service) collectOrphans(ctx context.Context, snap *compute.GroupSnapshot, live map[string]bool, do func(func())) {
 	candidates := map[string]bool{}
 	for env := range snap.Containers {
 		if env != "" && !live[env] {

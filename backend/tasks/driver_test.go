@@ -13,15 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // The task-environment driver's unit tests: an in-memory engine, a fake
@@ -48,16 +47,14 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{envs: map[string]map[string]string{}, removed: map[string]int{}}
 }
 
-func (f *fakeEngine) Images(*types.Project, string) (map[string]*compose.Image, error) {
-	return map[string]*compose.Image{}, nil
-}
-func (f *fakeEngine) Missing(context.Context, map[string]*compose.Image) ([]*compose.Image, error) {
+func (f *fakeEngine) BuildsImages() bool { return false }
+func (f *fakeEngine) Missing(context.Context, map[string]*compute.Image) ([]*compute.Image, error) {
 	return nil, nil
 }
-func (f *fakeEngine) Build(context.Context, map[string]*compose.Image) (int, error) { return 0, nil }
+func (f *fakeEngine) Build(context.Context, map[string]*compute.Image) (int, error) { return 0, nil }
 func (f *fakeEngine) Builds() int64                                                 { return 0 }
 
-func (f *fakeEngine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, error) {
+func (f *fakeEngine) Bring(ctx context.Context, u *compute.Group) (*compute.GroupResult, error) {
 	if f.bringHook != nil {
 		if err := f.bringHook(ctx); err != nil {
 			return nil, err
@@ -68,16 +65,16 @@ func (f *fakeEngine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResul
 	if f.bringErrs != nil {
 		return nil, f.bringErrs
 	}
-	res := &compose.UpResult{Endpoints: map[string]compose.Endpoint{}, Containers: map[string]string{}}
+	res := &compute.GroupResult{Endpoints: map[string]compute.Endpoint{}, Containers: map[string]string{}}
 	svcs := map[string]string{}
-	for name := range u.Project.Services {
+	for name := range u.Services {
 		svcs[name] = "running"
-		res.Containers[name] = u.EnvID + "-" + name
+		res.Containers[name] = u.ID + "-" + name
 	}
 	for svc, port := range u.Expose {
-		res.Endpoints[svc] = compose.Endpoint{URL: "http://127.0.0.1:1/", Host: "127.0.0.1", Port: port}
+		res.Endpoints[svc] = compute.Endpoint{URL: "http://127.0.0.1:1/", Host: "127.0.0.1", Port: port}
 	}
-	f.envs[u.EnvID] = svcs
+	f.envs[u.ID] = svcs
 	return res, nil
 }
 
@@ -100,7 +97,7 @@ func (f *fakeEngine) setAll(envID, state string) error {
 	defer f.mu.Unlock()
 	svcs := f.envs[envID]
 	if svcs == nil {
-		return &compose.ProviderError{Op: "pausing " + envID, Err: errors.New("no containers")}
+		return &compute.ProviderError{Op: "pausing " + envID, Err: errors.New("no containers")}
 	}
 	for s := range svcs {
 		svcs[s] = state
@@ -122,17 +119,21 @@ func (f *fakeEngine) Unpause(_ context.Context, envID string) error {
 	return f.setAll(envID, "running")
 }
 
-func (f *fakeEngine) Exec(context.Context, string, string, []string, time.Duration, int) (*compose.ExecResult, error) {
-	return nil, compose.ErrNotRunning
+func (f *fakeEngine) Exec(context.Context, string, string, []string, time.Duration, int) (*compute.GroupExecResult, error) {
+	return nil, compute.ErrNotRunning
 }
 
-func (f *fakeEngine) Snapshot(context.Context) (*compose.Snapshot, error) {
+func (f *fakeEngine) ExecStream(context.Context, string, string, []string, time.Duration, compute.Emit) (*compute.GroupExecResult, error) {
+	return nil, compute.ErrNotRunning
+}
+
+func (f *fakeEngine) Snapshot(context.Context) (*compute.GroupSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	snap := &compose.Snapshot{Containers: map[string][]compose.ContainerState{}, Networks: map[string][]string{}}
+	snap := &compute.GroupSnapshot{Containers: map[string][]compute.GroupMember{}, Networks: map[string][]string{}}
 	for env, svcs := range f.envs {
 		for svc, st := range svcs {
-			snap.Containers[env] = append(snap.Containers[env], compose.ContainerState{ID: env + "-" + svc, EnvID: env, Service: svc, State: st, Status: st})
+			snap.Containers[env] = append(snap.Containers[env], compute.GroupMember{ID: env + "-" + svc, GroupID: env, Service: svc, State: st, Status: st})
 		}
 		snap.Networks[env] = []string{"net-" + env}
 	}
@@ -185,7 +186,7 @@ func (g *taskRig) restart() {
 	if g.svc != nil {
 		g.svc.Close()
 	}
-	svc, err := New(Config{DB: g.db, CatalogDir: filepath.Join("testdata", "tasks"), Engine: g.eng, Now: g.clock.Now,
+	svc, err := New(Config{DB: g.db, CatalogDir: filepath.Join("testdata", "tasks"), Groups: func(GroupsFor) (Engine, error) { return g.eng, nil }, Now: g.clock.Now,
 		BuildDeadline: 5 * time.Minute, ReadyDeadline: 2 * time.Minute})
 	if err != nil {
 		g.t.Fatal(err)
@@ -352,7 +353,7 @@ func TestTaskDriverPauseResume(t *testing.T) {
 	}
 	// A refusal: the answer is the engine's error, the record back to running.
 	g.eng.mu.Lock()
-	g.eng.pauseErr = &compose.ProviderError{Op: "pausing", Err: errors.New("the engine refused")}
+	g.eng.pauseErr = &compute.ProviderError{Op: "pausing", Err: errors.New("the engine refused")}
 	g.eng.mu.Unlock()
 	if code, m = g.do(http.MethodPost, "/"+id+"/pause", map[string]any{}); code != http.StatusBadGateway {
 		t.Fatalf("refused pause: %d %v, want 502", code, m)
@@ -436,7 +437,7 @@ func TestTaskDriverDeadlines(t *testing.T) {
 func TestTaskDriverProviderFailure(t *testing.T) {
 	g := newTaskRig(t)
 	g.eng.mu.Lock()
-	g.eng.bringErrs = &compose.ServiceError{Service: "web", Msg: "exited with code 1"}
+	g.eng.bringErrs = &compute.ServiceError{Service: "web", Msg: "exited with code 1"}
 	g.eng.mu.Unlock()
 	id := g.create()
 	g.step(id)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 )
 
@@ -18,12 +19,12 @@ func TestEnvironmentNetworkIsFiltered(t *testing.T) {
 	var mu sync.Mutex
 	var filtered []string
 	h := newHarness(t, func(c *tasks.Config) {
-		c.FilterNetwork = func(_ context.Context, id string, _ []string) error {
+		c.Groups = dockerGroups(docker.GroupConfig{FilterNetwork: func(_ context.Context, id string, _ []string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			filtered = append(filtered, id)
 			return nil
-		}
+		}})
 	})
 	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "private-task"})
 	h.waitState("acme", "ws", id, readyTimeout, "ready")
@@ -36,7 +37,7 @@ func TestEnvironmentNetworkIsFiltered(t *testing.T) {
 	}
 
 	broken := newHarness(t, func(c *tasks.Config) {
-		c.FilterNetwork = func(context.Context, string, []string) error { return errors.New("no nft on this host") }
+		c.Groups = dockerGroups(docker.GroupConfig{FilterNetwork: func(context.Context, string, []string) error { return errors.New("no nft on this host") }})
 	})
 	bad, _ := broken.create("acme", "ws", map[string]any{"task_ref": "private-task"})
 	if msg := broken.waitFailed("acme", "ws", bad, readyTimeout); !strings.Contains(msg, "no nft on this host") {

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // TimelineEntry records when an environment entered a state.
@@ -40,7 +40,7 @@ type Env struct {
 	SecretIDs      []string
 	State          taskenv.State
 	Error          string
-	ServiceURLs    map[string]compose.Endpoint
+	ServiceURLs    map[string]compute.Endpoint
 	Containers     map[string]string // service -> container id, once ready
 	OneShots       []string
 	Instruction    string

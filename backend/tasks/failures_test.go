@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -263,12 +264,12 @@ func TestOrphanCollection(t *testing.T) {
 	if _, err := h.cli.ContainerInspect(ctx, foreign); err != nil {
 		t.Fatalf("another owner's container was removed: %v", err)
 	}
-	// A throw-away deployment's leftovers go with CleanupDeployment.
-	if err := tasks.CleanupDeployment(ctx, "", foreignOwner); err != nil {
+	// A throw-away deployment's leftovers go with CleanupGroups.
+	if err := docker.CleanupGroups(ctx, "", foreignOwner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.cli.ContainerInspect(ctx, foreign); err == nil {
-		t.Fatal("CleanupDeployment left the container")
+		t.Fatal("CleanupGroups left the container")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
@@ -25,7 +26,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // Route paths, relative to the router Register is given.
@@ -511,7 +511,7 @@ func (s *Service) pauseResumeEnv(w http.ResponseWriter, r *http.Request, pause b
 }
 
 func providerHTTPError(err error) error {
-	var pe *compose.ProviderError
+	var pe *compute.ProviderError
 	if errors.As(err, &pe) {
 		return httpx.NewError(http.StatusBadGateway, "provider_error", pe.Error())
 	}
@@ -595,7 +595,7 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) error {
 		return s.executeStream(w, r, e, argv, time.Duration(timeout)*time.Second)
 	}
 	res, err := s.engine.Exec(r.Context(), e.ID, e.ExecuteService, argv, time.Duration(timeout)*time.Second, DefaultMaxExecOutput)
-	if errors.Is(err, compose.ErrNotRunning) {
+	if errors.Is(err, compute.ErrNotRunning) {
 		return httpx.Conflict(fmt.Sprintf("environment %s cannot run commands now: %v", e.ID, err))
 	}
 	if err != nil {

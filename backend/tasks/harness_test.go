@@ -20,10 +20,11 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
@@ -92,7 +93,7 @@ func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
 	}
 	t.Cleanup(func() { cli.Close() })
 	h := &harness{t: t, db: db, dbPath: dbPath, clock: &clock{}, cli: cli}
-	h.cfg = tasks.Config{DB: db, CatalogDir: catalogDirs, Logger: testLogger(t), Now: h.clock.Now,
+	h.cfg = tasks.Config{DB: db, CatalogDir: catalogDirs, Logger: testLogger(t), Now: h.clock.Now, Groups: dockerGroups(docker.GroupConfig{}),
 		SweepInterval: 200 * time.Millisecond, ReadyDeadline: 2 * time.Minute, BuildDeadline: 5 * time.Minute}
 	for _, o := range opts {
 		o(&h.cfg)
@@ -104,6 +105,25 @@ func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
 		h.assertNothingLeft()
 	})
 	return h
+}
+
+// dockerGroups makes a test Service's Docker group provider from cfg (the
+// Service gives the owner, build timeout and logger).
+func dockerGroups(cfg docker.GroupConfig) func(tasks.GroupsFor) (tasks.Engine, error) {
+	return func(f tasks.GroupsFor) (tasks.Engine, error) {
+		cfg.Owner, cfg.BuildTimeout, cfg.Logger = f.Owner, f.BuildTimeout, f.Logger
+		return docker.NewGroups(cfg)
+	}
+}
+
+// dockerRuntime is the Docker group provider of svc.
+func dockerRuntime(t *testing.T, svc *tasks.Service) *docker.Groups {
+	t.Helper()
+	g, ok := svc.Runtime().(*docker.Groups)
+	if !ok {
+		t.Fatalf("the service runs on %T, not Docker", svc.Runtime())
+	}
+	return g
 }
 
 // start (re)starts the Service on the harness's database.
@@ -193,7 +213,7 @@ func (h *harness) assertNothingLeft() {
 			}
 		}
 	}
-	f := filters.NewArgs(filters.Arg("label", compose.LabelOwner+"="+owner))
+	f := filters.NewArgs(filters.Arg("label", compute.LabelGroupOwner+"="+owner))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cs, err1 := h.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
@@ -318,7 +338,7 @@ func (h *harness) execute(org, ws, id, token string, body any) *response {
 func (h *harness) containers(id string) []container.Summary {
 	h.t.Helper()
 	cs, err := h.cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", compose.LabelEnv+"="+id))})
+		Filters: filters.NewArgs(filters.Arg("label", compute.LabelGroup+"="+id))})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -328,7 +348,7 @@ func (h *harness) containers(id string) []container.Summary {
 func (h *harness) networks(id string) []network.Summary {
 	h.t.Helper()
 	ns, err := h.cli.NetworkList(context.Background(), network.ListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", compose.LabelEnv+"="+id))})
+		Filters: filters.NewArgs(filters.Arg("label", compute.LabelGroup+"="+id))})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
@@ -92,7 +93,7 @@ func TestRestartDuringBuilding(t *testing.T) {
 	h.waitState("acme", "ws", id, readyTimeout, "ready")
 	image := h.containers(id)[0].Image
 	h.do("acme", "DELETE", envPath("acme", "ws", "/", id), nil)
-	_ = h.svc.Engine().RemoveImage(context.Background(), image)
+	_ = dockerRuntime(t, h.svc).RemoveImage(context.Background(), image)
 }
 
 // Stopped mid-provisioning and restarted after the ready deadline: the
@@ -194,7 +195,8 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	svc, err := tasks.New(tasks.Config{DB: db, CatalogDir: os.Getenv("TASKS_HELPER_CATALOG"), SweepInterval: 200 * time.Millisecond})
+	svc, err := tasks.New(tasks.Config{DB: db, CatalogDir: os.Getenv("TASKS_HELPER_CATALOG"), SweepInterval: 200 * time.Millisecond,
+		Groups: dockerGroups(docker.GroupConfig{})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

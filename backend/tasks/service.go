@@ -15,15 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
 // Defaults of Config.
@@ -44,11 +41,6 @@ const (
 // Config configures a Service. Zero values take the defaults above.
 type Config struct {
 	DB *store.DB
-	// Docker is the engine client; nil connects from the environment
-	// (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) with API version
-	// negotiation, or to DockerHost when set.
-	Docker     *client.Client
-	DockerHost string
 	// CatalogDir is the task catalog (DREADNODE_TASKS_DIR, default ./tasks).
 	CatalogDir string
 	Logger     *slog.Logger
@@ -75,19 +67,23 @@ type Config struct {
 	// MaxConcurrentJobs bounds environments building/provisioning at once
 	// (the size of the driver's create lane).
 	MaxConcurrentJobs int
-	// SubnetPool is the IPv4 range environment networks are carved from
-	// (/26 each; default 10.213.0.0/16).
-	SubnetPool string
-	// FilterNetwork, when set, puts each environment network under the
-	// host's egress rules (the Docker provider's) before a service joins it.
-	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); the error it returns (a domain error) is the answer.
 	Admit func(ctx context.Context, orgID string) error
-	// Engine, when set, runs the environments instead of Docker (e.g.
-	// e2bengine on E2B); the Service closes it. Docker, DockerHost,
-	// SubnetPool are then unused.
-	Engine Engine
+	// Groups makes the group provider the environments run on (required;
+	// the app passes compute/docker's or compute/e2b's). The Service closes
+	// what it returns.
+	Groups func(GroupsFor) (Engine, error)
+}
+
+// GroupsFor is what the Service asks of its group provider.
+type GroupsFor struct {
+	// Owner labels every resource of this database's environments (its
+	// deployment id): only those are adopted or collected.
+	Owner string
+	// BuildTimeout bounds one image build (Config.BuildDeadline).
+	BuildTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Service is the task catalog and environment service.
@@ -182,14 +178,12 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasks: %w", err)
 	}
-	eng := cfg.Engine
-	if eng == nil {
-		ce, err := compose.New(compose.Options{Client: cfg.Docker, Host: cfg.DockerHost, Owner: owner, Logger: cfg.Logger,
-			SubnetPool: cfg.SubnetPool, BuildTimeout: cfg.BuildDeadline, FilterNetwork: cfg.FilterNetwork})
-		if err != nil {
-			return nil, fmt.Errorf("tasks: %w", err)
-		}
-		eng = ce
+	if cfg.Groups == nil {
+		return nil, errors.New("tasks: Config.Groups is required")
+	}
+	eng, err := cfg.Groups(GroupsFor{Owner: owner, BuildTimeout: cfg.BuildDeadline, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
 	}
 	name := "docker"
 	if n, ok := eng.(Named); ok {
@@ -212,13 +206,6 @@ func setDefault[T comparable](v *T, def T) {
 // Catalog is the task catalog.
 func (s *Service) Catalog() *catalog.Catalog { return s.catalog }
 
-// Engine is the Docker engine wrapper (tests, benchmarks); nil when the
-// environments run on another engine (see Runtime).
-func (s *Service) Engine() *compose.Engine {
-	e, _ := s.engine.(*compose.Engine)
-	return e
-}
-
 // Runtime is the engine the environments run on.
 func (s *Service) Runtime() Engine { return s.engine }
 
@@ -228,20 +215,6 @@ func (s *Service) Owner() string { return s.owner }
 
 // Builds is the number of image builds this Service ran; cache hits do not count.
 func (s *Service) Builds() int64 { return s.engine.Builds() }
-
-// CleanupDeployment removes every Docker container and network that task
-// environments of the database with deployment id deployment left, without
-// touching the database: for tests that throw their backend and database
-// away (a live backend cleans up after itself). dockerHost "" uses the
-// environment's DOCKER_HOST.
-func CleanupDeployment(ctx context.Context, dockerHost, deployment string) error {
-	eng, err := compose.New(compose.Options{Host: dockerHost, Owner: deployment})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	return eng.RemoveAll(ctx)
-}
 
 // Ping reports whether the engine (Docker, E2B) answers (for /readyz).
 func (s *Service) Ping(ctx context.Context) error { return s.engine.Ping(ctx) }

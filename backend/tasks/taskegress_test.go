@@ -100,7 +100,7 @@ func TestTaskEgress(t *testing.T) {
 			_ = fw.DetachNetwork(context.Background(), b)
 		}
 	})
-	h := newHarness(t, func(c *tasks.Config) { c.FilterNetwork = p.FilterNetwork })
+	h := newHarness(t, func(c *tasks.Config) { c.Groups = dockerGroups(docker.GroupConfig{FilterNetwork: p.FilterNetwork}) })
 
 	decl, declTok := h.create("acme", "ws", map[string]any{"task_ref": "egress-declared"})
 	vault, vaultTok := h.create("acme", "ws", map[string]any{"task_ref": "dreadnode/ssrf-vault@1.0.0", "inputs": map[string]string{"flag": "FLAG{contained}"}})

@@ -394,53 +394,9 @@ func checkSupported(p *types.Project) error {
 			}
 		}
 	}
-	if err := checkCycles(p); err != nil {
-		errs = append(errs, err)
-	}
+	// A depends_on cycle never gets here: the loader's consistency check
+	// (compose-go's graph.CheckCycle) refuses the project.
 	return errors.Join(errs...)
-}
-
-func checkCycles(p *types.Project) error {
-	const (
-		visiting = 1
-		done     = 2
-	)
-	mark := map[string]int{}
-	var visit func(string, []string) error
-	visit = func(n string, path []string) error {
-		switch mark[n] {
-		case visiting:
-			return fmt.Errorf("depends_on cycle: %s", strings.Join(append(path, n), " -> "))
-		case done:
-			return nil
-		}
-		mark[n] = visiting
-		deps := make([]string, 0, len(p.Services[n].DependsOn))
-		for d := range p.Services[n].DependsOn {
-			if _, ok := p.Services[d]; ok {
-				deps = append(deps, d)
-			}
-		}
-		slices.Sort(deps)
-		for _, d := range deps {
-			if err := visit(d, append(path, n)); err != nil {
-				return err
-			}
-		}
-		mark[n] = done
-		return nil
-	}
-	names := make([]string, 0, len(p.Services))
-	for n := range p.Services {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if err := visit(n, nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // InputError names the input a request got wrong.

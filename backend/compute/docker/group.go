@@ -1,11 +1,11 @@
-// Package compose runs a task's compose project on the Docker engine with the
-// Docker SDK: it builds the task's images (cached by content hash), gives each
-// environment its own network, starts the services in dependency order,
-// waits for them to be healthy, and pauses, executes in and removes them.
-// Everything it creates carries labels naming the environment, its ledger
-// record, its org and the owning backend, so a restarted backend adopts or
-// removes it.
-package compose
+// Groups (this file and group_*.go) implements compute.GroupProvider on the
+// Docker engine, for task environments: it builds the task's images (cached
+// by content hash), gives each group its own network, starts the services
+// in dependency order, waits for them to be healthy, and pauses, executes in
+// and removes them. Everything it creates carries labels naming the group,
+// its ledger record, its org and the owning backend, so a restarted backend
+// adopts or removes it.
+package docker
 
 import (
 	"cmp"
@@ -31,24 +31,17 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 )
 
-// Labels this package sets besides the compute.Label* keys.
-const (
-	LabelEnv     = "dev.dreadnode.environment"  // the task environment id
-	LabelService = "dev.dreadnode.service"      // the compose service name
-	LabelOwner   = "dev.dreadnode.tasks.owner"  // the backend (database) owning the environment
-	LabelTask    = "dev.dreadnode.task"         // the task's ref, org/name@version
-	LabelHash    = "dev.dreadnode.content-hash" // on images: hash of the build inputs
-)
+// LabelHash is on built images: the hash of the build inputs.
+const LabelHash = "dev.dreadnode.content-hash"
 
-// DefaultSubnetPool is where environment networks get their subnets from.
+// DefaultSubnetPool is where group networks get their subnets from.
 const DefaultSubnetPool = "10.213.0.0/16"
 
-// Options configure an Engine.
-type Options struct {
-	// Client is the Docker client; nil connects from the environment
-	// (DOCKER_HOST...) or to Host, with API version negotiation.
-	Client *client.Client
-	Host   string
+// GroupConfig configures Groups.
+type GroupConfig struct {
+	// Host is the daemon address; "" connects from the environment
+	// (DOCKER_HOST...). Provider.Groups shares the provider's client instead.
+	Host string
 	// Owner scopes every resource: only resources labelled with it are ever
 	// adopted or garbage-collected, so several backends (or tests) can share
 	// one Docker engine.
@@ -71,8 +64,8 @@ type Options struct {
 	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
 }
 
-// Engine is safe for concurrent use.
-type Engine struct {
+// Groups is the Docker compute.GroupProvider. It is safe for concurrent use.
+type Groups struct {
 	cli       *client.Client
 	ownClient bool
 	owner     string
@@ -94,12 +87,24 @@ type Engine struct {
 	watching   atomic.Bool
 }
 
-// New returns an Engine.
-func New(opts Options) (*Engine, error) {
+var _ compute.GroupProvider = (*Groups)(nil)
+
+// NewGroups returns Groups with a Docker client of their own.
+func NewGroups(opts GroupConfig) (*Groups, error) {
+	return newGroups(opts, nil)
+}
+
+// Groups returns the groups of opts.Owner on this provider's Docker client
+// (closing them leaves the client open).
+func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
+	return newGroups(opts, p.cli)
+}
+
+func newGroups(opts GroupConfig, cli *client.Client) (*Groups, error) {
 	if opts.Owner == "" {
-		return nil, errors.New("compose: Owner is required")
+		return nil, errors.New("docker groups: Owner is required")
 	}
-	e := &Engine{cli: opts.Client, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
+	e := &Groups{cli: cli, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
 		builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -115,7 +120,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	p, err := netip.ParsePrefix(pool)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 26 {
-		return nil, fmt.Errorf("compose: subnet pool %q must be an IPv4 prefix of /26 or larger", pool)
+		return nil, fmt.Errorf("docker groups: subnet pool %q must be an IPv4 prefix of /26 or larger", pool)
 	}
 	e.pool = p.Masked()
 	if e.cli == nil {
@@ -125,7 +130,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		c, err := client.NewClientWithOpts(copts...)
 		if err != nil {
-			return nil, fmt.Errorf("compose: connecting to Docker: %w", err)
+			return nil, fmt.Errorf("docker groups: connecting to Docker: %w", err)
 		}
 		e.cli, e.ownClient = c, true
 	}
@@ -137,14 +142,14 @@ func New(opts Options) (*Engine, error) {
 // Negotiate settles the API version with the daemon before concurrent use
 // (the SDK's lazy negotiation races with its event stream goroutine). It is
 // a no-op once done or when the daemon does not answer.
-func (e *Engine) Negotiate(ctx context.Context) {
+func (e *Groups) Negotiate(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	e.cli.NegotiateAPIVersion(ctx)
 }
 
-// Close stops running builds and closes the client if the Engine opened it.
-func (e *Engine) Close() error {
+// Close stops running builds and closes the client if Groups opened it.
+func (e *Groups) Close() error {
 	e.cancel()
 	if e.ownClient {
 		return e.cli.Close()
@@ -153,113 +158,60 @@ func (e *Engine) Close() error {
 }
 
 // Client is the Docker client in use.
-func (e *Engine) Client() *client.Client { return e.cli }
+func (e *Groups) Client() *client.Client { return e.cli }
 
 // Owner is the owner label value.
-func (e *Engine) Owner() string { return e.owner }
+func (e *Groups) Owner() string { return e.owner }
 
-// Builds is the number of image builds this Engine ran (cache hits excluded).
-func (e *Engine) Builds() int64 { return e.buildCount.Load() }
+// Builds is the number of image builds these Groups ran (cache hits excluded).
+func (e *Groups) Builds() int64 { return e.buildCount.Load() }
 
 // Ping checks the Docker engine answers.
-func (e *Engine) Ping(ctx context.Context) error {
+func (e *Groups) Ping(ctx context.Context) error {
 	_, err := e.cli.Ping(ctx)
 	return err
 }
 
-// ContainerName is the name of service's container in environment envID.
-func ContainerName(envID, service string) string { return "dn-" + envID + "-" + service }
+// GroupContainerName is the name of service's container in group id.
+func GroupContainerName(id, service string) string { return "dn-" + id + "-" + service }
 
-// NetworkName is the name of environment envID's private network.
-func NetworkName(envID string) string { return "dn-" + envID }
-
-// Target names what an environment's resources are labelled with.
-type Target struct {
-	EnvID    string
-	RecordID string
-	OrgID    string
-	TaskRef  string
-}
-
-func (e *Engine) labels(t Target, service string) map[string]string {
+func (e *Groups) labels(t compute.GroupTarget, service string) map[string]string {
 	l := map[string]string{
-		compute.LabelManaged: "true",
-		compute.LabelRecord:  t.RecordID,
-		compute.LabelOrg:     t.OrgID,
-		compute.LabelKind:    "task",
-		LabelEnv:             t.EnvID,
-		LabelOwner:           e.owner,
-		LabelTask:            t.TaskRef,
+		compute.LabelManaged:    "true",
+		compute.LabelRecord:     t.RecordID,
+		compute.LabelOrg:        t.OrgID,
+		compute.LabelKind:       "task",
+		compute.LabelGroup:      t.ID,
+		compute.LabelGroupOwner: e.owner,
+		compute.LabelTask:       t.TaskRef,
 	}
 	if service != "" {
-		l[LabelService] = service
+		l[compute.LabelService] = service
 	}
 	return l
 }
 
-func (e *Engine) envFilter(envID string) filters.Args {
-	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+e.owner))
+func (e *Groups) envFilter(envID string) filters.Args {
+	f := filters.NewArgs(filters.Arg("label", compute.LabelGroupOwner+"="+e.owner))
 	if envID != "" {
-		f.Add("label", LabelEnv+"="+envID)
+		f.Add("label", compute.LabelGroup+"="+envID)
 	}
 	return f
 }
-
-// ProviderError is a Docker failure, worded for the environment's error.
-type ProviderError struct {
-	Op  string // what was being done, e.g. `starting service "web"`
-	Err error
-	// Provider names the runtime that failed; "" means docker.
-	Provider string
-}
-
-func (e *ProviderError) Error() string {
-	name := e.Provider
-	if name == "" {
-		name = "docker"
-	}
-	return "provider error (" + name + "): " + e.Op + ": " + cleanDockerErr(e.Err)
-}
-
-func (e *ProviderError) Unwrap() error { return e.Err }
 
 func perr(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}
-	var pe *ProviderError
+	var pe *compute.ProviderError
 	if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &ProviderError{Op: fmt.Sprintf(format, args...), Err: err}
-}
-
-func cleanDockerErr(err error) string {
-	s := err.Error()
-	s = strings.TrimPrefix(s, "Error response from daemon: ")
-	return s
-}
-
-// ContainerState is one container of a Snapshot.
-type ContainerState struct {
-	ID      string
-	Name    string
-	EnvID   string
-	Service string
-	State   string // created, running, paused, restarting, removing, exited, dead
-	Status  string // human text, e.g. "Exited (1) 3 seconds ago"
-	Image   string
-}
-
-// Snapshot is every container and network this Engine's owner has, by
-// environment id.
-type Snapshot struct {
-	Containers map[string][]ContainerState
-	Networks   map[string][]string // network ids
+	return &compute.ProviderError{Op: fmt.Sprintf(format, args...), Err: err}
 }
 
 // Snapshot lists the owner's containers and networks.
-func (e *Engine) Snapshot(ctx context.Context) (*Snapshot, error) {
+func (e *Groups) Snapshot(ctx context.Context) (*compute.GroupSnapshot, error) {
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter("")})
 	if err != nil {
 		return nil, perr(err, "listing containers")
@@ -268,18 +220,18 @@ func (e *Engine) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, perr(err, "listing networks")
 	}
-	s := &Snapshot{Containers: map[string][]ContainerState{}, Networks: map[string][]string{}}
+	s := &compute.GroupSnapshot{Containers: map[string][]compute.GroupMember{}, Networks: map[string][]string{}}
 	for _, c := range cs {
-		env := c.Labels[LabelEnv]
+		env := c.Labels[compute.LabelGroup]
 		name := ""
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		s.Containers[env] = append(s.Containers[env], ContainerState{ID: c.ID, Name: name, EnvID: env,
-			Service: c.Labels[LabelService], State: string(c.State), Status: c.Status, Image: c.Image})
+		s.Containers[env] = append(s.Containers[env], compute.GroupMember{ID: c.ID, Name: name, GroupID: env,
+			Service: c.Labels[compute.LabelService], State: string(c.State), Status: c.Status, Image: c.Image})
 	}
 	for _, n := range nets {
-		env := n.Labels[LabelEnv]
+		env := n.Labels[compute.LabelGroup]
 		s.Networks[env] = append(s.Networks[env], n.ID)
 	}
 	return s, nil
@@ -287,14 +239,14 @@ func (e *Engine) Snapshot(ctx context.Context) (*Snapshot, error) {
 
 // Remove deletes every container and network of environment envID. Missing
 // resources are not an error; it is safe to call repeatedly.
-func (e *Engine) Remove(ctx context.Context, envID string) error {
+func (e *Groups) Remove(ctx context.Context, envID string) error {
 	_, err := e.RemoveCount(ctx, envID)
 	return err
 }
 
 // RemoveCount is Remove, also returning how many containers and networks
 // it found to remove.
-func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
+func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(envID)})
 	if err != nil {
 		return 0, perr(err, "listing the environment's containers")
@@ -325,9 +277,9 @@ func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
 	return len(cs) + n, err
 }
 
-// RemoveAll deletes every container and network of this Engine's owner,
+// RemoveAll deletes every container and network of this owner,
 // whatever their environment (test teardown of a throw-away database).
-func (e *Engine) RemoveAll(ctx context.Context) error {
+func (e *Groups) RemoveAll(ctx context.Context) error {
 	snap, err := e.Snapshot(ctx)
 	if err != nil {
 		return err
@@ -348,7 +300,7 @@ func (e *Engine) RemoveAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *Engine) removeNetworks(ctx context.Context, envID string) (int, error) {
+func (e *Groups) removeNetworks(ctx context.Context, envID string) (int, error) {
 	nets, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: e.envFilter(envID)})
 	if err != nil {
 		return 0, perr(err, "listing the environment's networks")
@@ -395,7 +347,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // Pause pauses every running container of the environment.
-func (e *Engine) Pause(ctx context.Context, envID string) error {
+func (e *Groups) Pause(ctx context.Context, envID string) error {
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(envID)})
 	if err != nil {
 		return perr(err, "listing the environment's containers")
@@ -409,7 +361,7 @@ func (e *Engine) Pause(ctx context.Context, envID string) error {
 			for _, id := range done { // all or nothing
 				_ = e.cli.ContainerUnpause(context.WithoutCancel(ctx), id)
 			}
-			return perr(err, "pausing service %q", c.Labels[LabelService])
+			return perr(err, "pausing service %q", c.Labels[compute.LabelService])
 		}
 		done = append(done, c.ID)
 	}
@@ -417,7 +369,7 @@ func (e *Engine) Pause(ctx context.Context, envID string) error {
 }
 
 // Unpause resumes every paused container of the environment.
-func (e *Engine) Unpause(ctx context.Context, envID string) error {
+func (e *Groups) Unpause(ctx context.Context, envID string) error {
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(envID)})
 	if err != nil {
 		return perr(err, "listing the environment's containers")
@@ -427,7 +379,7 @@ func (e *Engine) Unpause(ctx context.Context, envID string) error {
 			continue
 		}
 		if err := e.cli.ContainerUnpause(ctx, c.ID); err != nil {
-			return perr(err, "resuming service %q", c.Labels[LabelService])
+			return perr(err, "resuming service %q", c.Labels[compute.LabelService])
 		}
 	}
 	return nil
@@ -436,7 +388,7 @@ func (e *Engine) Unpause(ctx context.Context, envID string) error {
 // Watch follows the Docker event stream for the owner's containers and wakes
 // whoever waits on the environment concerned (Bring waits on them). It returns when
 // ctx is done, reconnecting after errors.
-func (e *Engine) Watch(ctx context.Context) {
+func (e *Groups) Watch(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		f := e.envFilter("")
@@ -450,7 +402,7 @@ func (e *Engine) Watch(ctx context.Context) {
 				break loop
 			case m := <-msgs:
 				backoff = 100 * time.Millisecond
-				if env := m.Actor.Attributes[LabelEnv]; env != "" {
+				if env := m.Actor.Attributes[compute.LabelGroup]; env != "" {
 					e.events.Notify(env)
 				}
 			case err := <-errs:
@@ -466,4 +418,17 @@ func (e *Engine) Watch(ctx context.Context) {
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// CleanupGroups removes every container and network of owner's groups on
+// the daemon at host ("" the environment's), without a database: for tests
+// that throw their backend and database away (a live backend cleans up
+// after itself).
+func CleanupGroups(ctx context.Context, host, owner string) error {
+	g, err := NewGroups(GroupConfig{Host: host, Owner: owner})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	return g.RemoveAll(ctx)
 }

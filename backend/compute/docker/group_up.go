@@ -1,4 +1,4 @@
-package compose
+package docker
 
 import (
 	"bytes"
@@ -14,75 +14,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
-
-// Endpoint is where an exposed service answers, from the backend's host: the
-// service's address on the environment's network (nothing is published on a
-// host interface).
-type Endpoint struct {
-	URL  string `json:"url"`
-	Host string `json:"host"`
-	Port int    `json:"port"`
-}
-
-// Up is one environment to bring up.
-type Up struct {
-	Target
-	Project *types.Project
-	Images  map[string]*Image
-	// Expose maps a service to the container port whose address on the
-	// environment's network becomes its Endpoint (never published on the host).
-	Expose map[string]int
-	// Templates maps a service to its prebuilt template (task.yaml
-	// e2b_templates) for runtimes that start templates instead of images
-	// (E2B); the Docker engine ignores it.
-	Templates map[string]string
-	// Runtime is the engine runtime of every service (task.yaml runtime;
-	// "" is the engine's default).
-	Runtime string
-	// AllowOut is what the services may reach beyond the environment's own
-	// network (task.yaml network.allowOut: IP addresses and CIDR blocks);
-	// empty: nothing. Enforced by the engine's FilterNetwork.
-	AllowOut []string
-}
-
-// UpResult is what a successful Up produced.
-type UpResult struct {
-	Endpoints  map[string]Endpoint
-	Containers map[string]string // service -> container id
-	// OneShots are services that may exit 0 (a dependent waits for them with
-	// condition service_completed_successfully).
-	OneShots []string
-	Adopted  int // containers found running and kept
-}
-
-// ServiceError says why a service did not come up, with its last log lines.
-type ServiceError struct {
-	Service string
-	Msg     string
-	Logs    []string
-}
-
-func (e *ServiceError) Error() string {
-	s := fmt.Sprintf("service %q %s", e.Service, e.Msg)
-	if len(e.Logs) > 0 {
-		s += "; last log lines:\n" + strings.Join(e.Logs, "\n")
-	} else {
-		s += "; it wrote no log output"
-	}
-	return s
-}
 
 // svcRun tracks one service during Up.
 type svcRun struct {
 	name    string
-	cfg     types.ServiceConfig
+	cfg     compute.GroupService
 	id      string
 	state   container.InspectResponse
 	have    bool // state is current
@@ -96,27 +40,20 @@ type svcRun struct {
 // and recreated. When ctx ends before that, the error is a *ServiceError
 // describing what was still missing (wrapping nothing); callers inspect
 // context.Cause(ctx) to tell a deadline from a cancellation.
-func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
-	netID, err := e.ensureNetwork(ctx, u.Target, u.AllowOut)
+func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupResult, error) {
+	netID, err := e.ensureNetwork(ctx, u.GroupTarget, u.AllowOut)
 	if err != nil {
 		if de := notStarted(ctx, u, "its network was still being created"); de != nil {
 			return nil, de
 		}
 		return nil, err
 	}
-	oneShot := map[string]bool{}
-	for _, s := range u.Project.Services {
-		for dep, d := range s.DependsOn {
-			if d.Condition == types.ServiceConditionCompletedSuccessfully {
-				oneShot[dep] = true
-			}
-		}
-	}
+	oneShot := u.OneShots()
 	runs := map[string]*svcRun{}
-	for name, s := range u.Project.Services {
+	for name, s := range u.Services {
 		runs[name] = &svcRun{name: name, cfg: s}
 	}
-	res := &UpResult{Containers: map[string]string{}, Endpoints: map[string]Endpoint{}}
+	res := &compute.GroupResult{Containers: map[string]string{}, Endpoints: map[string]compute.Endpoint{}}
 	for name := range oneShot {
 		res.OneShots = append(res.OneShots, name)
 	}
@@ -124,7 +61,7 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 
 	// Adopt what a previous attempt left: keep running containers of the
 	// right image, remove the rest.
-	existing, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(u.EnvID)})
+	existing, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(u.ID)})
 	if err != nil {
 		if de := notStarted(ctx, u, "the engine had not yet listed the environment's containers"); de != nil {
 			return nil, de
@@ -132,10 +69,10 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 		return nil, perr(err, "listing the environment's containers")
 	}
 	for _, c := range existing {
-		r := runs[c.Labels[LabelService]]
+		r := runs[c.Labels[compute.LabelService]]
 		img := ""
 		if r != nil {
-			img = u.Images[r.name].Ref
+			img = r.cfg.Image
 		}
 		if r != nil && r.id == "" && c.Image == img && (c.State == container.StateRunning || c.State == container.StatePaused ||
 			(oneShot[r.name] && c.State == container.StateExited && strings.HasPrefix(c.Status, "Exited (0)"))) {
@@ -168,7 +105,7 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		evCh, release := e.events.Wait(u.EnvID)
+		evCh, release := e.events.Wait(u.ID)
 		err := e.observe(ctx, runs, names, oneShot)
 		if err == nil {
 			// Start every service whose dependencies are satisfied.
@@ -224,9 +161,9 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 		if !ok {
 			continue
 		}
-		ep, err := networkEndpoint(r.state, NetworkName(u.EnvID), port)
+		ep, err := networkEndpoint(r.state, compute.GroupNetworkName(u.ID), port)
 		if err != nil {
-			return nil, &ServiceError{Service: n, Msg: err.Error()}
+			return nil, &compute.ServiceError{Service: n, Msg: err.Error()}
 		}
 		res.Endpoints[n] = ep
 	}
@@ -236,18 +173,18 @@ func (e *Engine) Bring(ctx context.Context, u *Up) (*UpResult, error) {
 // networkEndpoint is where the backend reaches a service's port: its
 // address on the environment's network. Other environments and sandboxes
 // sit on other bridges, which Docker keeps apart.
-func networkEndpoint(st container.InspectResponse, netName string, port int) (Endpoint, error) {
+func networkEndpoint(st container.InspectResponse, netName string, port int) (compute.Endpoint, error) {
 	if st.NetworkSettings != nil {
 		if n := st.NetworkSettings.Networks[netName]; n != nil && n.IPAddress != "" {
 			p := strconv.Itoa(port)
-			return Endpoint{URL: "http://" + n.IPAddress + ":" + p, Host: n.IPAddress, Port: port}, nil
+			return compute.Endpoint{URL: "http://" + n.IPAddress + ":" + p, Host: n.IPAddress, Port: port}, nil
 		}
 	}
-	return Endpoint{}, fmt.Errorf("has no address on the environment's network %s", netName)
+	return compute.Endpoint{}, fmt.Errorf("has no address on the environment's network %s", netName)
 }
 
 // depsMet reports whether r's depends_on conditions hold.
-func (e *Engine) depsMet(r *svcRun, runs map[string]*svcRun) bool {
+func (e *Groups) depsMet(r *svcRun, runs map[string]*svcRun) bool {
 	for dep, d := range r.cfg.DependsOn {
 		dr := runs[dep]
 		if dr == nil {
@@ -257,15 +194,15 @@ func (e *Engine) depsMet(r *svcRun, runs map[string]*svcRun) bool {
 			return false
 		}
 		st := dr.state.State
-		switch d.Condition {
-		case types.ServiceConditionHealthy:
+		switch d {
+		case compute.ConditionHealthy:
 			if st.Health != nil && st.Health.Status != container.Healthy {
 				return false
 			}
 			if st.Health == nil && !st.Running {
 				return false
 			}
-		case types.ServiceConditionCompletedSuccessfully:
+		case compute.ConditionCompleted:
 			if st.Running || st.Status != container.StateExited || st.ExitCode != 0 {
 				return false
 			}
@@ -278,7 +215,7 @@ func (e *Engine) depsMet(r *svcRun, runs map[string]*svcRun) bool {
 	return true
 }
 
-func (e *Engine) serviceReady(r *svcRun, oneShot bool) bool {
+func (e *Groups) serviceReady(r *svcRun, oneShot bool) bool {
 	if r.id == "" || !r.have || r.state.State == nil {
 		return false
 	}
@@ -293,7 +230,7 @@ func (e *Engine) serviceReady(r *svcRun, oneShot bool) bool {
 }
 
 // failed reports a service that can no longer become ready.
-func (e *Engine) failed(ctx context.Context, r *svcRun, oneShot bool) error {
+func (e *Groups) failed(ctx context.Context, r *svcRun, oneShot bool) error {
 	st := r.state.State
 	if st == nil {
 		return nil
@@ -310,9 +247,9 @@ func (e *Engine) failed(ctx context.Context, r *svcRun, oneShot bool) error {
 		if st.Error != "" {
 			msg += ": " + st.Error
 		}
-		return &ServiceError{Service: r.name, Msg: msg, Logs: e.lastLogs(context.WithoutCancel(ctx), r.id, 20)}
+		return &compute.ServiceError{Service: r.name, Msg: msg, Logs: e.lastLogs(context.WithoutCancel(ctx), r.id, 20)}
 	case st.Health != nil && st.Health.Status == container.Unhealthy:
-		return &ServiceError{Service: r.name, Msg: "never became healthy: " + healthSummary(st.Health),
+		return &compute.ServiceError{Service: r.name, Msg: "never became healthy: " + healthSummary(st.Health),
 			Logs: e.lastLogs(context.WithoutCancel(ctx), r.id, 20)}
 	}
 	return nil
@@ -336,7 +273,7 @@ func healthSummary(h *container.Health) string {
 
 // observe inspects every created container and reports a service that can
 // no longer become ready.
-func (e *Engine) observe(ctx context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
+func (e *Groups) observe(ctx context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
 	for _, n := range names {
 		r := runs[n]
 		if r.id == "" {
@@ -349,7 +286,7 @@ func (e *Engine) observe(ctx context.Context, runs map[string]*svcRun, names []s
 				return ctx.Err()
 			}
 			if errdefs.IsNotFound(err) {
-				return &ServiceError{Service: n, Msg: "disappeared while the environment was starting (its container was removed)"}
+				return &compute.ServiceError{Service: n, Msg: "disappeared while the environment was starting (its container was removed)"}
 			}
 			return perr(err, "inspecting service %q", n)
 		}
@@ -364,7 +301,7 @@ func (e *Engine) observe(ctx context.Context, runs map[string]*svcRun, names []s
 // notReady is Bring's answer once ctx is over: for a deadline (a cause that
 // is context.DeadlineExceeded), a *ServiceError naming the first service that
 // was not ready, with its health and last log lines; otherwise the cause.
-func (e *Engine) notReady(orig context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
+func (e *Groups) notReady(orig context.Context, runs map[string]*svcRun, names []string, oneShot map[string]bool) error {
 	cause := context.Cause(orig)
 	if !errors.Is(cause, context.DeadlineExceeded) {
 		return cause
@@ -391,16 +328,16 @@ func (e *Engine) notReady(orig context.Context, runs map[string]*svcRun, names [
 				msg = "never started (state " + st.Status + ")"
 			}
 		}
-		return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: msg, Logs: e.lastLogs(ctx, r.id, 20)}}
+		return &compute.DeadlineError{Cause: cause, ServiceError: &compute.ServiceError{Service: n, Msg: msg, Logs: e.lastLogs(ctx, r.id, 20)}}
 	}
 	for _, n := range names {
 		if r := runs[n]; r.id == "" && r.starter {
-			return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: "was still being created and started (the Docker engine is slow or overloaded)"}}
+			return &compute.DeadlineError{Cause: cause, ServiceError: &compute.ServiceError{Service: n, Msg: "was still being created and started (the Docker engine is slow or overloaded)"}}
 		}
 	}
 	for _, n := range names {
 		if runs[n].id == "" {
-			return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: n, Msg: "was never started (its dependencies never became ready)"}}
+			return &compute.DeadlineError{Cause: cause, ServiceError: &compute.ServiceError{Service: n, Msg: "was never started (its dependencies never became ready)"}}
 		}
 	}
 	return cause
@@ -409,37 +346,29 @@ func (e *Engine) notReady(orig context.Context, runs map[string]*svcRun, names [
 // notStarted words a deadline that passed before any service was started,
 // naming the first service so the user knows what never came up; nil when
 // ctx did not pass its deadline.
-func notStarted(ctx context.Context, u *Up, why string) error {
+func notStarted(ctx context.Context, u *compute.Group, why string) error {
 	cause := context.Cause(ctx)
-	if !errors.Is(cause, context.DeadlineExceeded) || len(u.Project.Services) == 0 {
+	if !errors.Is(cause, context.DeadlineExceeded) || len(u.Services) == 0 {
 		return nil
 	}
 	// Name a service that would have started first: one without dependencies.
 	var names []string
-	for n, svc := range u.Project.Services {
+	for n, svc := range u.Services {
 		if len(svc.DependsOn) == 0 {
 			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {
-		for n := range u.Project.Services {
+		for n := range u.Services {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
-	return &DeadlineError{Cause: cause, ServiceError: &ServiceError{Service: names[0],
+	return &compute.DeadlineError{Cause: cause, ServiceError: &compute.ServiceError{Service: names[0],
 		Msg: "was never started: " + why + " (the Docker engine is slow or overloaded)"}}
 }
 
-// DeadlineError is a *ServiceError caused by the deadline of Bring's context.
-type DeadlineError struct {
-	*ServiceError
-	Cause error
-}
-
-func (e *DeadlineError) Unwrap() []error { return []error{e.ServiceError, e.Cause} }
-
-func (e *Engine) pollInterval() time.Duration {
+func (e *Groups) pollInterval() time.Duration {
 	if e.watching.Load() {
 		return 500 * time.Millisecond
 	}
@@ -447,11 +376,11 @@ func (e *Engine) pollInterval() time.Duration {
 }
 
 // LastLogs returns the last n lines a container wrote (stdout and stderr).
-func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
+func (e *Groups) LastLogs(ctx context.Context, id string, n int) []string {
 	return e.lastLogs(ctx, id, n)
 }
 
-func (e *Engine) lastLogs(ctx context.Context, id string, n int) []string {
+func (e *Groups) lastLogs(ctx context.Context, id string, n int) []string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(n)})
@@ -489,12 +418,12 @@ func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // startService creates and starts one service's container.
-func (e *Engine) startService(ctx context.Context, u *Up, name, netID string) (string, error) {
-	s := u.Project.Services[name]
+func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID string) (string, error) {
+	s := u.Services[name]
 	cfg, host := e.containerConfig(u, name, s)
-	cname := ContainerName(u.EnvID, name)
+	cname := GroupContainerName(u.ID, name)
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		NetworkName(u.EnvID): {NetworkID: netID, Aliases: aliases(name, s)},
+		compute.GroupNetworkName(u.ID): {NetworkID: netID, Aliases: append([]string{name}, s.Aliases...)},
 	}}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -527,32 +456,17 @@ func (e *Engine) startService(ctx context.Context, u *Up, name, netID string) (s
 	return id, nil
 }
 
-func aliases(name string, s types.ServiceConfig) []string {
-	a := []string{name}
-	if s.ContainerName != "" && s.ContainerName != name {
-		a = append(a, s.ContainerName)
-	}
-	if s.Networks != nil {
-		if n := s.Networks["default"]; n != nil {
-			a = append(a, n.Aliases...)
-		}
-	}
-	return a
-}
-
-func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*container.Config, *container.HostConfig) {
+func (e *Groups) containerConfig(u *compute.Group, name string, s compute.GroupService) (*container.Config, *container.HostConfig) {
 	labels := map[string]string{}
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	for k, v := range e.labels(u.Target, name) {
+	for k, v := range e.labels(u.GroupTarget, name) {
 		labels[k] = v
 	}
-	var env []string
-	for k, v := range s.Environment {
-		if v != nil {
-			env = append(env, k+"="+*v)
-		}
+	env := make([]string, 0, len(s.Env))
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
 	hostname := s.Hostname
@@ -560,7 +474,7 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 		hostname = name
 	}
 	cfg := &container.Config{
-		Image:      u.Images[name].Ref,
+		Image:      s.Image,
 		Hostname:   hostname,
 		Domainname: s.DomainName,
 		User:       s.User,
@@ -577,40 +491,25 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 	if s.Entrypoint != nil {
 		cfg.Entrypoint = strslice.StrSlice(s.Entrypoint)
 	}
-	if s.StopGracePeriod != nil {
-		secs := int(time.Duration(*s.StopGracePeriod).Seconds())
+	if s.StopTimeout != nil {
+		secs := int(s.StopTimeout.Seconds())
 		cfg.StopTimeout = &secs
 	}
-	if hc := s.HealthCheck; hc != nil {
-		h := &container.HealthConfig{Test: []string(hc.Test)}
-		if hc.Disable {
-			h.Test = []string{"NONE"}
-		}
-		if hc.Interval != nil {
-			h.Interval = time.Duration(*hc.Interval)
-		}
-		if hc.Timeout != nil {
-			h.Timeout = time.Duration(*hc.Timeout)
-		}
-		if hc.StartPeriod != nil {
-			h.StartPeriod = time.Duration(*hc.StartPeriod)
-		}
-		if hc.Retries != nil {
-			h.Retries = int(*hc.Retries)
-		}
-		cfg.Healthcheck = h
+	if hc := s.Healthcheck; hc != nil {
+		cfg.Healthcheck = &container.HealthConfig{Test: hc.Test, Interval: hc.Interval, Timeout: hc.Timeout,
+			StartPeriod: hc.StartPeriod, Retries: hc.Retries}
 	}
 	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(NetworkName(u.EnvID)),
+		NetworkMode:    container.NetworkMode(compute.GroupNetworkName(u.ID)),
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Init:           s.Init,
 		ReadonlyRootfs: s.ReadOnly,
-		ExtraHosts:     []string(s.ExtraHosts.AsList(":")),
-		ShmSize:        int64(s.ShmSize),
+		ExtraHosts:     s.ExtraHosts,
+		ShmSize:        s.ShmSize,
 		GroupAdd:       s.GroupAdd,
 		DNS:            s.DNS,
 		DNSSearch:      s.DNSSearch,
-		DNSOptions:     s.DNSOpts,
+		DNSOptions:     s.DNSOptions,
 	}
 	if len(s.Tmpfs) > 0 {
 		host.Tmpfs = map[string]string{}
@@ -619,7 +518,7 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 			host.Tmpfs[path] = opts
 		}
 	}
-	host.Resources.MemoryReservation = int64(s.MemReservation)
+	host.Resources.MemoryReservation = s.MemReservation
 	e.harden(host, s, u.Runtime)
 	return cfg, host
 }
@@ -627,21 +526,21 @@ func (e *Engine) containerConfig(u *Up, name string, s types.ServiceConfig) (*co
 // ensureNetwork returns the environment's network, creating it with a
 // subnet from the pool when missing, under the egress rules (the baseline
 // and the task's allowOut) when the engine filters.
-func (e *Engine) ensureNetwork(ctx context.Context, t Target, allowOut []string) (string, error) {
+func (e *Groups) ensureNetwork(ctx context.Context, t compute.GroupTarget, allowOut []string) (string, error) {
 	id, err := e.createNetwork(ctx, t)
 	if err == nil && e.filter != nil {
 		if ferr := e.filter(ctx, id, allowOut); ferr != nil {
-			return "", &ProviderError{Op: "filtering the environment's network", Err: ferr}
+			return "", &compute.ProviderError{Op: "filtering the environment's network", Err: ferr}
 		}
 	}
 	return id, err
 }
 
-func (e *Engine) createNetwork(ctx context.Context, t Target) (string, error) {
-	name := NetworkName(t.EnvID)
+func (e *Groups) createNetwork(ctx context.Context, t compute.GroupTarget) (string, error) {
+	name := compute.GroupNetworkName(t.ID)
 	if n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
-		if n.Labels[LabelEnv] != t.EnvID {
-			return "", &ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("a network named %s exists but belongs to something else", name)}
+		if n.Labels[compute.LabelGroup] != t.ID {
+			return "", &compute.ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("a network named %s exists but belongs to something else", name)}
 		}
 		return n.ID, nil
 	} else if !errdefs.IsNotFound(err) {
@@ -683,7 +582,7 @@ func (e *Engine) createNetwork(ctx context.Context, t Target) (string, error) {
 
 // reserveSubnet picks a /26 of the pool that no Docker network uses and no
 // concurrent creation holds.
-func (e *Engine) reserveSubnet(ctx context.Context) (netip.Prefix, error) {
+func (e *Groups) reserveSubnet(ctx context.Context) (netip.Prefix, error) {
 	nets, err := e.cli.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
 		return netip.Prefix{}, perr(err, "listing networks")
@@ -716,10 +615,10 @@ func (e *Engine) reserveSubnet(ctx context.Context) (netip.Prefix, error) {
 			return cand, nil
 		}
 	}
-	return netip.Prefix{}, &ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("the subnet pool %s is exhausted", e.pool)}
+	return netip.Prefix{}, &compute.ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("the subnet pool %s is exhausted", e.pool)}
 }
 
-func (e *Engine) releaseSubnet(p netip.Prefix) {
+func (e *Groups) releaseSubnet(p netip.Prefix) {
 	e.mu.Lock()
 	delete(e.reserved, p)
 	e.mu.Unlock()

@@ -1,4 +1,4 @@
-package compose
+package docker
 
 import (
 	"context"
@@ -16,19 +16,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
-// ExecResult is the outcome of Exec.
-type ExecResult struct {
-	ExitCode  int
-	Output    []byte // stdout and stderr, interleaved as written
-	Truncated bool   // output beyond the limit was dropped
-	TimedOut  bool
-	Duration  time.Duration
-}
-
-// ErrNotRunning is returned by Exec when the service's container is not
-// running.
-var ErrNotRunning = errors.New("the service is not running")
-
 // execWrapper runs "$@" under timeout(1) when the image has it, so a command
 // that outlives its budget is killed inside the container, not only
 // abandoned by the backend. $0 is the budget in seconds.
@@ -38,7 +25,7 @@ const execWrapper = `if command -v timeout >/dev/null 2>&1; then exec timeout -k
 // budget of timeout, collecting up to maxOutput bytes of combined output. A
 // command exceeding the budget is killed and reported with TimedOut and exit
 // code 124. The container needs /bin/sh.
-func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*ExecResult, error) {
+func (e *Groups) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compute.GroupExecResult, error) {
 	out := &limitedBuffer{max: maxOutput}
 	res, err := e.exec(ctx, envID, service, nil, argv, timeout, out, out)
 	if res != nil {
@@ -50,9 +37,9 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 // ExecStream runs argv like Exec but emits its events as they happen: start
 // (with the pid of the command's timeout(1) wrapper), stdout and stderr,
 // exit. The result carries no Output.
-func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*ExecResult, error) {
-	g := compute.NewPIDGate(emit)
-	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", compute.PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
+func (e *Groups) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compute.GroupExecResult, error) {
+	g := NewPIDGate(emit)
+	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
 	if err == nil {
 		err = g.Exit(res.ExitCode)
 	}
@@ -61,17 +48,17 @@ func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []s
 
 // exec runs prefix, the timeout wrapper and argv, copying the output to
 // stdout and stderr from one goroutine.
-func (e *Engine) exec(ctx context.Context, envID, service string, prefix, argv []string, timeout time.Duration, stdout, stderr io.Writer) (*ExecResult, error) {
-	name := ContainerName(envID, service)
+func (e *Groups) exec(ctx context.Context, envID, service string, prefix, argv []string, timeout time.Duration, stdout, stderr io.Writer) (*compute.GroupExecResult, error) {
+	name := GroupContainerName(envID, service)
 	st, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: service %q has no container", ErrNotRunning, service)
+			return nil, fmt.Errorf("%w: service %q has no container", compute.ErrNotRunning, service)
 		}
 		return nil, perr(err, "inspecting service %q", service)
 	}
-	if st.State == nil || !st.State.Running || st.State.Paused || st.Config.Labels[LabelOwner] != e.owner {
-		return nil, fmt.Errorf("%w: service %q is not running", ErrNotRunning, service)
+	if st.State == nil || !st.State.Running || st.State.Paused || st.Config.Labels[compute.LabelGroupOwner] != e.owner {
+		return nil, fmt.Errorf("%w: service %q is not running", compute.ErrNotRunning, service)
 	}
 	secs := int(timeout / time.Second)
 	if secs < 1 {
@@ -97,7 +84,7 @@ func (e *Engine) exec(ctx context.Context, envID, service string, prefix, argv [
 	// gives up a little later in case the image has no timeout(1).
 	backstop := time.NewTimer(timeout + 4*time.Second)
 	defer backstop.Stop()
-	res := &ExecResult{}
+	res := &compute.GroupExecResult{}
 	select {
 	case err := <-copied:
 		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {

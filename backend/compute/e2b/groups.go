@@ -1,6 +1,5 @@
-// Package e2bengine runs task environments on E2B: it implements
-// tasks.Engine on top of a compute.Provider (the E2B provider of
-// backend/compute/e2b) instead of Docker.
+// Groups runs groups (task environments) on E2B: it implements
+// compute.GroupProvider on top of a compute.Provider (this package's).
 //
 // E2B templates are prebuilt, so nothing is built: building is instant and a
 // task runs on E2B only when its manifest names an E2B template for every
@@ -21,7 +20,8 @@
 // "<deployment>-tasks") so that the sandbox reconciler's provider, scoped to
 // the deployment, never lists nor sweeps task sandboxes, and this engine
 // never sees the reconciler's.
-package e2bengine
+
+package e2b
 
 import (
 	"context"
@@ -36,28 +36,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/types"
-
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
 )
 
-// LabelLedgerRecord is the metadata key naming the environment's ledger
-// record (dev.dreadnode.record holds the per-service provider record id).
-const LabelLedgerRecord = "dev.dreadnode.tasks.record"
+// LabelGroupRecord is the metadata key naming the group's ledger record
+// (dev.dreadnode.record holds the per-service provider record id).
+const LabelGroupRecord = "dev.dreadnode.tasks.record"
 
-// Scope is the E2B provider scope of the task sandboxes of a deployment.
-func Scope(deployment string) string { return deployment + "-tasks" }
+// TaskScope is the E2B provider scope of the task sandboxes of a deployment.
+func TaskScope(deployment string) string { return deployment + "-tasks" }
 
-// createTimeout bounds one sandbox creation; it is not cut short by the
+// groupCreateTimeout bounds one sandbox creation; it is not cut short by the
 // caller's context (only checked before it starts), so that once Bring
 // returns every sandbox it asked for exists and a following Remove sees it.
-const createTimeout = 2 * time.Minute
+const groupCreateTimeout = 2 * time.Minute
 
-// Options configure an Engine.
-type Options struct {
+// GroupOptions configure Groups.
+type GroupOptions struct {
 	// Provider creates the sandboxes; required. Its scope must be reserved
 	// to task environments (see Scope).
 	Provider compute.Provider
@@ -67,29 +62,29 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Engine implements tasks.Engine on E2B. It is safe for concurrent use.
-type Engine struct {
+// Groups implements compute.GroupProvider on E2B. It is safe for
+// concurrent use.
+type Groups struct {
 	p          compute.Provider
 	serviceURL func(string, int) string
 	log        *slog.Logger
 }
 
 var (
-	_ tasks.Engine     = (*Engine)(nil)
-	_ tasks.KeepAliver = (*Engine)(nil)
-	_ tasks.Named      = (*Engine)(nil)
+	_ compute.GroupProvider   = (*Groups)(nil)
+	_ compute.GroupKeepAliver = (*Groups)(nil)
 )
 
-// New returns an Engine on opts.Provider.
-func New(opts Options) (*Engine, error) {
+// NewGroups returns Groups on opts.Provider.
+func NewGroups(opts GroupOptions) (*Groups, error) {
 	if opts.Provider == nil {
-		return nil, errors.New("e2bengine: Provider is required")
+		return nil, errors.New("e2b groups: Provider is required")
 	}
-	e := &Engine{p: opts.Provider, serviceURL: opts.ServiceURL, log: opts.Logger}
+	e := &Groups{p: opts.Provider, serviceURL: opts.ServiceURL, log: opts.Logger}
 	if e.serviceURL == nil {
 		su, ok := opts.Provider.(interface{ ServiceURL(string, int) string })
 		if !ok {
-			return nil, errors.New("e2bengine: Options.ServiceURL is required for a provider without a ServiceURL method")
+			return nil, errors.New("e2b groups: GroupOptions.ServiceURL is required for a provider without a ServiceURL method")
 		}
 		e.serviceURL = su.ServiceURL
 	}
@@ -99,22 +94,22 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// NewE2B builds the E2B provider of cfg scoped to the task sandboxes of
-// deployment (Scope) and returns an Engine on it. Template ids of task
+// NewTaskGroups builds the E2B provider of cfg scoped to the task sandboxes
+// of deployment (TaskScope) and returns Groups on it. Template ids of task
 // manifests are E2B's own, so cfg.Templates (our ids of sandbox templates)
 // does not apply.
-func NewE2B(cfg e2b.Config, deployment string, log *slog.Logger) (*Engine, error) {
-	cfg.Scope = Scope(deployment)
+func NewTaskGroups(cfg Config, deployment string, log *slog.Logger) (*Groups, error) {
+	cfg.Scope = TaskScope(deployment)
 	cfg.Templates = map[string]compute.Template{}
-	p, err := e2b.New(cfg)
+	p, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return New(Options{Provider: p, Logger: log})
+	return NewGroups(GroupOptions{Provider: p, Logger: log})
 }
 
-// Name implements tasks.Named.
-func (e *Engine) Name() string { return "e2b" }
+// Name is the ledger record's provider of the groups' records.
+func (e *Groups) Name() string { return "e2b" }
 
 // recordID is the provider record id of service's sandbox in envID.
 func recordID(envID, service string) string { return envID + "/" + service }
@@ -125,45 +120,43 @@ func parseRecord(id string) (envID, service string, ok bool) {
 	return envID, service, ok && envID != "" && service != ""
 }
 
-func perr(err error, format string, args ...any) error {
+func gperr(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}
-	var pe *compose.ProviderError
+	var pe *compute.ProviderError
 	if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &compose.ProviderError{Provider: "e2b", Op: fmt.Sprintf(format, args...), Err: err}
+	return &compute.ProviderError{Provider: "e2b", Op: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Images implements tasks.Engine: E2B starts prebuilt templates, so there
-// is nothing to build.
-func (e *Engine) Images(*types.Project, string) (map[string]*compose.Image, error) {
-	return map[string]*compose.Image{}, nil
-}
+// BuildsImages implements compute.GroupProvider: E2B starts prebuilt
+// templates, so there is nothing to build.
+func (e *Groups) BuildsImages() bool { return false }
 
-// Missing implements tasks.Engine: nothing is ever missing.
-func (e *Engine) Missing(context.Context, map[string]*compose.Image) ([]*compose.Image, error) {
+// Missing implements compute.GroupProvider: nothing is ever missing.
+func (e *Groups) Missing(context.Context, map[string]*compute.Image) ([]*compute.Image, error) {
 	return nil, nil
 }
 
-// Build implements tasks.Engine: nothing to build.
-func (e *Engine) Build(context.Context, map[string]*compose.Image) (int, error) { return 0, nil }
+// Build implements compute.GroupProvider: nothing to build.
+func (e *Groups) Build(context.Context, map[string]*compute.Image) (int, error) { return 0, nil }
 
-// Builds implements tasks.Engine.
-func (e *Engine) Builds() int64 { return 0 }
+// Builds implements compute.GroupProvider.
+func (e *Groups) Builds() int64 { return 0 }
 
-// Ping implements tasks.Engine.
-func (e *Engine) Ping(ctx context.Context) error { return e.p.Ping(ctx) }
+// Ping implements compute.GroupProvider.
+func (e *Groups) Ping(ctx context.Context) error { return e.p.Ping(ctx) }
 
-// Negotiate implements tasks.Engine (nothing to negotiate).
-func (e *Engine) Negotiate(context.Context) {}
+// Negotiate implements compute.GroupProvider (nothing to negotiate).
+func (e *Groups) Negotiate(context.Context) {}
 
-// Watch implements tasks.Engine: E2B pushes no events; the sweep polls.
-func (e *Engine) Watch(context.Context) {}
+// Watch implements compute.GroupProvider: E2B pushes no events; the sweep polls.
+func (e *Groups) Watch(context.Context) {}
 
-// Close implements tasks.Engine.
-func (e *Engine) Close() error {
+// Close implements compute.GroupProvider.
+func (e *Groups) Close() error {
 	if c, ok := e.p.(interface{ Close() error }); ok {
 		return c.Close()
 	}
@@ -172,10 +165,10 @@ func (e *Engine) Close() error {
 
 // sandboxes lists the sandboxes of environment envID ("" for all), by
 // service.
-func (e *Engine) sandboxes(ctx context.Context, envID string) (map[string][]compute.Instance, error) {
+func (e *Groups) sandboxes(ctx context.Context, envID string) (map[string][]compute.Instance, error) {
 	insts, err := e.p.List(ctx)
 	if err != nil {
-		return nil, perr(err, "listing the environment's sandboxes")
+		return nil, gperr(err, "listing the environment's sandboxes")
 	}
 	out := map[string][]compute.Instance{}
 	for _, in := range insts {
@@ -188,35 +181,35 @@ func (e *Engine) sandboxes(ctx context.Context, envID string) (map[string][]comp
 	return out, nil
 }
 
-// Bring implements tasks.Engine: one sandbox per service from the
+// Bring implements compute.GroupProvider: one sandbox per service from the
 // manifest's e2b_templates, adopting those an earlier attempt made (resumed
 // when paused). A service without a template fails the environment.
-func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, error) {
-	names := make([]string, 0, len(u.Project.Services))
-	for n := range u.Project.Services {
+func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupResult, error) {
+	names := make([]string, 0, len(u.Services))
+	for n := range u.Services {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	var missing []string
 	for _, n := range names {
-		if u.Templates[n] == "" {
+		if u.Services[n].Template == "" {
 			missing = append(missing, n)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, &compose.BuildError{Service: missing[0], Msg: fmt.Sprintf(
+		return nil, &compute.BuildError{Service: missing[0], Msg: fmt.Sprintf(
 			"has no E2B template: this backend runs task environments on E2B, which needs task.yaml's e2b_templates to name a template for every service (missing: %s)",
 			strings.Join(missing, ", "))}
 	}
-	existing, err := e.sandboxes(ctx, u.EnvID)
+	existing, err := e.sandboxes(ctx, u.ID)
 	if err != nil {
 		return nil, err
 	}
-	res := &compose.UpResult{Containers: map[string]string{}, Endpoints: map[string]compose.Endpoint{}}
+	res := &compute.GroupResult{Containers: map[string]string{}, Endpoints: map[string]compute.Endpoint{}}
 	// Sandboxes of services the project no longer has, or duplicates.
 	var stale []compute.Instance
 	for svc, ins := range existing {
-		if _, ok := u.Project.Services[svc]; !ok {
+		if _, ok := u.Services[svc]; !ok {
 			stale = append(stale, ins...)
 		} else if len(ins) > 1 {
 			stale = append(stale, ins[1:]...)
@@ -224,7 +217,7 @@ func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, e
 	}
 	for _, in := range stale {
 		if err := e.p.Delete(ctx, in.Ref); err != nil {
-			return nil, perr(err, "removing a stale sandbox of the environment")
+			return nil, gperr(err, "removing a stale sandbox of the environment")
 		}
 	}
 	var (
@@ -266,12 +259,12 @@ func (e *Engine) Bring(ctx context.Context, u *compose.Up) (*compose.UpResult, e
 }
 
 // bringService adopts or creates service n's sandbox and returns its id.
-func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have []compute.Instance) (string, bool, error) {
+func (e *Groups) bringService(ctx context.Context, u *compute.Group, n string, have []compute.Instance) (string, bool, error) {
 	if len(have) > 0 {
 		in := have[0]
 		if in.Status == compute.StatusPaused {
 			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
-				return "", false, perr(err, "resuming service %q", n)
+				return "", false, gperr(err, "resuming service %q", n)
 			}
 		}
 		return in.Ref.ID, true, nil
@@ -279,50 +272,48 @@ func (e *Engine) bringService(ctx context.Context, u *compose.Up, n string, have
 	if err := ctx.Err(); err != nil {
 		return "", false, err
 	}
-	s := u.Project.Services[n]
+	s := u.Services[n]
 	env := map[string]string{}
-	for k, v := range s.Environment {
-		if v != nil {
-			env[k] = *v
-		}
+	for k, v := range s.Env {
+		env[k] = v
 	}
 	spec := compute.Spec{
-		RecordID: recordID(u.EnvID, n),
+		RecordID: recordID(u.ID, n),
 		OrgID:    u.OrgID,
 		Kind:     "task",
-		Template: u.Templates[n],
+		Template: s.Template,
 		EnvVars:  env,
 		Metadata: map[string]string{
-			compose.LabelEnv:     u.EnvID,
-			compose.LabelService: n,
-			compose.LabelTask:    u.TaskRef,
-			LabelLedgerRecord:    u.RecordID,
+			compute.LabelGroup:   u.ID,
+			compute.LabelService: n,
+			compute.LabelTask:    u.TaskRef,
+			LabelGroupRecord:     u.RecordID,
 		},
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupCreateTimeout)
 	defer cancel()
 	in, err := e.p.Create(cctx, spec)
 	if err != nil {
 		if compute.KindOf(err) == compute.KindImageMissing {
 			var pe *compute.Error
 			errors.As(err, &pe)
-			return "", false, &compose.BuildError{Service: n, Msg: "e2b_templates names template " + strconv.Quote(spec.Template) + ": " + pe.Msg}
+			return "", false, &compute.BuildError{Service: n, Msg: "e2b_templates names template " + strconv.Quote(spec.Template) + ": " + pe.Msg}
 		}
-		return "", false, perr(err, "creating service %q from E2B template %q", n, spec.Template)
+		return "", false, gperr(err, "creating service %q from E2B template %q", n, spec.Template)
 	}
 	if in.Status == compute.StatusPaused { // adopted by the provider after a lost answer
 		if _, err := e.p.Resume(cctx, in.Ref); err != nil {
-			return "", false, perr(err, "resuming service %q", n)
+			return "", false, gperr(err, "resuming service %q", n)
 		}
 	}
-	e.log.Info("task environment sandbox created", "environment", u.EnvID, "service", n, "sandbox", in.Ref.ID, "template", spec.Template)
+	e.log.Info("task environment sandbox created", "environment", u.ID, "service", n, "sandbox", in.Ref.ID, "template", spec.Template)
 	return in.Ref.ID, false, nil
 }
 
 // endpoint is where port of a sandbox answers: E2B's public URL of it.
-func (e *Engine) endpoint(sandboxID string, port int) compose.Endpoint {
+func (e *Groups) endpoint(sandboxID string, port int) compute.Endpoint {
 	raw := e.serviceURL(sandboxID, port)
-	ep := compose.Endpoint{URL: raw}
+	ep := compute.Endpoint{URL: raw}
 	if u, err := url.Parse(raw); err == nil {
 		ep.Host = u.Hostname()
 		if p, err := strconv.Atoi(u.Port()); err == nil {
@@ -336,35 +327,35 @@ func (e *Engine) endpoint(sandboxID string, port int) compose.Endpoint {
 	return ep
 }
 
-// KeepAlive implements tasks.KeepAliver: E2B keeps every sandbox of the
+// KeepAlive implements compute.GroupKeepAliver: E2B keeps every sandbox of the
 // environment running at least d from now (the provider adds its grace).
-func (e *Engine) KeepAlive(ctx context.Context, envID string, d time.Duration) error {
+func (e *Groups) KeepAlive(ctx context.Context, envID string, d time.Duration) error {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return err
 	}
-	for _, svc := range sortedKeys(sbs) {
+	for _, svc := range groupSortedKeys(sbs) {
 		for _, in := range sbs[svc] {
 			if in.Status != compute.StatusRunning {
 				continue
 			}
 			if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !compute.IsNotFound(err) {
-				return perr(err, "setting the time to live of service %q", svc)
+				return gperr(err, "setting the time to live of service %q", svc)
 			}
 		}
 	}
 	return nil
 }
 
-// Remove implements tasks.Engine.
-func (e *Engine) Remove(ctx context.Context, envID string) error {
+// Remove implements compute.GroupProvider.
+func (e *Groups) Remove(ctx context.Context, envID string) error {
 	_, err := e.RemoveCount(ctx, envID)
 	return err
 }
 
-// RemoveCount implements tasks.Engine: it deletes every sandbox of the
+// RemoveCount implements compute.GroupProvider: it deletes every sandbox of the
 // environment.
-func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
+func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return 0, err
@@ -383,7 +374,7 @@ func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
 				defer wg.Done()
 				if err := e.p.Delete(ctx, in.Ref); err != nil && !compute.IsNotFound(err) {
 					mu.Lock()
-					errs = append(errs, perr(err, "removing the sandbox of service %q", svc))
+					errs = append(errs, gperr(err, "removing the sandbox of service %q", svc))
 					mu.Unlock()
 				}
 			}()
@@ -393,15 +384,15 @@ func (e *Engine) RemoveCount(ctx context.Context, envID string) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// Pause implements tasks.Engine: all running sandboxes of the environment
+// Pause implements compute.GroupProvider: all running sandboxes of the environment
 // are paused, or none (those already paused are resumed on a failure).
-func (e *Engine) Pause(ctx context.Context, envID string) error {
+func (e *Groups) Pause(ctx context.Context, envID string) error {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return err
 	}
 	var done []compute.Ref
-	for _, svc := range sortedKeys(sbs) {
+	for _, svc := range groupSortedKeys(sbs) {
 		for _, in := range sbs[svc] {
 			if in.Status != compute.StatusRunning {
 				continue
@@ -416,44 +407,44 @@ func (e *Engine) Pause(ctx context.Context, envID string) error {
 				for _, ref := range done { // all or nothing
 					_, _ = e.p.Resume(context.WithoutCancel(ctx), ref)
 				}
-				return perr(err, "pausing service %q", svc)
+				return gperr(err, "pausing service %q", svc)
 			}
 		}
 	}
 	return nil
 }
 
-// Unpause implements tasks.Engine: every paused sandbox of the environment
+// Unpause implements compute.GroupProvider: every paused sandbox of the environment
 // is resumed.
-func (e *Engine) Unpause(ctx context.Context, envID string) error {
+func (e *Groups) Unpause(ctx context.Context, envID string) error {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return err
 	}
-	for _, svc := range sortedKeys(sbs) {
+	for _, svc := range groupSortedKeys(sbs) {
 		for _, in := range sbs[svc] {
 			if in.Status != compute.StatusPaused {
 				continue
 			}
 			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
-				return perr(err, "resuming service %q", svc)
+				return gperr(err, "resuming service %q", svc)
 			}
 		}
 	}
 	return nil
 }
 
-// Exec implements tasks.Engine through envd in service's sandbox. The
+// Exec implements compute.GroupProvider through envd in service's sandbox. The
 // output is stdout followed by stderr (envd streams them apart); a command
 // exceeding timeout is killed and reported with TimedOut and exit code 124.
-func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compose.ExecResult, error) {
+func (e *Groups) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compute.GroupExecResult, error) {
 	in, err := e.running(ctx, envID, service)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	out, err := e.p.Exec(ctx, in.Ref, compute.ExecRequest{Cmd: argv, Timeout: timeout})
-	res := &compose.ExecResult{Duration: time.Since(start), ExitCode: out.ExitCode}
+	res := &compute.GroupExecResult{Duration: time.Since(start), ExitCode: out.ExitCode}
 	combined := append(append([]byte(nil), out.Stdout...), out.Stderr...)
 	if maxOutput > 0 && len(combined) > maxOutput {
 		combined, res.Truncated = combined[:maxOutput], true
@@ -468,31 +459,31 @@ func (e *Engine) Exec(ctx context.Context, envID, service string, argv []string,
 		res.TimedOut, res.ExitCode = true, 124
 		return res, nil
 	case compute.IsNotFound(err), compute.KindOf(err) == compute.KindConflict:
-		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
+		return nil, fmt.Errorf("%w: service %q: %v", compute.ErrNotRunning, service, err)
 	}
-	return nil, perr(err, "running a command in service %q", service)
+	return nil, gperr(err, "running a command in service %q", service)
 }
 
 // running returns the running sandbox of service.
-func (e *Engine) running(ctx context.Context, envID, service string) (compute.Instance, error) {
+func (e *Groups) running(ctx context.Context, envID, service string) (compute.Instance, error) {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return compute.Instance{}, err
 	}
 	ins := sbs[service]
 	if len(ins) == 0 {
-		return compute.Instance{}, fmt.Errorf("%w: service %q has no sandbox", compose.ErrNotRunning, service)
+		return compute.Instance{}, fmt.Errorf("%w: service %q has no sandbox", compute.ErrNotRunning, service)
 	}
 	if ins[0].Status != compute.StatusRunning {
-		return compute.Instance{}, fmt.Errorf("%w: service %q is %s", compose.ErrNotRunning, service, ins[0].Status)
+		return compute.Instance{}, fmt.Errorf("%w: service %q is %s", compute.ErrNotRunning, service, ins[0].Status)
 	}
 	return ins[0], nil
 }
 
-// ExecStream implements tasks.StreamExecer with envd's process stream: the
+// ExecStream implements compute.GroupProvider with envd's process stream: the
 // events as they happen; a command exceeding timeout is killed and ends
 // with exit code 124, as on Docker.
-func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compose.ExecResult, error) {
+func (e *Groups) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compute.GroupExecResult, error) {
 	ps, ok := e.p.(compute.Processes)
 	if !ok {
 		return nil, fmt.Errorf("the %s provider does not stream commands: %w", e.p.Name(), errors.ErrUnsupported)
@@ -502,7 +493,7 @@ func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []s
 		return nil, err
 	}
 	start := time.Now()
-	res := &compose.ExecResult{}
+	res := &compute.GroupExecResult{}
 	err = ps.ExecStream(ctx, in.Ref, compute.ExecRequest{Cmd: argv, Timeout: timeout}, nil, func(ev compute.ProcessEvent) error {
 		if ev.Type == compute.EventExit {
 			res.ExitCode = ev.ExitCode
@@ -519,32 +510,32 @@ func (e *Engine) ExecStream(ctx context.Context, envID, service string, argv []s
 		res.TimedOut, res.ExitCode = true, 124
 		return res, emit(compute.ProcessEvent{Type: compute.EventExit, ExitCode: 124})
 	case compute.IsNotFound(err), compute.KindOf(err) == compute.KindConflict:
-		return nil, fmt.Errorf("%w: service %q: %v", compose.ErrNotRunning, service, err)
+		return nil, fmt.Errorf("%w: service %q: %v", compute.ErrNotRunning, service, err)
 	}
-	return nil, perr(err, "running a command in service %q", service)
+	return nil, gperr(err, "running a command in service %q", service)
 }
 
-// Snapshot implements tasks.Engine: the sandboxes of this scope by
+// Snapshot implements compute.GroupProvider: the sandboxes of this scope by
 // environment (E2B has no networks).
-func (e *Engine) Snapshot(ctx context.Context) (*compose.Snapshot, error) {
+func (e *Groups) Snapshot(ctx context.Context) (*compute.GroupSnapshot, error) {
 	insts, err := e.p.List(ctx)
 	if err != nil {
-		return nil, perr(err, "listing sandboxes")
+		return nil, gperr(err, "listing sandboxes")
 	}
-	s := &compose.Snapshot{Containers: map[string][]compose.ContainerState{}, Networks: map[string][]string{}}
+	s := &compute.GroupSnapshot{Containers: map[string][]compute.GroupMember{}, Networks: map[string][]string{}}
 	for _, in := range insts {
 		env, svc, ok := parseRecord(in.RecordID)
 		if !ok {
 			continue
 		}
-		s.Containers[env] = append(s.Containers[env], compose.ContainerState{ID: in.Ref.ID, Name: in.Ref.ID, EnvID: env,
+		s.Containers[env] = append(s.Containers[env], compute.GroupMember{ID: in.Ref.ID, Name: in.Ref.ID, GroupID: env,
 			Service: svc, State: string(in.Status), Status: "E2B sandbox " + string(in.Status)})
 	}
 	return s, nil
 }
 
-// LastLogs implements tasks.Engine with the sandbox's E2B logs.
-func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
+// LastLogs implements compute.GroupProvider with the sandbox's E2B logs.
+func (e *Groups) LastLogs(ctx context.Context, id string, n int) []string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	text, err := e.p.Logs(ctx, compute.Ref{ID: id})
@@ -563,7 +554,7 @@ func (e *Engine) LastLogs(ctx context.Context, id string, n int) []string {
 	return lines
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func groupSortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

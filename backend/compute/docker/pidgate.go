@@ -1,9 +1,11 @@
-package compute
+package docker
 
 import (
 	"bytes"
 	"io"
 	"strconv"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // PIDScript reports the command's pid (in the sandbox's namespace, as ps
@@ -11,24 +13,24 @@ import (
 // CMD...); PIDGate strips the line.
 const PIDScript = `printf 'DNPID %d\n' "$$" >&2 && exec "$@"`
 
-// PIDGate (used by the task environments' compose services; Docker sandboxes
+// PIDGate (used by the services of groups, group_exec.go; Docker sandboxes
 // stream through their agent, which reports the pid itself) turns a streamed command's output into events: the start event
 // (with the pid from PIDScript's line) first, then stdout and stderr, then
 // the exit. Its writers must be called from one goroutine (as stdcopy does).
 // The pid line comes from the sandbox's own /bin/sh, which may be replaced:
-// at most 64 bytes of stderr and MaxPendingBytes of stdout wait for it, then
+// at most 64 bytes of stderr and compute.MaxPendingBytes of stdout wait for it, then
 // the stream starts without a pid (0) and the output flows on.
 type PIDGate struct {
-	emit    Emit
+	emit    compute.Emit
 	started bool
-	head    []byte         // stderr until pidScript's line is complete
-	pending []ProcessEvent // stdout that raced ahead of the start
-	held    int            // bytes in pending
+	head    []byte                 // stderr until pidScript's line is complete
+	pending []compute.ProcessEvent // stdout that raced ahead of the start
+	held    int                    // bytes in pending
 }
 
 func (g *PIDGate) start(pid int) error {
 	g.started = true
-	if err := g.emit(ProcessEvent{Type: EventStart, PID: pid}); err != nil {
+	if err := g.emit(compute.ProcessEvent{Type: compute.EventStart, PID: pid}); err != nil {
 		return err
 	}
 	for _, ev := range g.pending {
@@ -42,7 +44,7 @@ func (g *PIDGate) start(pid int) error {
 
 func (g *PIDGate) stderr(b []byte) error {
 	if g.started {
-		return g.emit(ProcessEvent{Type: EventStderr, Data: bytes.Clone(b)})
+		return g.emit(compute.ProcessEvent{Type: compute.EventStderr, Data: bytes.Clone(b)})
 	}
 	g.head = append(g.head, b...)
 	i := bytes.IndexByte(g.head, '\n')
@@ -59,16 +61,16 @@ func (g *PIDGate) stderr(b []byte) error {
 		return err
 	}
 	if len(rest) > 0 {
-		return g.emit(ProcessEvent{Type: EventStderr, Data: rest})
+		return g.emit(compute.ProcessEvent{Type: compute.EventStderr, Data: rest})
 	}
 	return nil
 }
 
 func (g *PIDGate) stdout(b []byte) error {
-	ev := ProcessEvent{Type: EventStdout, Data: bytes.Clone(b)}
+	ev := compute.ProcessEvent{Type: compute.EventStdout, Data: bytes.Clone(b)}
 	if !g.started {
 		g.pending = append(g.pending, ev)
-		if g.held += len(b); g.held < MaxPendingBytes {
+		if g.held += len(b); g.held < compute.MaxPendingBytes {
 			return nil
 		}
 		return g.startWithoutPID() // no pid line in time: stop holding output
@@ -77,7 +79,7 @@ func (g *PIDGate) stdout(b []byte) error {
 }
 
 // NewPIDGate returns a gate emitting to emit.
-func NewPIDGate(emit Emit) *PIDGate { return &PIDGate{emit: emit} }
+func NewPIDGate(emit compute.Emit) *PIDGate { return &PIDGate{emit: emit} }
 
 // Stdout and Stderr are the command's output streams.
 func (g *PIDGate) Stdout() io.Writer { return writerFunc(g.stdout) }
@@ -90,7 +92,7 @@ func (g *PIDGate) Exit(code int) error {
 			return err
 		}
 	}
-	return g.emit(ProcessEvent{Type: EventExit, ExitCode: code})
+	return g.emit(compute.ProcessEvent{Type: compute.EventExit, ExitCode: code})
 }
 
 // startWithoutPID starts the stream with pid 0 and passes on the stderr
@@ -102,7 +104,7 @@ func (g *PIDGate) startWithoutPID() error {
 	head := g.head
 	g.head = nil
 	if len(head) > 0 {
-		return g.emit(ProcessEvent{Type: EventStderr, Data: head})
+		return g.emit(compute.ProcessEvent{Type: compute.EventStderr, Data: head})
 	}
 	return nil
 }

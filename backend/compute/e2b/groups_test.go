@@ -1,4 +1,4 @@
-package e2bengine_test
+package e2b_test
 
 import (
 	"context"
@@ -8,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/types"
-
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/e2bengine"
 )
 
 const deployment = "dep1"
@@ -24,9 +20,9 @@ func e2bConfig(fake *e2bfake.Server) e2b.Config {
 		EnvdURL: fake.EnvdURL, Retry: e2b.RetryConfig{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 }
 
-func newEngine(t *testing.T, fake *e2bfake.Server) *e2bengine.Engine {
+func newEngine(t *testing.T, fake *e2bfake.Server) *e2b.Groups {
 	t.Helper()
-	eng, err := e2bengine.NewE2B(e2bConfig(fake), deployment, nil)
+	eng, err := e2b.NewTaskGroups(e2bConfig(fake), deployment, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,19 +30,16 @@ func newEngine(t *testing.T, fake *e2bfake.Server) *e2bengine.Engine {
 	return eng
 }
 
-func ptr(s string) *string { return &s }
-
-// up is a two-service environment: web (exposed on 8080) and attacker.
-func up(envID string, templates map[string]string) *compose.Up {
-	web, attacker := types.ServiceConfig{Name: "web"}, types.ServiceConfig{Name: "attacker"}
-	web.Image, attacker.Image = "web:1", "attacker:1"
-	web.Environment = types.MappingWithEquals{"FLAG": ptr("FLAG{x}"), "UNSET": nil}
-	p := &types.Project{Name: "dn-" + envID, Services: types.Services{"web": web, "attacker": attacker}}
-	return &compose.Up{Target: compose.Target{EnvID: envID, RecordID: "rec-" + envID, OrgID: "org1", TaskRef: "org1/demo@1.0.0"},
-		Project: p, Expose: map[string]int{"web": 8080}, Templates: templates}
+// up is a two-service group: web (exposed on 8080) and attacker.
+func up(envID string, templates map[string]string) *compute.Group {
+	web := compute.GroupService{Image: "web:1", Template: templates["web"], Env: map[string]string{"FLAG": "FLAG{x}"}}
+	attacker := compute.GroupService{Image: "attacker:1", Template: templates["attacker"]}
+	return &compute.Group{GroupTarget: compute.GroupTarget{ID: envID, RecordID: "rec-" + envID, OrgID: "org1", TaskRef: "org1/demo@1.0.0"},
+		Services: map[string]compute.GroupService{"web": web, "attacker": attacker}, Expose: map[string]int{"web": 8080}}
 }
 
 func ctx(t *testing.T) context.Context {
+	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
@@ -58,10 +51,10 @@ func TestEnvironmentOnE2B(t *testing.T) {
 	eng := newEngine(t, fake)
 	c := ctx(t)
 
-	imgs, err := eng.Images(up("env1", nil).Project, "demo")
-	if err != nil || len(imgs) != 0 {
-		t.Fatalf("images on E2B: %v %v", imgs, err)
+	if eng.BuildsImages() {
+		t.Fatal("E2B says it builds images")
 	}
+	imgs := map[string]*compute.Image{}
 	if missing, err := eng.Missing(c, imgs); err != nil || len(missing) != 0 {
 		t.Fatalf("missing on E2B: %v %v", missing, err)
 	}
@@ -76,14 +69,14 @@ func TestEnvironmentOnE2B(t *testing.T) {
 		t.Fatalf("want two sandboxes, got %d (result %+v)", len(sbs), res)
 	}
 	for _, sb := range sbs {
-		svc := sb.Metadata[compose.LabelService]
+		svc := sb.Metadata[compute.LabelService]
 		want := map[string]string{"web": "tpl-web", "attacker": "base"}[svc]
 		if sb.TemplateID != want || res.Containers[svc] != sb.ID {
 			t.Fatalf("service %q runs template %q in %s, want %q in %s", svc, sb.TemplateID, sb.ID, want, res.Containers[svc])
 		}
 		md := sb.Metadata
-		if md[compose.LabelEnv] != "env1" || md[compute.LabelRecord] != "env1/"+svc || md[e2bengine.LabelLedgerRecord] != "rec-env1" ||
-			md[compute.LabelDeployment] != e2bengine.Scope(deployment) || md[compute.LabelOrg] != "org1" || md[compose.LabelTask] != "org1/demo@1.0.0" {
+		if md[compute.LabelGroup] != "env1" || md[compute.LabelRecord] != "env1/"+svc || md[e2b.LabelGroupRecord] != "rec-env1" ||
+			md[compute.LabelDeployment] != e2b.TaskScope(deployment) || md[compute.LabelOrg] != "org1" || md[compute.LabelTask] != "org1/demo@1.0.0" {
 			t.Fatalf("metadata of %s: %v", svc, md)
 		}
 		if svc == "web" && (sb.EnvVars["FLAG"] != "FLAG{x}" || len(sb.EnvVars) != 1) {
@@ -120,7 +113,7 @@ func TestEnvironmentOnE2B(t *testing.T) {
 	if r, err = eng.Exec(c, "env1", "attacker", []string{"sleep", "30"}, time.Second, 1<<20); err != nil || !r.TimedOut || r.ExitCode != 124 {
 		t.Fatalf("exec past its timeout: %+v %v", r, err)
 	}
-	if _, err = eng.Exec(c, "env1", "nope", []string{"echo"}, time.Second, 1<<20); !errors.Is(err, compose.ErrNotRunning) {
+	if _, err = eng.Exec(c, "env1", "nope", []string{"echo"}, time.Second, 1<<20); !errors.Is(err, compute.ErrNotRunning) {
 		t.Fatalf("exec in a service without a sandbox: %v", err)
 	}
 	// Streamed: the §6 events; past its timeout a command ends with exit 124.
@@ -147,7 +140,7 @@ func TestEnvironmentOnE2B(t *testing.T) {
 			t.Fatalf("after pause, %s is %s", sb.ID, sb.State)
 		}
 	}
-	if _, err = eng.Exec(c, "env1", "attacker", []string{"echo"}, time.Second, 1<<20); !errors.Is(err, compose.ErrNotRunning) {
+	if _, err = eng.Exec(c, "env1", "attacker", []string{"echo"}, time.Second, 1<<20); !errors.Is(err, compute.ErrNotRunning) {
 		t.Fatalf("exec while paused: %v", err)
 	}
 	if err := eng.Unpause(c, "env1"); err != nil {
@@ -195,7 +188,7 @@ func TestMissingTemplate(t *testing.T) {
 	fake := e2bfake.New(t)
 	eng := newEngine(t, fake)
 	_, err := eng.Bring(ctx(t), up("env2", map[string]string{"web": "base"}))
-	var be *compose.BuildError
+	var be *compute.BuildError
 	if !errors.As(err, &be) || be.Service != "attacker" || !strings.Contains(err.Error(), "e2b_templates") {
 		t.Fatalf("want a build error naming attacker and e2b_templates, got %v", err)
 	}
@@ -211,7 +204,7 @@ func TestUnknownTemplate(t *testing.T) {
 	eng := newEngine(t, fake)
 	c := ctx(t)
 	_, err := eng.Bring(c, up("env3", map[string]string{"web": "base", "attacker": "no-such-template"}))
-	var be *compose.BuildError
+	var be *compute.BuildError
 	if !errors.As(err, &be) || be.Service != "attacker" || !strings.Contains(err.Error(), `"no-such-template"`) {
 		t.Fatalf("want a build error naming the template, got %v", err)
 	}
@@ -227,7 +220,7 @@ func TestBringResumesPausedSandbox(t *testing.T) {
 	eng := newEngine(t, fake)
 	c := ctx(t)
 	id := fake.AddSandbox(e2bfake.SandboxSpec{Paused: true, Metadata: map[string]string{compute.LabelManaged: "true",
-		compute.LabelDeployment: e2bengine.Scope(deployment), compute.LabelRecord: "env4/web"}})
+		compute.LabelDeployment: e2b.TaskScope(deployment), compute.LabelRecord: "env4/web"}})
 	res, err := eng.Bring(c, up("env4", map[string]string{"web": "base", "attacker": "base"}))
 	if err != nil || res.Adopted != 1 || res.Containers["web"] != id {
 		t.Fatalf("bring: %+v %v", res, err)

@@ -1,13 +1,15 @@
-package compute
+package docker
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 func TestPIDGate(t *testing.T) {
 	var got []string
-	g := NewPIDGate(func(ev ProcessEvent) error {
+	g := NewPIDGate(func(ev compute.ProcessEvent) error {
 		got = append(got, fmt.Sprintf("%s:%d:%s", ev.Type, ev.PID+ev.ExitCode, ev.Data))
 		return nil
 	})
@@ -24,7 +26,7 @@ func TestPIDGate(t *testing.T) {
 	}
 	// Without a pid line (no sh): start 0, the stderr kept as it was.
 	got = nil
-	g = NewPIDGate(func(ev ProcessEvent) error {
+	g = NewPIDGate(func(ev compute.ProcessEvent) error {
 		got = append(got, fmt.Sprintf("%s:%d:%s", ev.Type, ev.PID+ev.ExitCode, ev.Data))
 		return nil
 	})
@@ -35,15 +37,15 @@ func TestPIDGate(t *testing.T) {
 	}
 }
 
-// A /bin/sh that never writes the pid line holds at most MaxPendingBytes of
+// A /bin/sh that never writes the pid line holds at most compute.MaxPendingBytes of
 // stdout: then the stream starts with pid 0 and the output flows on.
 func TestPIDGateBoundsWhatWaitsForThePID(t *testing.T) {
-	var events []ProcessEvent
-	g := NewPIDGate(func(ev ProcessEvent) error { events = append(events, ev); return nil })
+	var events []compute.ProcessEvent
+	g := NewPIDGate(func(ev compute.ProcessEvent) error { events = append(events, ev); return nil })
 	chunk := make([]byte, 32<<10)
 	for range 4 << 20 / len(chunk) {
 		_, _ = g.Stdout().Write(chunk)
-		if g.held > MaxPendingBytes {
+		if g.held > compute.MaxPendingBytes {
 			t.Fatalf("%d bytes of stdout held waiting for the pid line", g.held)
 		}
 	}
@@ -53,7 +55,7 @@ func TestPIDGateBoundsWhatWaitsForThePID(t *testing.T) {
 	for _, ev := range events[1 : len(events)-1] {
 		n += len(ev.Data)
 	}
-	if events[0].Type != EventStart || events[0].PID != 0 || events[len(events)-1].Type != EventExit || n != 4<<20+len("DNPID 42\n") {
+	if events[0].Type != compute.EventStart || events[0].PID != 0 || events[len(events)-1].Type != compute.EventExit || n != 4<<20+len("DNPID 42\n") {
 		t.Fatalf("first %+v, last %+v, %d bytes of output", events[0], events[len(events)-1], n)
 	}
 	if len(g.pending) != 0 {

@@ -1,4 +1,4 @@
-package compose
+package tasks
 
 import (
 	"archive/tar"
@@ -22,9 +22,9 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func hashOf(t *testing.T, b *types.BuildConfig) (*Image, string) {
+func hashOf(t *testing.T, b *types.BuildConfig) (*buildContext, string) {
 	t.Helper()
-	img := &Image{Service: "s"}
+	img := &buildContext{Service: "s"}
 	if err := img.prepare(b); err != nil {
 		t.Fatal(err)
 	}
