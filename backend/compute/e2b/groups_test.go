@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 )
@@ -270,5 +271,15 @@ func TestScopesAreSeparate(t *testing.T) {
 	}
 	if err := lifecycle.Delete(c, sbx.Ref); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Groups on E2B keep every promise of the group capability.
+func TestGroupSuiteOnE2B(t *testing.T) {
+	t.Parallel()
+	fake := e2bfake.New(t, e2bfake.WithTemplate(e2bfake.Template{ID: "tpl-web", CPUCount: 2, MemoryMB: 512}))
+	computetest.GroupSuite(t, newEngine(t, fake), up("suite1", map[string]string{"web": "tpl-web", "attacker": "base"}), "attacker")
+	if n := len(fake.Sandboxes()); n != 0 {
+		t.Fatalf("%d sandboxes left", n)
 	}
 }

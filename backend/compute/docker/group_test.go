@@ -1,0 +1,142 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
+)
+
+// newTestGroups is Groups of an owner of their own; whatever the test
+// leaves is removed when it ends.
+func newTestGroups(t *testing.T) *Groups {
+	t.Helper()
+	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := g.RemoveAll(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		_ = g.Close()
+	})
+	return g
+}
+
+func baseService() compute.GroupService {
+	return compute.GroupService{Image: DefaultBaseImage, Command: []string{"sleep", "infinity"}}
+}
+
+// Groups on Docker keep every promise of the group capability.
+func TestGroupSuiteOnDocker(t *testing.T) {
+	t.Parallel()
+	g := newTestGroups(t)
+	id := "gs" + randomHex(4)
+	computetest.GroupSuite(t, g, &compute.Group{GroupTarget: compute.GroupTarget{ID: id, RecordID: "rec-" + id, OrgID: "org1", TaskRef: "org1/demo@1"},
+		Services: map[string]compute.GroupService{"web": baseService(), "attacker": baseService()},
+		Expose:   map[string]int{"web": 8080}}, "attacker")
+}
+
+// A service waits for its dependency to be healthy, and reaches it (and
+// its alias) by name on the group's own network.
+func TestGroupDependencyOrderOnDocker(t *testing.T) {
+	t.Parallel()
+	g := newTestGroups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := "go" + randomHex(4)
+	db := baseService()
+	db.Command = []string{"sh", "-c", "sleep 2; touch /tmp/ready; exec sleep infinity"}
+	db.Healthcheck = &compute.Healthcheck{Test: []string{"CMD", "test", "-f", "/tmp/ready"}, Interval: 200 * time.Millisecond, Retries: 100}
+	db.Aliases = []string{"database"}
+	web := baseService()
+	web.DependsOn = map[string]compute.Condition{"db": compute.ConditionHealthy, "not-in-the-group": compute.ConditionStarted}
+	grp := &compute.Group{GroupTarget: compute.GroupTarget{ID: id, RecordID: "rec-" + id, OrgID: "org1", TaskRef: "org1/demo@1"},
+		Services: map[string]compute.GroupService{"web": web, "db": db}}
+	res, err := g.Bring(ctx, grp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := g.Client()
+	dbState, err := cli.ContainerInspect(ctx, res.Containers["db"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	webState, err := cli.ContainerInspect(ctx, res.Containers["web"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var healthy time.Time
+	for _, l := range dbState.State.Health.Log {
+		if l.ExitCode == 0 {
+			healthy = l.End
+			break
+		}
+	}
+	webStarted, _ := time.Parse(time.RFC3339Nano, webState.State.StartedAt)
+	if healthy.IsZero() || webStarted.Before(healthy) {
+		t.Fatalf("web started at %s, db first healthy at %s", webStarted, healthy)
+	}
+	for _, name := range []string{"db", "database"} {
+		r, err := g.Exec(ctx, id, "web", []string{"getent", "hosts", name}, 20*time.Second, 1<<20)
+		if err != nil || r.ExitCode != 0 || !strings.Contains(string(r.Output), ".") {
+			t.Fatalf("web resolving %s: %+v %v", name, r, err)
+		}
+	}
+	if res.Containers["web"] == "" || len(res.OneShots) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// A service that exits before the group is ready fails Bring with its
+// logs; a deadline names the service that was not ready.
+func TestGroupFailuresOnDocker(t *testing.T) {
+	t.Parallel()
+	g := newTestGroups(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id := "gf" + randomHex(4)
+	bad := baseService()
+	bad.Command = []string{"sh", "-c", "echo dying; exit 3"}
+	_, err := g.Bring(ctx, &compute.Group{GroupTarget: compute.GroupTarget{ID: id}, Services: map[string]compute.GroupService{"bad": bad}})
+	var se *compute.ServiceError
+	if !errors.As(err, &se) || se.Service != "bad" || !strings.Contains(se.Msg, "code 3") || !strings.Contains(err.Error(), "dying") {
+		t.Fatalf("a dying service: %v", err)
+	}
+	slow := baseService()
+	slow.Healthcheck = &compute.Healthcheck{Test: []string{"CMD", "false"}, Interval: 10 * time.Second, Retries: 100}
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	_, err = g.Bring(short, &compute.Group{GroupTarget: compute.GroupTarget{ID: id + "s"}, Services: map[string]compute.GroupService{"slow": slow}})
+	var de *compute.DeadlineError
+	if !errors.As(err, &de) || de.Service != "slow" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past the deadline: %v", err)
+	}
+}
+
+// Groups made from a Provider share its Docker client and leave it open.
+func TestProviderGroupsShareTheClient(t *testing.T) {
+	t.Parallel()
+	p, err := New(Config{Network: testNetwork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	g, err := p.Groups(GroupConfig{Owner: "test-groups-" + randomHex(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Client() != p.cli || g.ownClient {
+		t.Fatal("the groups have a client of their own (or would close the provider's)")
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
