@@ -194,3 +194,23 @@ func TestManifestNetworkAllowOut(t *testing.T) {
 		t.Fatalf("a host name must be refused naming the entry, got %v", err)
 	}
 }
+
+// A depends_on cycle is refused when the task loads (compose-go's loader
+// checks it), naming the services in the cycle.
+func TestDependsOnCycleRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		ManifestFile: "name: cyc\nversion: 1.0.0\n",
+		"compose.yaml": "services:\n  a:\n    image: dreadnode/base:latest\n    depends_on: [b]\n" +
+			"  b:\n    image: dreadnode/base:latest\n    depends_on: [a]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadTask(context.Background(), dir, "x")
+	if err == nil || !strings.Contains(err.Error(), "cycle") || !strings.Contains(err.Error(), "a -> b") {
+		t.Fatalf("a depends_on cycle must be refused naming it, got %v", err)
+	}
+}
