@@ -105,6 +105,8 @@ func TestGroupFailuresOnDocker(t *testing.T) {
 	id := "gf" + randomHex(4)
 	bad := baseService()
 	bad.Command = []string{"sh", "-c", "echo dying; exit 3"}
+	// Not ready before its first check: it dies while Bring waits.
+	bad.Healthcheck = &compute.Healthcheck{Test: []string{"CMD", "true"}, Interval: 30 * time.Second, StartPeriod: 30 * time.Second}
 	_, err := g.Bring(ctx, &compute.Group{GroupTarget: compute.GroupTarget{ID: id}, Services: map[string]compute.GroupService{"bad": bad}})
 	var se *compute.ServiceError
 	if !errors.As(err, &se) || se.Service != "bad" || !strings.Contains(se.Msg, "code 3") || !strings.Contains(err.Error(), "dying") {
