@@ -31,6 +31,11 @@ const (
 // TokenHeader carries the execute token.
 const TokenHeader = "X-Environment-Token"
 
+// The handlers translate HTTP only: they read the path, the headers and the
+// body, call the Service's use case (Create, Get, List, Pause, Resume,
+// Delete, Execute in usecase_*.go) and write its result; the use cases
+// answer with domain errors, which httpx maps to status codes in one place.
+
 // Register adds the task catalog and environment routes to r. Requests must
 // already be authenticated (httpx.Org set); the {org} path must be the key's.
 func (s *Service) Register(r *mux.Router) {
@@ -63,8 +68,6 @@ func scope(r *http.Request) (org, ws string, err error) {
 	}
 	return org, ws, nil
 }
-
-// lookup reads the {id} environment of the request's org and workspace.
 
 // lookup reads the {id} environment of the request's org and workspace.
 func (s *Service) lookup(r *http.Request) (*Env, error) {
