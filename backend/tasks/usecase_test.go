@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -11,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/mux"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/compose"
@@ -500,5 +505,35 @@ func TestExecuteStreamFallsBackToOneRun(t *testing.T) {
 	gone := errors.New("client gone")
 	if err := g.svc.ExecuteStream(context.Background(), e, ExecRequest{Command: cmd("true")}, func(compute.ProcessEvent) error { return gone }); !errors.Is(err, gone) {
 		t.Fatalf("a failed emit: %v", err)
+	}
+}
+
+// The HTTP edge keeps a use case's error location part by part: a list
+// index stays a number, an input name with a dot one part.
+func TestCreateErrorLocations(t *testing.T) {
+	g := newUseRig(t)
+	r := mux.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			next.ServeHTTP(w, req.WithContext(httpx.WithOrg(req.Context(), "acme")))
+		})
+	})
+	g.svc.Register(r)
+	for body, want := range map[string][]any{
+		`{"task_ref": "slow-start", "secret_ids": ["s1", ""]}`: {"body", "secret_ids", float64(1)},
+		`{"task_ref": "slow-start", "inputs": {"a.b": "1"}}`:   {"body", "inputs", "a.b"},
+		`{"task_ref": "slow-start", "timeout_sec": 1}`:         {"body", "timeout_sec"},
+	} {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/org/acme/ws/ws/environments", strings.NewReader(body)))
+		var env struct {
+			Errors []struct {
+				Loc []any `json:"loc"`
+			} `json:"errors"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != http.StatusBadRequest || len(env.Errors) != 1 ||
+			!reflect.DeepEqual(env.Errors[0].Loc, want) {
+			t.Errorf("%s: %d %s, want loc %v", body, rec.Code, rec.Body, want)
+		}
 	}
 }
