@@ -139,7 +139,7 @@ func (g *useRig) counts(t *testing.T) (envs, records int) {
 func wantInvalidAt(t *testing.T, err error, in, field string, path []any) {
 	t.Helper()
 	var inv *domain.InvalidError
-	if !errors.As(err, &inv) || inv.Field != field || (inv.In != in && !(in == domain.InBody && inv.In == "")) || !reflect.DeepEqual(inv.Path, path) {
+	if !errors.As(err, &inv) || inv.Field != field || inv.In != in || !reflect.DeepEqual(inv.Path, path) {
 		t.Fatalf("want an invalid %s %s (path %v), got %#v", in, field, path, err)
 	}
 }
