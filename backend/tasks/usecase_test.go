@@ -537,3 +537,29 @@ func TestCreateErrorLocations(t *testing.T) {
 		}
 	}
 }
+
+func TestCheck(t *testing.T) {
+	g := newUseRig(t)
+	c, err := g.create(t, "ws", apitypes.CreateTaskEnvironment{TaskRef: "nonce-build", Inputs: map[string]string{"nonce": "n-42"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) *string { return &s }
+	for value, want := range map[string]bool{"n-42": true, "n-4": false, "": false, "n-42 ": false} {
+		if got, err := g.svc.Check(c.Env, CheckRequest{Input: str("nonce"), Value: str(value)}); err != nil || got != want {
+			t.Errorf("check %q: %v, %v; want %v", value, got, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		req   CheckRequest
+		field string
+	}{
+		{CheckRequest{Value: str("x")}, "input"},
+		{CheckRequest{Input: str("nonce")}, "value"},
+		{CheckRequest{Input: str("bogus"), Value: str("x")}, "input"},
+		{CheckRequest{Input: str("nonce"), Value: str(strings.Repeat("x", 1<<20))}, "value"},
+	} {
+		_, err := g.svc.Check(c.Env, tc.req)
+		wantInvalidAt(t, err, domain.InBody, tc.field, nil)
+	}
+}
