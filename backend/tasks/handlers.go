@@ -261,45 +261,11 @@ func (s *Service) envStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	holding := func(e *Env) bool {
-		if since != "" {
-			return e.State == taskenv.State(since)
-		}
-		return e.State.Transitional()
-	}
-	deadline := time.Now().Add(time.Duration(wait) * time.Second)
-	for wait > 0 && holding(e) {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		ch, release := s.hub.Wait(e.ID)
-		// Re-read after subscribing so a change in between is not missed;
-		// re-read at least every 2 s in case another process changed it.
-		cur, err := s.getEnv(r.Context(), e.ID)
-		if err != nil {
-			release()
-			return err
-		}
-		e = cur
-		if !holding(e) {
-			release()
-			break
-		}
-		t := time.NewTimer(min(left, 2*time.Second))
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			release()
+	if e, err = s.WaitState(r.Context(), e, WaitRequest{Since: taskenv.State(since), Wait: time.Duration(wait) * time.Second}); err != nil {
+		if r.Context().Err() != nil {
 			return nil // the client left
 		}
-		t.Stop()
-		release()
-		if e, err = s.getEnv(r.Context(), e.ID); err != nil {
-			return err
-		}
+		return err
 	}
 	httpx.WriteJSON(w, http.StatusOK, statusView(e))
 	return nil

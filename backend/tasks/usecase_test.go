@@ -563,3 +563,47 @@ func TestCheck(t *testing.T) {
 		wantInvalidAt(t, err, domain.InBody, tc.field, nil)
 	}
 }
+
+func TestWaitState(t *testing.T) {
+	g := newUseRig(t)
+	ctx := context.Background()
+	c, err := g.create(t, "ws", apitypes.CreateTaskEnvironment{TaskRef: "slow-start"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No wait: the state as it is.
+	if e, err := g.svc.WaitState(ctx, c.Env, WaitRequest{}); err != nil || e.State != taskenv.StateBuilding {
+		t.Fatalf("no wait: %v, %v", e, err)
+	}
+	// A wait while building ends when the driver makes it ready.
+	got := make(chan *Env, 1)
+	go func() {
+		e, err := g.svc.WaitState(ctx, c.Env, WaitRequest{Wait: 50 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- e
+	}()
+	d := driver{g.svc}
+	if err := d.Step(ctx, c.Env.ID, d.Lane(ctx, c.Env.ID)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e == nil || e.State != taskenv.StateReady {
+			t.Fatalf("the wait answered %v, want ready", e)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the wait did not end when the environment became ready")
+	}
+	// Since a state it is not in: at once. Since its own state: until the caller leaves.
+	ready := g.env(t, c.Env.ID, taskenv.StateReady)
+	if e, err := g.svc.WaitState(ctx, ready, WaitRequest{Since: taskenv.StateBuilding, Wait: 50 * time.Second}); err != nil || e.State != taskenv.StateReady {
+		t.Fatalf("since building: %v, %v", e, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := g.svc.WaitState(cctx, ready, WaitRequest{Since: taskenv.StateReady, Wait: 50 * time.Second}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a caller that left: %v", err)
+	}
+}
