@@ -49,15 +49,20 @@ const (
 	InBody  = "body"
 	InQuery = "query"
 	InPath  = "path"
+	// InHeader is a request header (e.g. Idempotency-Key).
+	InHeader = "header"
 )
 
 // InvalidError: the input is refused; Field names the offending field as a
 // dotted path ("resources.cpuCount", "env_vars.1X"), "" or "body" for the
 // body as a whole.
 type InvalidError struct {
-	In    string // InBody (default), InQuery or InPath
+	In    string // InBody (default), InQuery, InPath or InHeader
 	Field string
 	Msg   string
+	// Path, when set, is Field part by part, for a location a dotted
+	// path cannot spell: a list index (an int) or a map key with a dot in it.
+	Path []any
 }
 
 func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }

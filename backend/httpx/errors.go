@@ -132,7 +132,11 @@ func AsError(err error) *Error {
 	case errors.As(err, &conflict):
 		return Conflict(conflict.Detail)
 	case errors.As(err, &invalid):
-		return invalidIn(invalid.In, invalid.Field, invalid.Msg)
+		e := invalidIn(invalid.In, invalid.Field, invalid.Msg)
+		if len(invalid.Path) > 0 { // where, then the parts as given
+			e.Errors[0].Loc = append(locOf(invalid.In, "")[:1:1], invalid.Path...)
+		}
+		return e
 	case errors.As(err, &rejected):
 		return NewError(http.StatusBadRequest, "invalid_request", rejected.Detail)
 	case errors.As(err, &quota):

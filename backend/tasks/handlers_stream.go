@@ -2,13 +2,10 @@ package tasks
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 )
 
@@ -20,29 +17,13 @@ type StreamExecer interface {
 }
 
 // executeStream answers execute with Accept: application/x-ndjson: the
-// events of §6 (start, stdout, stderr, exit).
-func (s *Service) executeStream(w http.ResponseWriter, r *http.Request, e *Env, argv []string, timeout time.Duration) error {
+// events of §6 (start, stdout, stderr, exit). A failure before the first
+// event is an ordinary JSON error; after it, the stream's last line.
+func (s *Service) executeStream(w http.ResponseWriter, r *http.Request, e *Env, req ExecRequest) error {
 	out := ndjson.New(w)
-	err := errors.ErrUnsupported
-	if se, ok := s.engine.(StreamExecer); ok {
-		_, err = se.ExecStream(r.Context(), e.ID, e.ExecuteService, argv, timeout, out.Event)
-	}
-	if errors.Is(err, errors.ErrUnsupported) && !out.Started {
-		var res *compute.GroupExecResult
-		if res, err = s.engine.Exec(r.Context(), e.ID, e.ExecuteService, argv, timeout, DefaultMaxExecOutput); err == nil {
-			for _, ev := range []compute.ProcessEvent{{Type: compute.EventStart}, {Type: compute.EventStdout, Data: res.Output},
-				{Type: compute.EventExit, ExitCode: res.ExitCode}} {
-				if err = out.Event(ev); err != nil {
-					break
-				}
-			}
-		}
-	}
-	switch {
-	case err == nil, r.Context().Err() != nil:
+	err := s.ExecuteStream(r.Context(), e, req, out.Event)
+	if err == nil || r.Context().Err() != nil {
 		return nil
-	case errors.Is(err, compute.ErrNotRunning):
-		return out.Finish(httpx.Conflict(fmt.Sprintf("environment %s cannot run commands now: %v", e.ID, err)))
 	}
-	return out.Finish(providerHTTPError(err))
+	return out.Finish(err)
 }

@@ -18,11 +18,12 @@ import (
 // literalAllowed lists the few string literals, per file under backend/,
 // that spell a phase or state name but mean something else.
 var literalAllowed = map[string][]string{
-	"api/server.go":     {"ready"},             // the health check's own status
-	"tasks/driver.go":   {"running", "paused"}, // Docker's container states
-	"tasks/handlers.go": {"paused", "deleted"}, // a verb in a message; a timeline note
-	"store/webhooks.go": {"pending", "failed"}, // webhook delivery statuses
-	"e2bapi/events.go":  {"failed"},            // E2B's delivery status (success|failed)
+	"api/server.go":           {"ready"},             // the health check's own status
+	"tasks/driver.go":         {"running", "paused"}, // Docker's container states
+	"tasks/usecase_pause.go":  {"paused"},            // a verb in a message
+	"tasks/usecase_delete.go": {"deleted"},           // a timeline note
+	"store/webhooks.go":       {"pending", "failed"}, // webhook delivery statuses
+	"e2bapi/events.go":        {"failed"},            // E2B's delivery status (success|failed)
 }
 
 // skipped directories speak another vocabulary or own the names:
