@@ -30,7 +30,7 @@ import (
 var fileMiB = flag.Int("file-mib", 256, "size of the file of the files part, in MiB")
 
 func streamParts(ctx context.Context, cli *client.Client, b *backend) {
-	if !want("exec") && !want("stream") && !want("files") {
+	if !want("exec") && !want("stream") && !want("files") && !want("first-byte") && !want("watch") && !want("agent-rss") {
 		return
 	}
 	code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 1800})
@@ -42,6 +42,12 @@ func streamParts(ctx context.Context, cli *client.Client, b *backend) {
 	defer b.do("DELETE", "/sandboxes/"+sb.SandboxID, nil)
 	cid := containerOf(ctx, cli, sb.SandboxID)
 	s := &sandbox{b: b, id: sb.SandboxID, token: sb.AccessToken}
+	if want("agent-rss") {
+		fmt.Printf("%-28s %8.1f MiB (target ≤ 20 MiB; the agent, PID 1, in a sandbox just created)\n", "agent RSS idle (fresh)", agentRSS(ctx, cli, cid))
+		defer func() {
+			fmt.Printf("%-28s %8.1f MiB (target ≤ 20 MiB; the same agent after the parts above ran through it)\n", "agent RSS idle (after use)", agentRSS(ctx, cli, cid))
+		}()
+	}
 	if want("exec") {
 		var ours, raw []time.Duration
 		cmd := []string{"echo", "hello"}
@@ -55,6 +61,14 @@ func streamParts(ctx context.Context, cli *client.Client, b *backend) {
 		lat := s.streamLatency(40)
 		fmt.Printf("%-28s p50 %8.1f ms   p95 %8.1f ms   (line written in the sandbox → read by the NDJSON client; target p50 ≤ 20 ms)\n",
 			"exec streaming latency", ms(pct(lat, 50)), ms(pct(lat, 95)))
+	}
+	if want("first-byte") {
+		firstByte(ctx, cli, s, cid)
+	}
+	if want("watch") {
+		lat := s.watchLatency(*watchEvents)
+		fmt.Printf("%-28s p50 %8.1f ms   p95 %8.1f ms   (file made in the sandbox → its event read on /fs/watch; target p50 ≤ 20 ms)\n",
+			"watch event latency", ms(pct(lat, 50)), ms(pct(lat, 95)))
 	}
 	if want("files") {
 		filesPart(ctx, cli, s, cid)
