@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"path"
 	"strconv"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/envd"
 )
 
 // The issue's agent targets (issue 22) beside what the engine does:
@@ -31,16 +35,38 @@ var watchEvents = flag.Int("watch-events", 40, "files made in the sandbox by the
 // firstByte measures the time to the first output byte, ours and raw,
 // interleaved.
 func firstByte(ctx context.Context, cli *client.Client, s *sandbox, cid string) {
-	var ours, raw []time.Duration
+	base, token := agentOf(ctx, cli, cid)
+	direct := &envd.Client{HTTP: http.DefaultClient, URL: base, Token: token, Name: "bench", Agent: true}
+	var ours, raw, agent []time.Duration
 	for range *samples * 2 {
 		ours = append(ours, s.firstStdout([]string{"echo", "hello"}))
 		raw = append(raw, rawFirstByte(ctx, cli, cid, []string{"echo", "hello"}))
+		agent = append(agent, agentFirstByte(ctx, direct, []string{"echo", "hello"}))
 	}
 	for _, p := range []int{50, 95} {
 		o, r := pct(ours, p), pct(raw, p)
 		fmt.Printf("%-28s p%d ours %8.1f ms   raw %8.1f ms   ratio %.2f× (target p50 ≤ 5 ms; POST /exec NDJSON vs docker exec, to the first stdout byte)\n",
 			"exec streaming first byte", p, ms(o), ms(r), float64(o)/float64(r))
 	}
+	fmt.Printf("%-28s p50 %8.1f ms   p95 %8.1f ms   (the agent's Start stream alone, no backend between: what the backend hop costs)\n",
+		"  agent Start direct", ms(pct(agent, 50)), ms(pct(agent, 95)))
+}
+
+// agentFirstByte is the agent's own Start stream to its first stdout
+// event, through the client the providers use.
+func agentFirstByte(ctx context.Context, c *envd.Client, cmd []string) time.Duration {
+	t0 := time.Now()
+	var first time.Duration
+	err := c.ExecStream(ctx, compute.ExecRequest{Cmd: cmd}, nil, func(ev compute.ProcessEvent) error {
+		if ev.Type == compute.EventStdout && first == 0 {
+			first = time.Since(t0)
+		}
+		return nil
+	})
+	if err != nil || first == 0 {
+		fail(fmt.Errorf("agent Start: no stdout (%v)", err))
+	}
+	return first
 }
 
 // firstStdout streams cmd and returns how long its first stdout event
