@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -99,7 +100,7 @@ func getFile(w http.ResponseWriter, r *http.Request) {
 	if acceptsGzip(r) && r.Header.Get("Range") == "" {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Set("Vary", "Accept-Encoding")
-		gz := gzip.NewWriter(w)
+		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // the CPU is the sandbox's: spend little of it
 		_, _ = io.Copy(gz, f)
 		_ = gz.Close()
 		return
@@ -205,7 +206,7 @@ func writeFile(w http.ResponseWriter, target string, body io.Reader, u identity)
 		httpError(w, dir, err)
 		return false
 	}
-	_, err = io.Copy(tmp, body)
+	_, err = copyInChunks(tmp, body)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -256,4 +257,45 @@ func rawFileName(part *multipart.Part) string {
 		return ""
 	}
 	return params["filename"]
+}
+
+// writeChunk is the size of each write of an upload. A multipart part
+// reads 4 KiB at a time, and a write on the container's filesystem can be
+// a round trip to a FUSE daemon (fuse-overlayfs): gathered into large
+// writes, an upload costs a few hundred of them, not tens of thousands.
+const writeChunk = 1 << 20
+
+var chunks = sync.Pool{New: func() any { b := make([]byte, writeChunk); return &b }}
+
+// copyInChunks copies src to dst in writes of writeChunk bytes (the last
+// one shorter), returning the bytes written and the first error of either.
+func copyInChunks(dst io.Writer, src io.Reader) (int64, error) {
+	bp := chunks.Get().(*[]byte)
+	defer chunks.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		// Fill buf by hand: io.ReadFull would turn a body's own
+		// io.ErrUnexpectedEOF (cut short) into a clean end.
+		n := 0
+		var err error
+		for n < len(buf) && err == nil {
+			var m int
+			m, err = src.Read(buf[n:])
+			n += m
+		}
+		if n > 0 {
+			w, werr := dst.Write(buf[:n])
+			total += int64(w)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }

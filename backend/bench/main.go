@@ -7,7 +7,9 @@
 //   - warm-pool create→running p50 (DREADNODE_WARM_POOL_SIZE)
 //   - GET /sandboxes/{id} throughput and p99 under concurrent keep-alive clients
 //     (get-pg: on a PostgreSQL replica, against SQLite in the same run)
-//   - exec, streaming and file transfer (streams.go)
+//   - exec, streaming and file transfer (streams.go, files.go); the
+//     streamed exec's first byte, watch event latency and the agent's
+//     idle RSS (agentparts.go)
 //   - deadlines during a burst of creates, lists over 100k records, sandbox
 //     metrics latency (fanout.go)
 //   - TTL enforcement lag with 10k live records, SQLite and PostgreSQL (ttl.go)
@@ -62,7 +64,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,files,expiry,ttl,list,metrics,admission,ratelimit,events,egress,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )

@@ -37,7 +37,7 @@ func (p *Provider) CreateFile(ctx context.Context, ref compute.Ref, name string,
 	if err != nil {
 		return err
 	}
-	return c.CreateFile(ctx, name, r)
+	return c.CreateFile(ctx, name, r, size)
 }
 
 // Remove implements compute.Files.

@@ -44,7 +44,7 @@ func (p *Provider) CreateFile(ctx context.Context, ref compute.Ref, name string,
 	}); err != nil {
 		return err
 	}
-	return client.CreateFile(ctx, name, r)
+	return client.CreateFile(ctx, name, r, size)
 }
 
 // Remove implements compute.Files.
