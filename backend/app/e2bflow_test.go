@@ -350,32 +350,56 @@ func e2bFlow(t *testing.T, ta *testApp, img flowImage) {
 		t.Fatalf("reconnect: replayed %q, end %v (want ended by SIGTERM), err %v", replay.String(), end, cs.Err())
 	}
 
-	// stdin: what is sent comes back; closing stdin ends the process.
+	// stdin: what is sent comes back; closing stdin ends the process. Input
+	// goes by SendInput, then by StreamInput (client streaming, HTTP/1.1
+	// through the router), whose input is echoed while its stream is still
+	// open: the router forwards it as it comes, not at the stream's end.
 	st, err = pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: img.cat[0], Args: img.cat[1:]}, Stdin: proto.Bool(true)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var echoed strings.Builder
+	var in *connect.ClientStreamForClient[process.StreamInputRequest, process.StreamInputResponse]
+	var sel *process.ProcessSelector
+	stdinData := func(b string) *process.StreamInputRequest {
+		return &process.StreamInputRequest{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{
+			Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte(b)}}}}}
+	}
 	end = nil
 	for st.Receive() {
 		ev := st.Msg().GetEvent()
 		if s := ev.GetStart(); s != nil {
-			sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: s.GetPid()}}
+			sel = &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: s.GetPid()}}
 			if _, err := pc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel,
 				Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("hello stdin\n")}}})); err != nil {
 				t.Fatalf("SendInput: %v", err)
 			}
+			in = pc.StreamInput(ctx)
+			for _, m := range []*process.StreamInputRequest{
+				{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: sel}}},
+				stdinData("streamed "), stdinData("input\n"),
+			} {
+				if err := in.Send(m); err != nil {
+					t.Fatalf("StreamInput send: %v", err)
+				}
+			}
+		}
+		echoed.Write(ev.GetData().GetStdout())
+		if in != nil && strings.HasSuffix(echoed.String(), "streamed input\n") {
+			if _, err := in.CloseAndReceive(); err != nil {
+				t.Fatalf("StreamInput: %v", err)
+			}
+			in = nil
 			if _, err := pc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
 				t.Fatalf("CloseStdin: %v", err)
 			}
 		}
-		echoed.Write(ev.GetData().GetStdout())
 		if e := ev.GetEnd(); e != nil {
 			end = e
 		}
 	}
 	_ = st.Close()
-	if echoed.String() != "hello stdin\n" || end == nil || end.GetExitCode() != 0 {
+	if echoed.String() != "hello stdin\nstreamed input\n" || end == nil || end.GetExitCode() != 0 {
 		t.Fatalf("stdin: echoed %q, end %v, err %v", echoed.String(), end, st.Err())
 	}
 
