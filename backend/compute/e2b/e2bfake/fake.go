@@ -225,7 +225,7 @@ type Server struct {
 	pageSize   int
 	exec       ExecFunc
 	lookup     func(string) bool
-	envdUp     EnvdUpstream // upstream.go; nil: the fake's own envd
+	envdUp     EnvdUpstream      // upstream.go; nil: the fake's own envd
 	volumes    map[string]string // volume id -> name
 	procs      map[uint32]*proc
 	nextPID    uint32
