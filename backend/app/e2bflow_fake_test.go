@@ -99,7 +99,7 @@ func (f *fakeEnvds) start(id string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	ip := in.NetworkSettings.IPAddress
+	ip := ""
 	for _, n := range in.NetworkSettings.Networks {
 		if ip == "" {
 			ip = n.IPAddress
