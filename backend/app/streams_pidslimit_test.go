@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 )
 
@@ -48,6 +51,21 @@ func TestStreamProcessLimit(t *testing.T) {
 	}
 	setPids(int64(stats.PidsStats.Current))
 
+	// An E2B client (envd's Connect API through the host router) reads
+	// resource_exhausted, the code envd's clients retry on.
+	hc := hostClient(ta, nil)
+	hc.Transport = tokenTransport{base: hc.Transport, token: &tok}
+	pc := processconnect.NewProcessClient(hc, "http://49983-"+id+".localhost")
+	ps, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"hi"}}}))
+	if err == nil {
+		for ps.Receive() {
+		}
+		err = ps.Err()
+		_ = ps.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "process limit") {
+		t.Errorf("envd Start at the pids limit: %v, want resource_exhausted saying the sandbox hit its process limit", err)
+	}
 	for _, route := range []string{"/processes", "/exec"} {
 		r := ta.req("POST", "/sandboxes/"+id+route, map[string]any{"cmd": []string{"echo", "hi"}}, "X-Access-Token", tok)
 		if r.code != http.StatusConflict || !strings.Contains(string(r.body), "process limit") {
