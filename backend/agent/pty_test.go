@@ -39,6 +39,16 @@ func TestPTYStartIsATerminal(t *testing.T) {
 	if c.end.GetExitCode() != 0 {
 		t.Errorf("end %v", c.end)
 	}
+	// A later Connect replays it as pty data too.
+	cst, err := a.proc.Connect(testCtx(t), connect.NewRequest(&process.ConnectRequest{Process: pidSel(c.pid)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cst.Close()
+	r := collect(t, cst.Receive, func() *process.ProcessEvent { return cst.Msg().GetEvent() }, nil)
+	if r.pty.String() != out || r.stdout.Len() != 0 || r.end == nil {
+		t.Errorf("replay: pty %q (want %q), stdout %q, end %v", r.pty.String(), out, r.stdout.String(), r.end)
+	}
 }
 
 // Update resizes the terminal (the process reads the new size); pty input
