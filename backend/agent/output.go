@@ -9,10 +9,21 @@ const OutputKeepBytes = 1 << 20
 // chunkBytes is the largest data event (envd sends 32 KiB or less).
 const chunkBytes = 32 << 10
 
+// stream says which of a process's outputs a chunk came from.
+type stream uint8
+
+const (
+	stdoutStream stream = iota
+	stderrStream
+	// ptyStream is a PTY's output: stdout and stderr merged by the
+	// terminal, sent as envd does, in the data event's pty field.
+	ptyStream
+)
+
 // chunk is one piece of output; seq numbers every chunk ever written.
 type chunk struct {
 	seq    uint64
-	stderr bool
+	stream stream
 	data   []byte
 }
 
@@ -60,13 +71,13 @@ func (l *outputLog) release() {
 	l.sent.Broadcast()
 }
 
-func (l *outputLog) write(stderr bool, data []byte) {
+func (l *outputLog) write(from stream, data []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.dropsUnsent(len(data)) {
 		l.sent.Wait()
 	}
-	l.chunks = append(l.chunks, chunk{seq: l.next, stderr: stderr, data: data})
+	l.chunks = append(l.chunks, chunk{seq: l.next, stream: from, data: data})
 	l.next++
 	l.bytes += len(data)
 	// Keep at least OutputKeepBytes: drop the oldest only while the rest is that much.

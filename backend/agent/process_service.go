@@ -26,13 +26,22 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	if m.GetProcess().GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd must not be empty"))
 	}
+	spec := startSpec{config: m.GetProcess(), tag: m.GetTag(), stdin: m.Stdin == nil || m.GetStdin(), user: processUser(req.Header())}
 	if m.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("this agent does not offer a PTY yet; start the process without pty"))
+		size, err := ptySize(m.Pty, "pty")
+		if err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		spec.pty = &size
 	}
-	p, err := s.ps.start(startSpec{config: m.GetProcess(), tag: m.GetTag(), stdin: m.Stdin == nil || m.GetStdin(), user: processUser(req.Header())})
+	p, err := s.ps.start(spec)
 	var se *startError
 	if errors.As(err, &se) {
 		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	var le *limitError
+	if errors.As(err, &le) {
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	}
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
@@ -79,9 +88,12 @@ func follow(ctx context.Context, p *proc, once, owner bool, send func(*process.P
 		chunks, ended, changed := p.out.since(next)
 		for _, c := range chunks {
 			d := &process.ProcessEvent_DataEvent{}
-			if c.stderr {
+			switch c.stream {
+			case stderrStream:
 				d.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: c.data}
-			} else {
+			case ptyStream:
+				d.Output = &process.ProcessEvent_DataEvent_Pty{Pty: c.data}
+			default:
 				d.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: c.data}
 			}
 			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: d}}); err != nil {
@@ -145,8 +157,24 @@ func (s *processService) List(_ context.Context, req *connect.Request[process.Li
 	return res, nil
 }
 
-func (s *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this agent does not offer a PTY yet, so there is nothing to resize"))
+// Update resizes a process's PTY; without pty it changes nothing, as envd.
+func (s *processService) Update(_ context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
+	p, err := s.ps.find(req.Msg.GetProcess())
+	if err != nil {
+		return nil, notFound(req.Msg.GetProcess())
+	}
+	if req.Msg.Pty != nil {
+		size, err := ptySize(req.Msg.Pty, "pty")
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		if err := p.resize(size); errors.Is(err, errNoPTY) {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no PTY to resize (started without pty, or ended)", p.pid))
+		} else if err != nil {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("resizing the PTY of process %d: %w", p.pid, err))
+		}
+	}
+	return connect.NewResponse(&process.UpdateResponse{}), nil
 }
 
 func (s *processService) SendInput(_ context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
@@ -188,8 +216,19 @@ func (s *processService) StreamInput(_ context.Context, stream *connect.ClientSt
 }
 
 func input(p *proc, in *process.ProcessInput) error {
-	if in.GetPty() != nil {
-		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no PTY; send stdin", p.pid))
+	if _, isPTY := in.GetInput().(*process.ProcessInput_Pty); isPTY {
+		if err := p.writePTY(in.GetPty()); errors.Is(err, errNoPTY) {
+			if p.hasPTY() {
+				return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has ended; its PTY is closed", p.pid))
+			}
+			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no PTY; send stdin", p.pid))
+		} else if err != nil {
+			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cannot write to the PTY of process %d: %v", p.pid, err))
+		}
+		return nil
+	}
+	if p.hasPTY() {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d runs in a PTY; send its input as pty, not stdin", p.pid))
 	}
 	if err := p.writeStdin(in.GetStdin()); err != nil {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cannot write to the stdin of process %d: it was started without stdin, closed it, or ended", p.pid))
@@ -219,6 +258,9 @@ func (s *processService) CloseStdin(_ context.Context, req *connect.Request[proc
 	p, err := s.ps.find(req.Msg.GetProcess())
 	if err != nil {
 		return nil, notFound(req.Msg.GetProcess())
+	}
+	if p.hasPTY() {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d runs in a PTY, which has no stdin to close; send Ctrl+D (0x04) as pty input", p.pid))
 	}
 	if err := p.closeStdin(); err != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the stdin of process %d is already closed (or it was started without one)", p.pid))

@@ -22,6 +22,7 @@ import (
 type collected struct {
 	pid            uint32
 	stdout, stderr bytes.Buffer
+	pty            bytes.Buffer
 	end            *process.ProcessEvent_EndEvent
 }
 
@@ -35,6 +36,7 @@ func collect(t *testing.T, receive func() bool, msg func() *process.ProcessEvent
 		case *process.ProcessEvent_Data:
 			c.stdout.Write(e.Data.GetStdout())
 			c.stderr.Write(e.Data.GetStderr())
+			c.pty.Write(e.Data.GetPty())
 		case *process.ProcessEvent_End:
 			c.end = e.End
 			return c
@@ -426,11 +428,11 @@ func TestOnceAndEndedExtensions(t *testing.T) {
 // would drop that the owner has not sent, not only the oldest one.
 func TestOutputLogKeepsEveryUnsentChunk(t *testing.T) {
 	l := newOutputLog()
-	l.write(false, make([]byte, 10)) // seq 0
-	l.ack(1)                         // seq 0 sent
-	l.write(false, make([]byte, 10)) // seq 1, not sent
+	l.write(stdoutStream, make([]byte, 10)) // seq 0
+	l.ack(1)                                // seq 0 sent
+	l.write(stdoutStream, make([]byte, 10)) // seq 1, not sent
 	done := make(chan struct{})
-	go func() { l.write(false, make([]byte, OutputKeepBytes)); close(done) }() // would drop seq 0 and 1
+	go func() { l.write(stdoutStream, make([]byte, OutputKeepBytes)); close(done) }() // would drop seq 0 and 1
 	select {
 	case <-done:
 	case <-time.After(200 * time.Millisecond): // the write is held, as it must be

@@ -28,6 +28,8 @@ type proc struct {
 
 	mu    sync.Mutex
 	stdin *os.File // nil once closed, or when started without stdin
+	tty   *os.File // a PTY's master; nil once ended, or when started without one
+	pty   bool     // started with a PTY
 	// stdinAtEnd: stdin was still open when the process ended.
 	stdinAtEnd bool
 	status     syscall.WaitStatus
@@ -59,6 +61,7 @@ type startSpec struct {
 	config *process.ProcessConfig
 	tag    string
 	stdin  bool
+	pty    *termSize // nil: pipes
 	user   identity
 }
 
@@ -75,35 +78,26 @@ func (ps *Processes) start(s startSpec) (*proc, error) {
 	if err != nil {
 		return nil, &startError{msg: err.Error()}
 	}
-	outR, outW, err := os.Pipe()
+	var pio *procIO
+	if s.pty != nil {
+		pio, err = openPTY(*s.pty, s.user)
+	} else {
+		pio, err = openPipes(s.stdin)
+	}
 	if err != nil {
-		return nil, err
+		return nil, openError(err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	stdinFile := devNull()
-	var stdinW *os.File
-	if s.stdin {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		stdinFile, stdinW = r, w
-	}
-	p := &proc{tag: s.tag, config: s.config, started: time.Now(), out: newOutputLog(), stdin: stdinW}
+	p := &proc{tag: s.tag, config: s.config, started: time.Now(), out: newOutputLog(), stdin: pio.stdin, tty: pio.tty, pty: pio.tty != nil}
+	sys := pio.sys
+	sys.Credential = s.user.credential()
 	attr := &os.ProcAttr{
 		Dir:   cwd,
 		Env:   processEnv(ps.env, s.user, s.config.Envs),
-		Files: []*os.File{stdinFile, outW, errW},
-		// Own process group: a signal reaches the command and what it started.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Credential: s.user.credential()},
+		Files: pio.child,
+		Sys:   sys,
 	}
 	argv := append([]string{s.config.Cmd}, s.config.Args...)
-	p.readers.Add(2) // before the reaper may call ended, which waits for them
+	p.readers.Add(len(pio.outputs)) // before the reaper may call ended, which waits for them
 	_, err = ps.reaper.Start(func() (int, error) {
 		pr, err := os.StartProcess(path, argv, attr)
 		if err != nil {
@@ -117,23 +111,80 @@ func (ps *Processes) start(s startSpec) (*proc, error) {
 		ps.mu.Unlock()
 		return pid, nil
 	}, func(st syscall.WaitStatus) { ps.ended(p, st) })
-	outW.Close()
-	errW.Close()
-	if s.stdin {
-		stdinFile.Close()
-	}
+	pio.closeChild()
 	if err != nil {
-		p.readers.Add(-2)
-		outR.Close()
-		errR.Close()
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return nil, &startError{msg: err.Error()}
+		p.readers.Add(-len(pio.outputs))
+		pio.closeParent()
+		return nil, forkError(err)
 	}
-	go p.copy(outR, false)
-	go p.copy(errR, true)
+	for _, o := range pio.outputs {
+		go p.copy(o)
+	}
 	return p, nil
+}
+
+// procIO is both ends of a process's stdio: pipes, or a PTY.
+type procIO struct {
+	child      []*os.File // the child's stdin, stdout, stderr
+	childOwned []*os.File // those of them the parent closes once it started
+	outputs    []output   // read into the output log
+	stdin      *os.File   // the write end of a stdin pipe
+	tty        *os.File   // a PTY's master
+	sys        *syscall.SysProcAttr
+}
+
+// output is one end the agent reads a process's output from.
+type output struct {
+	file *os.File
+	from stream
+}
+
+// openPipes makes stdout and stderr pipes, and a stdin pipe when asked
+// (else stdin reads nothing).
+func openPipes(withStdin bool) (*procIO, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	pio := &procIO{
+		child:      []*os.File{devNull(), outW, errW},
+		childOwned: []*os.File{outW, errW},
+		outputs:    []output{{file: outR, from: stdoutStream}, {file: errR, from: stderrStream}},
+		// Own process group: a signal reaches the command and what it started.
+		sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if withStdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			pio.closeChild()
+			pio.closeParent()
+			return nil, err
+		}
+		pio.child[0], pio.stdin = r, w
+		pio.childOwned = append(pio.childOwned, r)
+	}
+	return pio, nil
+}
+
+func (pio *procIO) closeChild() {
+	for _, f := range pio.childOwned {
+		f.Close()
+	}
+}
+
+func (pio *procIO) closeParent() {
+	for _, o := range pio.outputs {
+		o.file.Close()
+	}
+	if pio.stdin != nil {
+		pio.stdin.Close()
+	}
 }
 
 // ended records the exit; the log ends once the pipes are drained too.
@@ -141,6 +192,10 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 	p.readers.Wait()
 	p.mu.Lock()
 	p.status, p.exited = st, true
+	if p.tty != nil {
+		p.tty.Close()
+		p.tty = nil
+	}
 	if p.stdin != nil {
 		p.stdin.Close()
 		p.stdin = nil
@@ -172,16 +227,19 @@ func (ps *Processes) pruneLocked() {
 	}
 }
 
-// copy reads one output pipe into the log until every writer closed it
-// (the process and whatever it left running with the pipe).
-func (p *proc) copy(r *os.File, stderr bool) {
+// copy reads one output into the log until every writer closed it (the
+// process and whatever it left running with it): a pipe reads EOF, a PTY's
+// master EIO. A PTY's master stays open (for input and resizes) until ended.
+func (p *proc) copy(o output) {
 	defer p.readers.Done()
-	defer r.Close()
+	if o.from != ptyStream {
+		defer o.file.Close()
+	}
 	for {
 		buf := make([]byte, chunkBytes)
-		n, err := r.Read(buf)
+		n, err := o.file.Read(buf)
 		if n > 0 {
-			p.out.write(stderr, buf[:n:n])
+			p.out.write(o.from, buf[:n:n])
 		}
 		if err != nil {
 			return
@@ -279,6 +337,42 @@ func (p *proc) end() (syscall.WaitStatus, bool) {
 type startError struct{ msg string }
 
 func (e *startError) Error() string { return e.msg }
+
+// limitError is a process that could not start because the sandbox is out
+// of something: processes (its pids limit), memory or file descriptors.
+// Not the caller's input: the same request may work once processes end.
+type limitError struct{ err error }
+
+func (e *limitError) Error() string {
+	switch {
+	case errors.Is(e.err, syscall.EAGAIN):
+		return "the sandbox hit its process limit (fork: " + e.err.Error() + "); end some of its processes and try again"
+	case errors.Is(e.err, syscall.ENOMEM):
+		return "the sandbox is out of memory (" + e.err.Error() + ")"
+	}
+	return "the sandbox is out of file descriptors (" + e.err.Error() + ")"
+}
+
+func (e *limitError) Unwrap() error { return e.err }
+
+// forkError classifies a failed os.StartProcess: EAGAIN is the pids limit
+// (or RLIMIT_NPROC), ENOMEM memory; the rest (not executable, bad format)
+// is the caller's.
+func forkError(err error) error {
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		return &limitError{err: err}
+	}
+	return &startError{msg: err.Error()}
+}
+
+// openError classifies a failure to open a process's pipes or PTY: out of
+// file descriptors is a limit, the rest the agent's own.
+func openError(err error) error {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
+		return &limitError{err: err}
+	}
+	return err
+}
 
 var (
 	nullOnce sync.Once

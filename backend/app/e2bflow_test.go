@@ -35,7 +35,7 @@ import (
 // Test images built locally (no registry), labelled and kept for reuse.
 const (
 	flowBusybox = "dn-test-flow-busybox:latest"
-	flowNoShell = "dn-test-flow-noshell:latest"
+	flowNoShell = "dn-test-flow-noshell:winsize" // its program reads a PTY's size (tagged anew when it changed)
 )
 
 // flowProgram is the no-shell image's only program: it prints what it is
@@ -43,11 +43,14 @@ const (
 const flowProgram = `package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 func main() {
@@ -59,6 +62,15 @@ func main() {
 		os.Exit(code)
 	case len(os.Args) == 2 && os.Args[1] == "cat":
 		_, _ = io.Copy(os.Stdout, os.Stdin)
+	case len(os.Args) == 2 && os.Args[1] == "winsize":
+		// A line read from the terminal, then its size, as stty size prints it.
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		var ws [4]uint16
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, 0, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws))); e != 0 {
+			fmt.Println("TIOCGWINSZ:", e)
+			os.Exit(1)
+		}
+		fmt.Println(ws[0], ws[1])
 	case len(os.Args) == 2 && os.Args[1] == "banner":
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
@@ -74,10 +86,12 @@ type flowImage struct {
 	say      func(out, errOut string, code int) (string, []string)
 	cat      []string // echoes stdin
 	banner   []string // prints "ready\n", then waits
+	winsize  []string // reads a line, prints its terminal's "rows cols"
 }
 
-func shellImage(template string) flowImage {
+func shellImage(template, stty string) flowImage {
 	return flowImage{template: template,
+		winsize: []string{"/bin/sh", "-c", "read line; " + stty + " size"},
 		say: func(out, errOut string, code int) (string, []string) {
 			return "/bin/sh", []string{"-c", fmt.Sprintf("printf %%s %s; printf %%s %s >&2; exit %d", out, errOut, code)}
 		},
@@ -86,14 +100,15 @@ func shellImage(template string) flowImage {
 }
 
 var flowImages = []flowImage{
-	shellImage("base"),
-	shellImage("flow-busybox"),
+	shellImage("base", "stty"),
+	shellImage("flow-busybox", "/bin/busybox stty"),
 	{template: "flow-noshell",
 		say: func(out, errOut string, code int) (string, []string) {
 			return "/app", []string{"say", out, errOut, fmt.Sprint(code)}
 		},
-		cat:    []string{"/app", "cat"},
-		banner: []string{"/app", "banner"}},
+		cat:     []string{"/app", "cat"},
+		banner:  []string{"/app", "banner"},
+		winsize: []string{"/app", "winsize"}},
 }
 
 var flowImagesOnce struct {
@@ -335,34 +350,60 @@ func e2bFlow(t *testing.T, ta *testApp, img flowImage) {
 		t.Fatalf("reconnect: replayed %q, end %v (want ended by SIGTERM), err %v", replay.String(), end, cs.Err())
 	}
 
-	// stdin: what is sent comes back; closing stdin ends the process.
+	// stdin: what is sent comes back; closing stdin ends the process. Input
+	// goes by SendInput, then by StreamInput (client streaming, HTTP/1.1
+	// through the router), whose input is echoed while its stream is still
+	// open: the router forwards it as it comes, not at the stream's end.
 	st, err = pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: img.cat[0], Args: img.cat[1:]}, Stdin: proto.Bool(true)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var echoed strings.Builder
+	var in *connect.ClientStreamForClient[process.StreamInputRequest, process.StreamInputResponse]
+	var sel *process.ProcessSelector
+	stdinData := func(b string) *process.StreamInputRequest {
+		return &process.StreamInputRequest{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{
+			Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte(b)}}}}}
+	}
 	end = nil
 	for st.Receive() {
 		ev := st.Msg().GetEvent()
 		if s := ev.GetStart(); s != nil {
-			sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: s.GetPid()}}
+			sel = &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: s.GetPid()}}
 			if _, err := pc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel,
 				Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("hello stdin\n")}}})); err != nil {
 				t.Fatalf("SendInput: %v", err)
 			}
+			in = pc.StreamInput(ctx)
+			for _, m := range []*process.StreamInputRequest{
+				{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: sel}}},
+				stdinData("streamed "), stdinData("input\n"),
+			} {
+				if err := in.Send(m); err != nil {
+					t.Fatalf("StreamInput send: %v", err)
+				}
+			}
+		}
+		echoed.Write(ev.GetData().GetStdout())
+		if in != nil && strings.HasSuffix(echoed.String(), "streamed input\n") {
+			if _, err := in.CloseAndReceive(); err != nil {
+				t.Fatalf("StreamInput: %v", err)
+			}
+			in = nil
 			if _, err := pc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
 				t.Fatalf("CloseStdin: %v", err)
 			}
 		}
-		echoed.Write(ev.GetData().GetStdout())
 		if e := ev.GetEnd(); e != nil {
 			end = e
 		}
 	}
 	_ = st.Close()
-	if echoed.String() != "hello stdin\n" || end == nil || end.GetExitCode() != 0 {
+	if echoed.String() != "hello stdin\nstreamed input\n" || end == nil || end.GetExitCode() != 0 {
 		t.Fatalf("stdin: echoed %q, end %v, err %v", echoed.String(), end, st.Err())
 	}
+
+	flowPTY(ctx, t, pc, img)
 
 	// Files: a recursive watch sees what the steps below do under /flow.
 	if _, err := fc.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: "/flow/sub"})); err != nil {
@@ -477,6 +518,45 @@ func e2bFlow(t *testing.T, ta *testApp, img flowImage) {
 		t.Fatalf("envd after kill: want refused, got %v %v", res, err)
 	} else {
 		res.Body.Close()
+	}
+}
+
+// flowPTY: a process in a terminal (as the SDK's pty.create): resized by
+// Update, typed into by pty input (echoed by the terminal), its output sent
+// as pty data.
+func flowPTY(ctx context.Context, t *testing.T, pc processconnect.ProcessClient, img flowImage) {
+	t.Helper()
+	st, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{
+		Process: &process.ProcessConfig{Cmd: img.winsize[0], Args: img.winsize[1:]},
+		Pty:     &process.PTY{Size: &process.PTY_Size{Cols: 80, Rows: 24}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out, plain strings.Builder
+	var end *process.ProcessEvent_EndEvent
+	for st.Receive() {
+		ev := st.Msg().GetEvent()
+		if s := ev.GetStart(); s != nil {
+			sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: s.GetPid()}}
+			if _, err := pc.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: sel,
+				Pty: &process.PTY{Size: &process.PTY_Size{Cols: 120, Rows: 40}}})); err != nil {
+				t.Fatalf("Update (resize): %v", err)
+			}
+			if _, err := pc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel,
+				Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: []byte("go\n")}}})); err != nil {
+				t.Fatalf("SendInput pty: %v", err)
+			}
+		}
+		out.Write(ev.GetData().GetPty())
+		plain.Write(ev.GetData().GetStdout())
+		plain.Write(ev.GetData().GetStderr())
+		if e := ev.GetEnd(); e != nil {
+			end = e
+		}
+	}
+	if end == nil || end.GetExitCode() != 0 || !strings.Contains(out.String(), "go\r\n") || !strings.HasSuffix(out.String(), "40 120\r\n") || plain.Len() > 0 {
+		t.Fatalf("pty: output %q (want the echoed input, then the resized \"40 120\"), stdout/stderr %q, end %v, err %v", out.String(), plain.String(), end, st.Err())
 	}
 }
 

@@ -466,6 +466,10 @@ func providerErr(what string, err error) error {
 		return &domain.RejectedError{Detail: msg}
 	case compute.KindConflict:
 		return domain.Conflict(msg)
+	case compute.KindResourceLimit:
+		// The sandbox is out of processes, memory or disk: its state, which
+		// ending processes or removing files changes (409, not the provider's 502).
+		return domain.Conflict(msg)
 	case compute.KindTimeout:
 		return &domain.TimeoutError{Detail: msg}
 	case compute.KindUnavailable:

@@ -137,6 +137,13 @@ func (c *Client) connectError(ctx, runCtx context.Context, op string, req comput
 	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition:
 		return compute.Errorf(compute.KindInvalid, op, err, "command %q could not run in %s: %s", cmd, c.Name, msg)
 	case connect.CodeResourceExhausted:
+		if connect.IsWireError(err) {
+			// Said by the daemon: the sandbox is out of processes (its pids
+			// limit), memory or descriptors. The caller can act on it (end
+			// processes), so not a provider failure.
+			return compute.Errorf(compute.KindResourceLimit, op, err, "command %q could not start in %s: %s", cmd, c.Name, msg)
+		}
+		// Our own read bound refused what the daemon sent.
 		return compute.Errorf(compute.KindInternal, op, err, "%s in %s sent more than the %d bytes one message may hold: %s", c.daemon(), c.Name, compute.MaxMessageBytes, msg)
 	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeUnimplemented:
 		// Typical of E2B's proxy answering for a sandbox that is gone or paused.

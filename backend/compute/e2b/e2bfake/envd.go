@@ -84,6 +84,8 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, body []byte, 
 		writeError(rec, http.StatusNotFound, "no such route", "")
 	} else if !s.tokenOK(id, r.Header.Get("X-Access-Token")) {
 		writeError(rec, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported", "")
+	} else if s.envdUp != nil {
+		s.forwardEnvd(rec, vr, id, sub)
 	} else {
 		switch key {
 		case RouteFilesGet:

@@ -225,6 +225,7 @@ type Server struct {
 	pageSize   int
 	exec       ExecFunc
 	lookup     func(string) bool
+	envdUp     EnvdUpstream      // upstream.go; nil: the fake's own envd
 	volumes    map[string]string // volume id -> name
 	procs      map[uint32]*proc
 	nextPID    uint32
@@ -543,6 +544,12 @@ func (s *Server) newSandboxLocked(template string, md, env map[string]string, tt
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/envd/"); ok && s.envdUp != nil {
+		if id, sub, _ := strings.Cut(rest, "/"); isConnectRoute("/" + sub) {
+			s.proxyConnect(w, r, id, "/"+sub)
+			return
+		}
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
