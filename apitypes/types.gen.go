@@ -490,7 +490,7 @@ type APIKeyScope string
 
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
-	// Timeout seconds from now; endAt becomes at least now+timeout
+	// Timeout seconds from now; endAt becomes at least now+timeout (the minimum is the deployment's DREADNODE_MIN_TIMEOUT_SEC, 60 by default)
 	Timeout *int `json:"timeout,omitempty"`
 }
 
@@ -550,7 +550,9 @@ type CreateSandbox struct {
 	Command []string `json:"command,omitempty"`
 
 	// EnvVars names are [A-Za-z_][A-Za-z0-9_]*, at most 256 characters
-	EnvVars    map[string]string `json:"envVars,omitempty"`
+	EnvVars map[string]string `json:"envVars,omitempty"`
+
+	// Metadata keys are 1-64 characters of letters, digits, _ . - /
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Network    *SandboxNetwork   `json:"network,omitempty"`
 	Resources  *SandboxResources `json:"resources,omitempty"`
