@@ -76,3 +76,16 @@ func TestUnitPlanBoundsAreTheDocuments(t *testing.T) {
 		}
 	}
 }
+
+// The provider's environment is read through one typed struct: each
+// documented variable lands in its field.
+func TestUnitEnvConfig(t *testing.T) {
+	t.Setenv(EnvAPIURL, "http://api.example:8080")
+	t.Setenv(EnvAPIKey, "k")
+	t.Setenv(EnvOrg, "o")
+	t.Setenv(EnvWorkspace, "w")
+	c, err := readEnvConfig()
+	if err != nil || c != (envConfig{APIURL: "http://api.example:8080", APIKey: "k", Org: "o", Workspace: "w"}) {
+		t.Fatalf("%+v %v", c, err)
+	}
+}

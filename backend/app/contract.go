@@ -27,7 +27,8 @@ type requestContract struct {
 
 // newRequestContract reads the document. minTimeout is the deployment's
 // lowest sandbox timeout (DREADNODE_MIN_TIMEOUT_SEC), which replaces the
-// document's default minimum of every sandbox timeout field.
+// document's default minimum of every sandbox and task environment timeout
+// field (the document states the default deployment's).
 func newRequestContract(minTimeout int) (*requestContract, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(apitypes.OpenAPIYAML)
 	if err != nil {
@@ -47,15 +48,18 @@ func newRequestContract(minTimeout int) (*requestContract, error) {
 		}
 	}
 	lo := float64(minTimeout)
-	for _, name := range []string{"CreateSandbox", "SetSandboxTimeout", "ConnectSandbox"} {
-		s := doc.Components.Schemas[name]
-		if s == nil || s.Value == nil || s.Value.Properties["timeout"] == nil {
-			return nil, fmt.Errorf("openapi: schema %s has no timeout", name)
+	for _, f := range []struct{ schema, prop string }{
+		{"CreateSandbox", "timeout"}, {"SetSandboxTimeout", "timeout"}, {"ConnectSandbox", "timeout"},
+		{"CreateTaskEnvironment", "timeout_sec"},
+	} {
+		s := doc.Components.Schemas[f.schema]
+		if s == nil || s.Value == nil || s.Value.Properties[f.prop] == nil {
+			return nil, fmt.Errorf("openapi: schema %s has no %s", f.schema, f.prop)
 		}
 		// A copy: the schema is shared with whatever else refers to it.
-		t := *s.Value.Properties["timeout"].Value
+		t := *s.Value.Properties[f.prop].Value
 		t.Min = &lo
-		s.Value.Properties["timeout"] = openapi3.NewSchemaRef("", &t)
+		s.Value.Properties[f.prop] = openapi3.NewSchemaRef("", &t)
 	}
 	return c, nil
 }

@@ -61,6 +61,13 @@ func TestContractBoundsFromTheDocument(t *testing.T) {
 	if err := checkBody(c.bodies["POST /sandboxes/{id}/timeout"], []byte(`{"timeout": 29}`)); err == nil {
 		t.Fatal("POST /timeout below the configured minimum accepted")
 	}
+	env := c.bodies["POST /api/v1/org/{org}/ws/{workspace}/environments"]
+	if err := checkBody(env, []byte(`{"task_ref": "t", "timeout_sec": 30}`)); err != nil {
+		t.Fatalf("an environment at the configured minimum: %v", err)
+	}
+	if err := checkBody(env, []byte(`{"task_ref": "t", "timeout_sec": 29}`)); err == nil {
+		t.Fatal("an environment below the configured minimum accepted")
+	}
 }
 
 // Every operation of the document with a JSON body is found from the
