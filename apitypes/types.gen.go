@@ -1222,6 +1222,13 @@ type TaskInput struct {
 	Secret *bool `json:"secret,omitempty"`
 }
 
+// Template A template sandboxes can be created from, with its default resources.
+type Template struct {
+	TemplateID string `json:"templateID"`
+	CPUCount   int64  `json:"cpuCount"`
+	MemoryMB   int64  `json:"memoryMB"`
+}
+
 // Usage defines model for Usage.
 type Usage struct {
 	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`

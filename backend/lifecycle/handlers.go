@@ -423,7 +423,7 @@ func (s *Service) handleGetTemplate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "cpuCount": t.CPUCount, "memoryMB": t.MemoryMB})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.Template{TemplateID: t.ID, CPUCount: int64(t.CPUCount), MemoryMB: int64(t.MemoryMB)})
 	return nil
 }
 
