@@ -20,6 +20,8 @@ package apitypes
 
 // The pinned generators: mergespec writes openapi.yaml, oapi-codegen the
 // types from it (its own go.mod, fetched from the module proxy, so the
-// generator's dependencies stay out of ours).
+// generator's dependencies stay out of ours), boundsgen the document's
+// numeric bounds as constants (bounds.gen.go).
 //go:generate go run ./internal/mergespec -root .. -o openapi.yaml
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml -o types.gen.go openapi.yaml
+//go:generate go run ./internal/boundsgen -i openapi.yaml -o bounds.gen.go

@@ -490,7 +490,7 @@ type APIKeyScope string
 
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
-	// Timeout seconds from now; endAt becomes at least now+timeout
+	// Timeout seconds from now; endAt becomes at least now+timeout (the minimum is the deployment's DREADNODE_MIN_TIMEOUT_SEC, 60 by default)
 	Timeout *int `json:"timeout,omitempty"`
 }
 
@@ -550,7 +550,9 @@ type CreateSandbox struct {
 	Command []string `json:"command,omitempty"`
 
 	// EnvVars names are [A-Za-z_][A-Za-z0-9_]*, at most 256 characters
-	EnvVars    map[string]string `json:"envVars,omitempty"`
+	EnvVars map[string]string `json:"envVars,omitempty"`
+
+	// Metadata keys are 1-64 characters of letters, digits, _ . - /
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Network    *SandboxNetwork   `json:"network,omitempty"`
 	Resources  *SandboxResources `json:"resources,omitempty"`
@@ -597,20 +599,18 @@ type CreditBalance struct {
 	Rates CreditRates `json:"rates"`
 }
 
-// Error defines model for Error.
+// Error The envelope of every non-2xx answer.
 type Error struct {
 	Code int `json:"code"`
 
 	// Detail a sentence saying what happened and what to do
 	Detail string `json:"detail"`
-	Errors *[]struct {
-		Loc  *[]interface{} `json:"loc,omitempty"`
-		Msg  *string        `json:"msg,omitempty"`
-		Type *string        `json:"type,omitempty"`
-	} `json:"errors,omitempty"`
 
 	// Type snake_case kind
 	Type string `json:"type"`
+
+	// Errors the fields at fault (null when the error is not about one)
+	Errors []FieldError `json:"errors"`
 }
 
 // EventPage defines model for EventPage.
@@ -634,6 +634,16 @@ type ExecSandbox struct {
 	// Cwd absolute path
 	Cwd       string `json:"cwd,omitempty"`
 	TimeoutMs *int   `json:"timeoutMs,omitempty"`
+}
+
+// FieldError One field at fault.
+type FieldError struct {
+	// Loc where: body, query, path or header, then the field's path (keys and list indexes)
+	Loc []interface{} `json:"loc"`
+	Msg string        `json:"msg"`
+
+	// Type snake_case kind, e.g. value_error, unknown_field
+	Type string `json:"type"`
 }
 
 // FileEvent One line of a watch. `ready` says the watch is in place. A failure after it ends the watch with
@@ -1212,6 +1222,13 @@ type TaskInput struct {
 	Secret *bool `json:"secret,omitempty"`
 }
 
+// Template A template sandboxes can be created from, with its default resources.
+type Template struct {
+	TemplateID string `json:"templateID"`
+	CPUCount   int64  `json:"cpuCount"`
+	MemoryMB   int64  `json:"memoryMB"`
+}
+
 // Usage defines model for Usage.
 type Usage struct {
 	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`
@@ -1355,32 +1372,32 @@ type Workspace = string
 // WorkspacePath defines model for WorkspacePath.
 type WorkspacePath = string
 
-// BadGateway defines model for BadGateway.
+// BadGateway The envelope of every non-2xx answer.
 type BadGateway = Error
 
-// BadRequest defines model for BadRequest.
+// BadRequest The envelope of every non-2xx answer.
 type BadRequest = Error
 
-// Conflict defines model for Conflict.
+// Conflict The envelope of every non-2xx answer.
 type Conflict = Error
 
-// Forbidden defines model for Forbidden.
+// Forbidden The envelope of every non-2xx answer.
 type Forbidden = Error
 
-// NotFound defines model for NotFound.
+// NotFound The envelope of every non-2xx answer.
 type NotFound = Error
 
-// PaymentRequired defines model for PaymentRequired.
+// PaymentRequired The envelope of every non-2xx answer.
 type PaymentRequired = Error
 
-// Timeout defines model for Timeout.
+// Timeout The envelope of every non-2xx answer.
 type Timeout = Error
 
-// TooLarge defines model for TooLarge.
+// TooLarge The envelope of every non-2xx answer.
 type TooLarge = Error
 
-// Unauthorized defines model for Unauthorized.
+// Unauthorized The envelope of every non-2xx answer.
 type Unauthorized = Error
 
-// UnsupportedMediaType defines model for UnsupportedMediaType.
+// UnsupportedMediaType The envelope of every non-2xx answer.
 type UnsupportedMediaType = Error

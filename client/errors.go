@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// FieldError is one entry of the error envelope's "errors" list.
-type FieldError struct {
-	Loc  []any  `json:"loc"`
-	Msg  string `json:"msg"`
-	Type string `json:"type"`
-}
+// FieldError is one entry of the error envelope's "errors" list: the
+// document's FieldError, with Field to read its loc.
+type FieldError apitypes.FieldError
 
 // Field returns the request field the error is about: loc without its
 // leading "body" (or "query"/"path"), each element as a string. Nil when loc

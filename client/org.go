@@ -22,16 +22,8 @@ func (c *Client) SandboxUsage(ctx context.Context, org string) (*Usage, error) {
 	return &out, nil
 }
 
-// LedgerRecord is a sandbox record of the ledger (API §2).
-type LedgerRecord struct {
-	ID                string            `json:"id"`
-	SandboxKind       string            `json:"sandbox_kind"`
-	Provider          string            `json:"provider"`
-	ProviderSandboxID string            `json:"provider_sandbox_id"`
-	State             string            `json:"state"`
-	KillReason        *string           `json:"kill_reason"`
-	Metadata          map[string]string `json:"metadata"`
-}
+// LedgerRecord is a sandbox record of the ledger (API §2), the document's.
+type LedgerRecord = apitypes.LedgerRecord
 
 // ListLedger lists the org's ledger records in the given states (all pages).
 func (c *Client) ListLedger(ctx context.Context, org string, states []string) ([]LedgerRecord, error) {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// Template is a template sandboxes can be created from.
-type Template struct {
-	TemplateID string `json:"templateID"`
-	CPUCount   int64  `json:"cpuCount"`
-	MemoryMB   int64  `json:"memoryMB"`
-}
+// Template is a template sandboxes can be created from (the document's).
+type Template = apitypes.Template
 
 // GetTemplate returns a template (GET /templates/{templateID}); an unknown
 // template is a 404 whose detail lists the available ones.

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -59,9 +60,9 @@ func (e *sandboxConnectionEphemeral) Schema(_ context.Context, _ ephemeral.Schem
 				Required:            true,
 			},
 			"timeout": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Seconds from now the sandbox lives at least (%d to %d). The sandbox's own timeout when unset.", sandboxMinTimeoutSec, sandboxMaxTimeoutSec),
+				MarkdownDescription: fmt.Sprintf("Seconds from now the sandbox lives at least (%d to %d). The sandbox's own timeout when unset.", apitypes.ConnectSandboxTimeoutMinimum, apitypes.ConnectSandboxTimeoutMaximum),
 				Optional:            true,
-				Validators:          []validator.Int64{int64validator.Between(sandboxMinTimeoutSec, sandboxMaxTimeoutSec)},
+				Validators:          []validator.Int64{int64validator.Between(apitypes.ConnectSandboxTimeoutMinimum, apitypes.ConnectSandboxTimeoutMaximum)},
 			},
 			"access_token": schema.StringAttribute{
 				MarkdownDescription: "A fresh token for exec, files and the traffic router (header `X-Access-Token`).",

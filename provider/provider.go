@@ -5,7 +5,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -117,8 +116,9 @@ func (p *dreadnodeProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 	}
 }
 
-// setting resolves one provider setting from configuration or environment.
-func setting(v types.String, env string, diags *diag.Diagnostics, attr string) string {
+// setting resolves one provider setting from configuration or, unset, from
+// fromEnv (the value of the environment variable env).
+func setting(v types.String, env, fromEnv string, diags *diag.Diagnostics, attr string) string {
 	if v.IsUnknown() {
 		diags.AddAttributeError(path.Root(attr), "Unknown Dreadnode provider setting",
 			fmt.Sprintf("The provider cannot be configured with an unknown value for %q. Set it to a known value, or leave it unset and use the environment variable %s.", attr, env))
@@ -127,7 +127,7 @@ func setting(v types.String, env string, diags *diag.Diagnostics, attr string) s
 	if !v.IsNull() {
 		return strings.TrimSpace(v.ValueString())
 	}
-	return strings.TrimSpace(os.Getenv(env))
+	return strings.TrimSpace(fromEnv)
 }
 
 func (p *dreadnodeProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
@@ -137,10 +137,15 @@ func (p *dreadnodeProvider) Configure(ctx context.Context, req provider.Configur
 		return
 	}
 
-	apiURL := setting(cfg.APIURL, EnvAPIURL, &resp.Diagnostics, "api_url")
-	apiKey := setting(cfg.APIKey, EnvAPIKey, &resp.Diagnostics, "api_key")
-	org := setting(cfg.Org, EnvOrg, &resp.Diagnostics, "org")
-	workspace := setting(cfg.Workspace, EnvWorkspace, &resp.Diagnostics, "workspace")
+	envCfg, err := readEnvConfig()
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid Dreadnode environment", err.Error())
+		return
+	}
+	apiURL := setting(cfg.APIURL, EnvAPIURL, envCfg.APIURL, &resp.Diagnostics, "api_url")
+	apiKey := setting(cfg.APIKey, EnvAPIKey, envCfg.APIKey, &resp.Diagnostics, "api_key")
+	org := setting(cfg.Org, EnvOrg, envCfg.Org, &resp.Diagnostics, "org")
+	workspace := setting(cfg.Workspace, EnvWorkspace, envCfg.Workspace, &resp.Diagnostics, "workspace")
 	if resp.Diagnostics.HasError() {
 		return
 	}

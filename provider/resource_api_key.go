@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -77,7 +78,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				MarkdownDescription: "What the key is for (1 to 100 characters). Changing it replaces the key.",
 				Required:            true,
 				PlanModifiers:       replace,
-				Validators:          []validator.String{stringvalidator.LengthBetween(1, 100)},
+				Validators:          []validator.String{stringvalidator.LengthBetween(1, apitypes.CreateAPIKeyNameMaxLength)},
 			},
 			"scope": schema.StringAttribute{
 				MarkdownDescription: "`full` (default) or `read`: a `read` key can only read (GET); every write is refused with 403. " +

@@ -28,25 +28,27 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
 // Defaults of dreadnode_sandbox.
 const (
-	sandboxDefaultTimeoutSec    = 300
+	sandboxDefaultTimeoutSec    = apitypes.CreateSandboxTimeoutDefault
 	sandboxDefaultCreateTimeout = 5 * time.Minute
 	sandboxDefaultUpdateTimeout = 5 * time.Minute
 	sandboxDefaultDeleteTimeout = 5 * time.Minute
 	sandboxDefaultReadTimeout   = 1 * time.Minute
 
-	// Server bounds of the create options (backend/lifecycle/request.go;
-	// a deployment may lower the minimum timeout with DREADNODE_MIN_TIMEOUT_SEC,
-	// the provider checks the default one).
-	sandboxMinTimeoutSec = 60
-	sandboxMaxTimeoutSec = 86400
-	sandboxMaxCPU        = 16
-	sandboxMinMemoryMB   = 64
-	sandboxMaxMemoryMB   = 65536
+	// Server bounds of the create options: the API document's, which the
+	// server enforces (a deployment may lower the minimum timeout with
+	// DREADNODE_MIN_TIMEOUT_SEC; the provider checks the document's).
+	sandboxMinTimeoutSec = apitypes.CreateSandboxTimeoutMinimum
+	sandboxMaxTimeoutSec = apitypes.CreateSandboxTimeoutMaximum
+	sandboxMinCPU        = apitypes.SandboxResourcesCPUCountMinimum
+	sandboxMaxCPU        = apitypes.SandboxResourcesCPUCountMaximum
+	sandboxMinMemoryMB   = apitypes.SandboxResourcesMemoryMBMinimum
+	sandboxMaxMemoryMB   = apitypes.SandboxResourcesMemoryMBMaximum
 
 	// After a sandbox with a command becomes running, the provider watches
 	// it this long so that a command failing at once fails the apply
@@ -56,6 +58,11 @@ const (
 	waitForRunning   = client.SandboxRunning
 	waitForCompleted = client.SandboxCompleted
 )
+
+// envVarsBounds are the API document's bounds of a create's envVars: how
+// many, and how long a value.
+var envVarsBounds = []validator.Map{mapvalidator.SizeAtMost(apitypes.CreateSandboxEnvVarsMaxProperties),
+	mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(apitypes.CreateSandboxEnvVarsValuesMaxLength))}
 
 // envVarNames checks environment variable names with the server's syntax.
 var envVarNames = mapvalidator.KeysAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`),
@@ -171,7 +178,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional:      true,
 				Sensitive:     true,
 				PlanModifiers: []planmodifier.Map{replaceUnlessAdopting()},
-				Validators:    []validator.Map{mapvalidator.ConflictsWith(path.MatchRoot("env_vars_wo")), envVarNames},
+				Validators:    append([]validator.Map{mapvalidator.ConflictsWith(path.MatchRoot("env_vars_wo")), envVarNames}, envVarsBounds...),
 			},
 			"env_vars_wo": schema.MapAttribute{
 				MarkdownDescription: "Write-only environment variables (Terraform 1.11 or later): sent at create, never stored in " +
@@ -180,7 +187,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				Optional:    true,
 				Sensitive:   true,
 				WriteOnly:   true,
-				Validators:  []validator.Map{mapvalidator.AlsoRequires(path.MatchRoot("env_vars_wo_version")), envVarNames},
+				Validators:  append([]validator.Map{mapvalidator.AlsoRequires(path.MatchRoot("env_vars_wo_version")), envVarNames}, envVarsBounds...),
 			},
 			"env_vars_wo_version": schema.Int64Attribute{
 				MarkdownDescription: "Version of `env_vars_wo`: changing it replaces the sandbox, which is created with the current `env_vars_wo`.",
@@ -193,6 +200,8 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				ElementType:         types.StringType,
 				Optional:            true,
 				PlanModifiers:       []planmodifier.Map{replaceUnlessAdopting()},
+				Validators: []validator.Map{mapvalidator.SizeAtMost(apitypes.CreateSandboxMetadataMaxProperties),
+					mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(apitypes.CreateSandboxMetadataValuesMaxLength))},
 			},
 			"auto_pause": schema.BoolAttribute{
 				MarkdownDescription: "When the timeout runs out, pause the sandbox instead of deleting it.",
@@ -208,8 +217,8 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				MarkdownDescription: "Requested resources (the template's defaults when unset). The granted values are `cpu_count` and `memory_mb`.",
 				Optional:            true,
 				Attributes: map[string]schema.Attribute{
-					"cpu_count": schema.Int64Attribute{Optional: true, MarkdownDescription: fmt.Sprintf("Number of CPUs (1 to %d).", sandboxMaxCPU),
-						Validators: []validator.Int64{int64validator.Between(1, sandboxMaxCPU)}},
+					"cpu_count": schema.Int64Attribute{Optional: true, MarkdownDescription: fmt.Sprintf("Number of CPUs (%d to %d).", sandboxMinCPU, sandboxMaxCPU),
+						Validators: []validator.Int64{int64validator.Between(sandboxMinCPU, sandboxMaxCPU)}},
 					"memory_mb": schema.Int64Attribute{Optional: true, MarkdownDescription: fmt.Sprintf("Memory in MiB (%d to %d).", sandboxMinMemoryMB, sandboxMaxMemoryMB),
 						Validators: []validator.Int64{int64validator.Between(sandboxMinMemoryMB, sandboxMaxMemoryMB)}},
 				},

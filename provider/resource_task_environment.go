@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -29,9 +30,10 @@ const (
 	taskEnvDefaultDeleteTimeout = 10 * time.Minute
 	taskEnvDefaultReadTimeout   = 1 * time.Minute
 
-	// Server bounds of timeout_sec (backend/tasks/service.go defaults).
-	taskEnvMinTimeoutSec = 60
-	taskEnvMaxTimeoutSec = 86400
+	// Bounds of timeout_sec: the API document's (CreateTaskEnvironment), the
+	// server's defaults (a deployment may narrow them).
+	taskEnvMinTimeoutSec = apitypes.CreateTaskEnvironmentTimeoutSecMinimum
+	taskEnvMaxTimeoutSec = apitypes.CreateTaskEnvironmentTimeoutSecMaximum
 )
 
 var (

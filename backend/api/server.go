@@ -56,6 +56,9 @@ type Config struct {
 	// Edges are other API surfaces under a path prefix, behind the same
 	// API-key middleware as Routes.
 	Edges []Edge
+	// Contract, when set, wraps every matched route to check its request
+	// against the API document (the route is known: mux.CurrentRoute).
+	Contract func(http.Handler) http.Handler
 }
 
 // Edge is an API surface under Prefix (e.g. E2B's control plane under
@@ -101,6 +104,9 @@ func NewHandler(cfg Config) http.Handler {
 		httpx.WriteErr(w, httpx.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /openapi.json"))
 	})
 	root.Use(s.recoverer, s.instrument, s.limitBody)
+	if cfg.Contract != nil {
+		root.Use(cfg.Contract)
+	}
 	for _, reg := range cfg.Hosts {
 		reg(root)
 	}

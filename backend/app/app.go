@@ -158,9 +158,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	e2bCallback := a.wireE2BWebhook()
+	contract, err := newRequestContract(cfg.MinTimeoutSec)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
-		MaxBodyBytes: cfg.MaxBodyBytes,
+		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
 			a.Keys.Register, a.Events.Register},
 		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},

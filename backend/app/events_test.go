@@ -162,6 +162,23 @@ func TestLifecycleEvents(t *testing.T) {
 			if len(rest.Items) != 5 || rest.NextCursor != nil || rest.Items[0].ID == first.Items[1].ID {
 				t.Fatalf("second page: %v", labels(rest.Items))
 			}
+			// Newest first with order=desc, paged the same way; a cursor of
+			// one order is refused by the other.
+			all := append(slices.Clone(first.Items), rest.Items...)
+			newest := ta.events("/events?limit=3&order=desc")
+			older := ta.events("/events?limit=100&order=desc&cursor=" + *newest.NextCursor)
+			desc := append(newest.Items, older.Items...)
+			if len(desc) != len(all) || older.NextCursor != nil {
+				t.Fatalf("newest first: %v, want the reverse of %v", labels(desc), labels(all))
+			}
+			for i := range all {
+				if desc[i].ID != all[len(all)-1-i].ID {
+					t.Fatalf("newest first: %v, want the reverse of %v", labels(desc), labels(all))
+				}
+			}
+			if r := ta.req("GET", "/events?order=desc&cursor="+*first.NextCursor, nil); r.code != 400 || !strings.Contains(string(r.body), `"loc":["query","cursor"]`) {
+				t.Fatalf("an oldest-first cursor newest first: %d %s", r.code, r.body)
+			}
 			if r := ta.req("GET", "/events?type=sandbox.lifecycle.exploded", nil); r.code != 400 || !strings.Contains(string(r.body), "type") {
 				t.Fatalf("unknown type: %d %s", r.code, r.body)
 			}

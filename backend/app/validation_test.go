@@ -223,6 +223,7 @@ func TestQueryAndPathErrorsPointThere(t *testing.T) {
 		{"GET", "/api/v1/org/org1/ws/default/environments?page=0", []any{"query", "page"}},
 		{"GET", "/api/v1/org/org1/ws/default/runtimes?cursor=zz", []any{"query", "cursor"}},
 		{"GET", "/events?since=yesterday", []any{"query", "since"}},
+		{"GET", "/events?order=up", []any{"query", "order"}},
 	}
 	for _, c := range cases {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -22,19 +23,19 @@ const e2bDefaultTimeout = 15
 // each one is a promise (a credential, an egress rule) the sandbox would
 // silently break. Any other field is ignored, as E2B's server does.
 type newSandbox struct {
-	TemplateID          *string           `json:"templateID"`
-	Timeout             *int              `json:"timeout"`
-	AutoPause           bool              `json:"autoPause"`
-	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
-	AutoResume          *autoResume       `json:"autoResume"`
-	Secure              bool              `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Network             *networkRequest   `json:"network"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	Mcp                 map[string]any    `json:"mcp"`
-	Iam                 json.RawMessage   `json:"iam"`
-	VolumeMounts        []volumeMountJSON `json:"volumeMounts"`
+	TemplateID          *string                       `json:"templateID"`
+	Timeout             *int                          `json:"timeout"`
+	AutoPause           bool                          `json:"autoPause"`
+	AutoPauseMemory     *bool                         `json:"autoPauseMemory"`
+	AutoResume          *autoResume                   `json:"autoResume"`
+	Secure              bool                          `json:"secure"`
+	AllowInternetAccess *bool                         `json:"allow_internet_access"`
+	Network             *networkRequest               `json:"network"`
+	Metadata            map[string]string             `json:"metadata"`
+	EnvVars             map[string]string             `json:"envVars"`
+	Mcp                 map[string]any                `json:"mcp"`
+	Iam                 json.RawMessage               `json:"iam"`
+	VolumeMounts        []e2btypes.SandboxVolumeMount `json:"volumeMounts"`
 }
 
 type autoResume struct {

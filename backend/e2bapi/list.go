@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -81,7 +82,7 @@ func (e *Edge) handleListV1(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]listedJSON, len(recs))
+	out := make([]e2btypes.ListedSandbox, len(recs))
 	for i, rec := range recs {
 		out[i] = e.listed(rec)
 	}
@@ -156,7 +157,7 @@ func (e *Edge) handleListV2(w http.ResponseWriter, r *http.Request) error {
 		})
 	}
 	end := min(start+limit, len(recs))
-	out := make([]listedJSON, 0, end-start)
+	out := make([]e2btypes.ListedSandbox, 0, end-start)
 	nRunning := 0
 	for i, rec := range recs {
 		if state(rec) == running {

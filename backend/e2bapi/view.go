@@ -3,82 +3,34 @@ package e2bapi
 import (
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// sandboxJSON is E2B's Sandbox: the answer to create, resume and connect.
-type sandboxJSON struct {
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-	Domain             *string `json:"domain"`
-}
-
-// listedJSON is E2B's ListedSandbox.
-type listedJSON struct {
-	TemplateID   string            `json:"templateID"`
-	SandboxID    string            `json:"sandboxID"`
-	ClientID     string            `json:"clientID"`
-	StartedAt    time.Time         `json:"startedAt"`
-	EndAt        time.Time         `json:"endAt"`
-	CPUCount     int               `json:"cpuCount"`
-	MemoryMB     int               `json:"memoryMB"`
-	DiskSizeMB   int               `json:"diskSizeMB"`
-	Metadata     map[string]string `json:"metadata"`
-	State        string            `json:"state"`
-	EnvdVersion  string            `json:"envdVersion"`
-	VolumeMounts []volumeMountJSON `json:"volumeMounts,omitempty"`
-}
-
-// detailJSON is E2B's SandboxDetail.
-type detailJSON struct {
-	listedJSON
-	AllowInternetAccess *bool         `json:"allowInternetAccess"`
-	Domain              *string       `json:"domain"`
-	Network             *networkJSON  `json:"network,omitempty"`
-	Lifecycle           lifecycleJSON `json:"lifecycle"`
-}
-
-type volumeMountJSON struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-}
-
-// networkJSON is the part of E2B's SandboxNetworkConfig this backend
-// enforces; the rest is refused at create.
-type networkJSON struct {
-	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
-	AllowOut           []string `json:"allowOut,omitempty"`
-	DenyOut            []string `json:"denyOut,omitempty"`
-}
-
-type lifecycleJSON struct {
-	AutoResume bool   `json:"autoResume"`
-	OnTimeout  string `json:"onTimeout"`
-}
+// The answers are E2B's shapes, generated from its openapi.yml (e2btypes):
+// Sandbox (create, resume, connect), ListedSandbox and SandboxDetail.
 
 // short is E2B's Sandbox. envdToken is answered as envdAccessToken (a
 // create without secure answers none, as E2B does); traffic, the same
 // access token, as trafficAccessToken: the router needs it on every
 // sandbox port (E2B's clients send it as E2b-Traffic-Access-Token).
-func (e *Edge) short(r *store.Record, envdToken, traffic string) sandboxJSON {
+func (e *Edge) short(r *store.Record, envdToken, traffic string) e2btypes.Sandbox {
 	d := e.cfg.Domain
-	out := sandboxJSON{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion,
-		EnvdAccessToken: envdToken, Domain: &d}
+	out := e2btypes.Sandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion, Domain: &d}
+	if envdToken != "" {
+		out.EnvdAccessToken = &envdToken
+	}
 	if traffic != "" {
 		out.TrafficAccessToken = &traffic
 	}
 	return out
 }
 
-// E2B's two states, spelled as this backend's public states are.
-var (
-	running = string(sandbox.StateRunning)
-	paused  = string(sandbox.StatePaused)
+// E2B's two states (its SandboxState).
+const (
+	running = string(e2btypes.Running)
+	paused  = string(e2btypes.Paused)
 )
 
 // state is E2B's state of a live record: E2B knows only running and
@@ -92,31 +44,41 @@ func state(r *store.Record) string {
 	return running
 }
 
-func (e *Edge) listed(r *store.Record) listedJSON {
-	out := listedJSON{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, StartedAt: startedAt(r), EndAt: r.EndAt,
-		CPUCount: r.CPUCount, MemoryMB: r.MemoryMB, Metadata: r.Metadata, State: state(r), EnvdVersion: e.cfg.EnvdVersion}
+func (e *Edge) listed(r *store.Record) e2btypes.ListedSandbox {
+	md := e2btypes.SandboxMetadata(r.Metadata)
+	if md == nil {
+		md = e2btypes.SandboxMetadata{}
+	}
+	out := e2btypes.ListedSandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, StartedAt: startedAt(r), EndAt: r.EndAt,
+		CpuCount: int32(r.CPUCount), MemoryMB: int32(r.MemoryMB), Metadata: &md, State: e2btypes.SandboxState(state(r)), EnvdVersion: e.cfg.EnvdVersion,
+		VolumeMounts: volumeMounts(r)}
 	if out.EndAt.IsZero() { // auto-paused at expiry: its time ran out then
 		out.EndAt = r.LastPausedAt
-	}
-	if out.Metadata == nil {
-		out.Metadata = map[string]string{}
-	}
-	for _, v := range r.Spec.Volumes {
-		out.VolumeMounts = append(out.VolumeMounts, volumeMountJSON{Name: v.Name, Path: v.Path})
 	}
 	return out
 }
 
-func (e *Edge) detail(r *store.Record) detailJSON {
+func volumeMounts(r *store.Record) []e2btypes.SandboxVolumeMount {
+	var out []e2btypes.SandboxVolumeMount
+	for _, v := range r.Spec.Volumes {
+		out = append(out, e2btypes.SandboxVolumeMount{Name: v.Name, Path: v.Path})
+	}
+	return out
+}
+
+func (e *Edge) detail(r *store.Record) e2btypes.SandboxDetail {
 	d := e.cfg.Domain
 	n := r.Spec.Network
-	out := detailJSON{listedJSON: e.listed(r), AllowInternetAccess: n.AllowInternetAccess, Domain: &d,
-		Lifecycle: lifecycleJSON{AutoResume: r.AutoResume, OnTimeout: "kill"}}
+	l := e.listed(r)
+	out := e2btypes.SandboxDetail{TemplateID: l.TemplateID, SandboxID: l.SandboxID, ClientID: l.ClientID, StartedAt: l.StartedAt,
+		EndAt: l.EndAt, CpuCount: l.CpuCount, MemoryMB: l.MemoryMB, Metadata: l.Metadata, State: l.State, EnvdVersion: l.EnvdVersion,
+		VolumeMounts: l.VolumeMounts, AllowInternetAccess: n.AllowInternetAccess, Domain: &d,
+		Lifecycle: &e2btypes.SandboxLifecycle{AutoResume: r.AutoResume, OnTimeout: e2btypes.Kill}}
 	if r.AutoPause {
-		out.Lifecycle.OnTimeout = "pause"
+		out.Lifecycle.OnTimeout = e2btypes.Pause
 	}
 	if n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
-		out.Network = &networkJSON{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+		out.Network = &e2btypes.SandboxNetworkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
 	}
 	return out
 }

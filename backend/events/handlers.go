@@ -50,11 +50,15 @@ func (s *Service) handleSandboxList(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (s *Service) list(w http.ResponseWriter, r *http.Request, sandboxID string) error {
-	q, err := httpx.Query(r, "type", "since", "cursor", "limit")
+	q, err := httpx.Query(r, "type", "since", "cursor", "limit", "order")
 	if err != nil {
 		return err
 	}
 	f := store.EventFilter{OrgID: httpx.Org(r), SandboxID: sandboxID}
+	if f.Desc, err = httpx.ParseOrder(q.Get("order")); err != nil {
+		return err
+	}
+	kind := httpx.CursorKind(cursorKind, f.Desc) // a cursor of one order is refused by the other
 	if f.Types, err = parseTypes(q["type"]); err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request, sandboxID string)
 			return httpx.InvalidQuery("since", "must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z")
 		}
 	}
-	if f.AfterSeq, err = httpx.DecodeCursor(cursorKind, q.Get("cursor")); err != nil {
+	if f.AfterSeq, err = httpx.DecodeCursor(kind, q.Get("cursor")); err != nil {
 		return err
 	}
 	if f.Limit, err = httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit); err != nil {
@@ -78,7 +82,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request, sandboxID string)
 	page := Page{Items: make([]Event, 0, len(evs))}
 	if len(evs) > limit {
 		evs = evs[:limit]
-		c := httpx.EncodeCursor(cursorKind, evs[limit-1].Seq)
+		c := httpx.EncodeCursor(kind, evs[limit-1].Seq)
 		page.NextCursor = &c
 	}
 	for _, e := range evs {

@@ -82,6 +82,12 @@ func decode(r *http.Request, v any, removed map[string]string, strict bool) erro
 			return &Error{Code: 400, Type: "unknown_field", Detail: dotted(loc) + ": " + msg,
 				Errors: []FieldError{{Loc: append([]any{"body"}, loc...), Msg: msg, Type: "unknown_field"}}}
 		}
+		// The document's bounds, after the decoder's checks so that
+		// malformed JSON, unknown fields and wrong types keep their own,
+		// more precise answers.
+		if check := bodyCheckOf(r); check != nil {
+			return check(body)
+		}
 	}
 	return nil
 }

@@ -12,28 +12,35 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 )
 
-// FieldError is one entry of the envelope's "errors" list.
-type FieldError struct {
-	Loc  []any  `json:"loc"`
-	Msg  string `json:"msg"`
-	Type string `json:"type"`
-}
+// FieldError is one entry of the envelope's "errors" list (the document's
+// FieldError).
+type FieldError = apitypes.FieldError
 
-// Error is the envelope every non-2xx answer carries. It is also an error, so
+// Error is a non-2xx answer: the envelope it carries (the document's Error,
+// see Envelope) and the headers sent with it. It is also an error, so
 // handlers can return it and let WriteErr render it.
 type Error struct {
-	Code   int          `json:"code"`
-	Detail string       `json:"detail"`
-	Type   string       `json:"type"`
-	Errors []FieldError `json:"errors"`
+	Code   int
+	Detail string
+	Type   string
+	Errors []FieldError
 	// Header is sent with the answer (e.g. Retry-After on a 429).
-	Header http.Header `json:"-"`
+	Header http.Header
 }
 
 func (e *Error) Error() string { return e.Detail }
+
+// Envelope is the body e answers with.
+func (e *Error) Envelope() apitypes.Error {
+	return apitypes.Error{Code: e.Code, Detail: e.Detail, Type: e.Type, Errors: e.Errors}
+}
+
+// MarshalJSON writes e as its envelope, wherever it is encoded.
+func (e *Error) MarshalJSON() ([]byte, error) { return json.Marshal(e.Envelope()) }
 
 // NewError builds an envelope.
 func NewError(code int, typ, detail string) *Error {
@@ -174,9 +181,9 @@ func WriteErr(w http.ResponseWriter, err error) {
 		for k, v := range e.Header {
 			w.Header()[k] = v
 		}
-		WriteJSON(w, e.Code, e)
+		WriteJSON(w, e.Code, e.Envelope())
 		return
 	}
-	WriteJSON(w, http.StatusInternalServerError, &Error{Code: 500, Type: "internal_error",
+	WriteJSON(w, http.StatusInternalServerError, apitypes.Error{Code: 500, Type: "internal_error",
 		Detail: "the server failed to handle the request; it has been logged, retry later"})
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
@@ -39,7 +40,7 @@ func New(db *store.DB, log *slog.Logger) *Service {
 var orgName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // maxKeyName bounds a key's name.
-const maxKeyName = 100
+const maxKeyName = apitypes.CreateAPIKeyNameMaxLength // the document's
 
 // OrgSpec is an org to create.
 type OrgSpec struct {

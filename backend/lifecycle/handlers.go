@@ -241,11 +241,7 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	if req.Timeout != nil {
-		if err := checkTimeout("timeout", *req.Timeout, s.cfg.MinTimeout); err != nil {
-			return err
-		}
-	}
+	// The timeout's bounds are the document's (ConnectSandbox), checked by Decode.
 	cur, token, resumed, err := s.Connect(r.Context(), rec, req.Timeout)
 	if err != nil {
 		return err
@@ -280,12 +276,9 @@ func (s *Service) handleRefresh(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	d := DefaultTimeout
+	d := DefaultTimeout // the duration's bounds are the document's, checked by Decode
 	if req.Duration != nil {
 		d = *req.Duration
-	}
-	if d < 1 || d > 3600 {
-		return httpx.Invalid("duration", "must be between 1 and 3600 seconds")
 	}
 	if rec.RuntimeID != "" {
 		return errOwned(rec)
@@ -306,11 +299,8 @@ func (s *Service) handleTimeout(w http.ResponseWriter, r *http.Request) error {
 	if err := httpx.Decode(r, &req, map[string]string{"timeoutMs": removedFields["timeoutMs"]}); err != nil {
 		return err
 	}
-	if req.Timeout == nil {
+	if req.Timeout == nil { // required by the document too, which also bounds it
 		return httpx.Invalid("timeout", "is required (seconds from now)")
-	}
-	if err := checkTimeout("timeout", *req.Timeout, s.cfg.MinTimeout); err != nil {
-		return err
 	}
 	if rec.RuntimeID != "" {
 		return errOwned(rec)
@@ -397,12 +387,9 @@ func (s *Service) handleExec(w http.ResponseWriter, r *http.Request) error {
 	if err := checkCommand(req.Cmd, req.Env, req.Cwd, `["ls", "-la"]`); err != nil {
 		return err
 	}
-	timeout := 60_000
+	timeout := apitypes.ExecSandboxTimeoutMsDefault // bounded by the document, checked by Decode
 	if req.TimeoutMs != nil {
 		timeout = *req.TimeoutMs
-	}
-	if timeout < 1 || timeout > 600_000 {
-		return httpx.Invalid("timeoutMs", "must be between 1 and 600000 milliseconds")
 	}
 	rec, err := s.usable(r)
 	if err != nil {
@@ -436,7 +423,7 @@ func (s *Service) handleGetTemplate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "cpuCount": t.CPUCount, "memoryMB": t.MemoryMB})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.Template{TemplateID: t.ID, CPUCount: int64(t.CPUCount), MemoryMB: int64(t.MemoryMB)})
 	return nil
 }
 

@@ -177,9 +177,6 @@ func (s *Service) handleStartProcess(w http.ResponseWriter, r *http.Request) err
 	if err := checkCommand(req.Cmd, req.Env, req.Cwd, `["python3", "-m", "http.server", "8080"]`); err != nil {
 		return err
 	}
-	if len(req.Tag) > 256 {
-		return httpx.Invalid("tag", "must be at most 256 characters")
-	}
 	rec, ps, err := s.streamable(r)
 	if err != nil {
 		return err

@@ -28,18 +28,22 @@ var removedFields = map[string]string{
 	"volume_mounts": "renamed; use `volumeMounts` (camelCase)",
 }
 
-// Bounds of the create options.
+// Bounds of the create options: the document's (CreateSandbox), which the
+// server checks on POST /sandboxes before the handler runs. Spec.validate
+// checks them again because a Spec also comes from entrances the document
+// does not bound (E2B's create, a runtime's start) and from Go callers.
 const (
-	DefaultTimeout = 300
-	MaxTimeout     = 86400
-	MaxCPU         = 16
-	MinMemoryMB    = 64
-	MaxMemoryMB    = 65536
-	maxMetadata    = 64
-	maxEnvName     = 256
-	maxEnvValue    = 32 << 10
-	maxEnvVars     = 512
-	maxMountPath   = 1024
+	DefaultTimeout = apitypes.CreateSandboxTimeoutDefault
+	MaxTimeout     = apitypes.CreateSandboxTimeoutMaximum
+	MaxCPU         = apitypes.SandboxResourcesCPUCountMaximum
+	MinMemoryMB    = apitypes.SandboxResourcesMemoryMBMinimum
+	MaxMemoryMB    = apitypes.SandboxResourcesMemoryMBMaximum
+	maxMetadata    = apitypes.CreateSandboxMetadataMaxProperties
+	maxMetaValue   = apitypes.CreateSandboxMetadataValuesMaxLength
+	maxEnvName     = 256 // OpenAPI 3.0 cannot bound a map's keys: the description says it
+	maxEnvValue    = apitypes.CreateSandboxEnvVarsValuesMaxLength
+	maxEnvVars     = apitypes.CreateSandboxEnvVarsMaxProperties
+	maxMountPath   = apitypes.VolumeMountPathMaxLength
 )
 
 // reservedMounts are the sandbox paths a volume may not cover: the kernel's
@@ -121,15 +125,15 @@ func (sp *Spec) validate(minTimeout int) error {
 		if !metaKey.MatchString(k) {
 			return domain.Invalid("metadata."+k, "keys are 1-64 characters of letters, digits, '_', '.', '-', '/'")
 		}
-		if len(v) > 512 {
-			return domain.Invalid("metadata."+k, "values are at most 512 characters")
+		if len(v) > maxMetaValue {
+			return domain.Invalid("metadata."+k, fmt.Sprintf("values are at most %d characters", maxMetaValue))
 		}
 		if strings.ContainsRune(v, 0) {
 			return domain.Invalid("metadata."+k, "must not contain NUL")
 		}
 	}
-	if sp.CPUCount != nil && (*sp.CPUCount < 1 || *sp.CPUCount > MaxCPU) {
-		return domain.Invalid("resources.cpuCount", fmt.Sprintf("must be between 1 and %d", MaxCPU))
+	if sp.CPUCount != nil && (*sp.CPUCount < apitypes.SandboxResourcesCPUCountMinimum || *sp.CPUCount > MaxCPU) {
+		return domain.Invalid("resources.cpuCount", fmt.Sprintf("must be between %d and %d", apitypes.SandboxResourcesCPUCountMinimum, MaxCPU))
 	}
 	if sp.MemoryMB != nil && (*sp.MemoryMB < MinMemoryMB || *sp.MemoryMB > MaxMemoryMB) {
 		return domain.Invalid("resources.memoryMB", fmt.Sprintf("must be between %d and %d", MinMemoryMB, MaxMemoryMB))

@@ -171,7 +171,13 @@ func scanEvent(s Scanner) (*Event, error) {
 // ListEvents lists an org's events in seq order (per sandbox, the order of
 // its changes).
 func (db *DB) ListEvents(ctx context.Context, f EventFilter) ([]*Event, error) {
-	q := `SELECT ` + eventColumns + ` FROM events WHERE org_id = ? AND seq > ?`
+	// AfterSeq is a page's cursor: the events after it in the listing's
+	// order, so newest first those below it.
+	cmp := ">"
+	if f.Desc && f.AfterSeq > 0 {
+		cmp = "<"
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE org_id = ? AND seq ` + cmp + ` ?`
 	args := []any{f.OrgID, f.AfterSeq}
 	if f.SandboxID != "" {
 		q += ` AND sandbox_id = ?`

@@ -217,6 +217,34 @@ func TestCreditsKillAndEnvironmentEvents(t *testing.T) {
 	})
 }
 
+// Paging by cursor both ways: oldest first the events after the cursor's
+// seq, newest first those before it, on both databases.
+func TestListEventsCursorBothWays(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		rec := newRecord(t, db, "r1")
+		moveAll(t, db, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, sandbox.PhaseRunning, sandbox.CauseReconciler,
+			sandbox.PhasePausing, sandbox.CauseUser, sandbox.PhasePaused, sandbox.CauseReconciler,
+			sandbox.PhaseStopping, sandbox.CauseUser, sandbox.PhaseDeleted, sandbox.CauseReconciler)
+		all := eventTypes(t, db, EventFilter{OrgID: rec.OrgID})
+		if len(all) != 3 {
+			t.Fatalf("%d events, want 3", len(all))
+		}
+		mid := all[1].Seq
+		for _, c := range []struct {
+			f    EventFilter
+			want []string
+		}{
+			{EventFilter{OrgID: rec.OrgID, AfterSeq: mid}, []string{"sandbox.lifecycle.killed"}},
+			{EventFilter{OrgID: rec.OrgID, AfterSeq: mid, Desc: true}, []string{"sandbox.lifecycle.created"}},
+			{EventFilter{OrgID: rec.OrgID, Desc: true, Limit: 2}, []string{"sandbox.lifecycle.killed", "sandbox.lifecycle.paused"}},
+		} {
+			if got := typesOf(eventTypes(t, db, c.f)); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%+v: %v, want %v", c.f, got, c.want)
+			}
+		}
+	})
+}
+
 // E2B's paging: newest first, offset and limit, on both databases.
 func TestListEventsNewestFirstWithOffset(t *testing.T) {
 	eachDialect(t, func(t *testing.T, db *DB) {

@@ -3,9 +3,10 @@
 // pause/connect, timeouts, logs, metrics) and, inside each sandbox, envd
 // (envd.yaml for files, process.proto over connect-go for commands).
 //
-// The specs live at ../shared/e2b beside the repository; they are not copied
-// in. The in-process fake in e2bfake checks every request this package sends
-// and every response it answers against them.
+// The specs live at ../shared/e2b beside the repository; the control plane's
+// request and response types are generated from a copy of openapi.yml
+// (apitypes/e2btypes). The in-process fake in e2bfake checks every request
+// this package sends and every response it answers against the specs.
 //
 // E2B only knows two states, running and paused. The reconciler owns the
 // rest (starting, failed, deleted): a sandbox E2B no longer knows is reported

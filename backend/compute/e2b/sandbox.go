@@ -13,93 +13,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
-// Wire types of openapi.yml (components.schemas), only the fields we use.
+// The wire types are E2B's, generated from its openapi.yml (e2btypes).
 
-type networkConfig struct { // SandboxNetworkConfig
-	AllowPublicTraffic *bool    `json:"allowPublicTraffic,omitempty"`
-	AllowOut           []string `json:"allowOut,omitempty"`
-	DenyOut            []string `json:"denyOut,omitempty"`
+// detailOfListed is a listed sandbox as the fields its detail shares.
+func detailOfListed(l e2btypes.ListedSandbox) e2btypes.SandboxDetail {
+	return e2btypes.SandboxDetail{Alias: l.Alias, CpuCount: l.CpuCount, MemoryMB: l.MemoryMB, DiskSizeMB: l.DiskSizeMB, EndAt: l.EndAt,
+		EnvdVersion: l.EnvdVersion, Metadata: l.Metadata, SandboxID: l.SandboxID, StartedAt: l.StartedAt, State: l.State,
+		TemplateID: l.TemplateID, VolumeMounts: l.VolumeMounts}
 }
 
-type newSandbox struct { // NewSandbox
-	TemplateID          string            `json:"templateID"`
-	Timeout             int64             `json:"timeout"`
-	AutoPause           bool              `json:"autoPause"`
-	AutoResume          *autoResume       `json:"autoResume,omitempty"`
-	Secure              bool              `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
-	Network             *networkConfig    `json:"network,omitempty"`
-	Metadata            map[string]string `json:"metadata,omitempty"`
-	EnvVars             map[string]string `json:"envVars,omitempty"`
-	VolumeMounts        []volumeMount     `json:"volumeMounts,omitempty"`
+// metadataOf is a sandbox's metadata (nil when it has none).
+func metadataOf(m *e2btypes.SandboxMetadata) map[string]string {
+	if m == nil {
+		return nil
+	}
+	return *m
 }
 
-type autoResume struct { // SandboxAutoResumeConfig
-	Enabled bool `json:"enabled"`
-}
-
-type volumeMount struct { // SandboxVolumeMount
-	Name string `json:"name"`
-	Path string `json:"path"`
-}
-
-type sandbox struct { // Sandbox (create, connect)
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	Alias              string  `json:"alias,omitempty"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken,omitempty"`
-	Domain             *string `json:"domain,omitempty"`
-}
-
-type sandboxDetail struct { // SandboxDetail and ListedSandbox
-	TemplateID      string            `json:"templateID"`
-	Alias           string            `json:"alias,omitempty"`
-	SandboxID       string            `json:"sandboxID"`
-	StartedAt       time.Time         `json:"startedAt"`
-	EndAt           time.Time         `json:"endAt"`
-	EnvdVersion     string            `json:"envdVersion"`
-	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
-	CPUCount        int               `json:"cpuCount"`
-	MemoryMB        int               `json:"memoryMB"`
-	DiskSizeMB      int               `json:"diskSizeMB"`
-	Metadata        map[string]string `json:"metadata,omitempty"`
-	State           string            `json:"state"`
-	VolumeMounts    []volumeMount     `json:"volumeMounts,omitempty"`
-}
-
-type timeoutRequest struct { // SandboxTimeoutRequest, ConnectSandbox
-	Timeout int64 `json:"timeout"`
-}
-
-type refreshRequest struct { // SandboxRefreshRequest
-	Duration int64 `json:"duration"`
-}
-
-type logEntry struct { // SandboxLogEntry
-	Timestamp time.Time         `json:"timestamp"`
-	Message   string            `json:"message"`
-	Level     string            `json:"level"`
-	Fields    map[string]string `json:"fields"`
-}
-
-type logsResponse struct { // SandboxLogsV2Response
-	Logs []logEntry `json:"logs"`
-}
-
-type sandboxMetric struct { // SandboxMetric
-	TimestampUnix int64   `json:"timestampUnix"`
-	CPUCount      int     `json:"cpuCount"`
-	CPUUsedPct    float64 `json:"cpuUsedPct"`
-	MemUsed       uint64  `json:"memUsed"`
-	MemTotal      uint64  `json:"memTotal"`
-	MemCache      uint64  `json:"memCache"`
-	DiskUsed      uint64  `json:"diskUsed"`
-	DiskTotal     uint64  `json:"diskTotal"`
+func deref[T any](p *T) T {
+	var zero T
+	if p != nil {
+		return *p
+	}
+	return zero
 }
 
 // refData is what we keep in compute.Ref.Data: a small JSON object.
@@ -178,28 +118,29 @@ func metadataQuery(md map[string]string) string {
 	return strings.Join(parts, "&")
 }
 
-func (p *Provider) instanceFromDetail(d sandboxDetail, data refData) compute.Instance {
-	if d.EnvdAccessToken != "" {
-		data.EnvdAccessToken = d.EnvdAccessToken
+func (p *Provider) instanceFromDetail(d e2btypes.SandboxDetail, data refData) compute.Instance {
+	if tok := deref(d.EnvdAccessToken); tok != "" {
+		data.EnvdAccessToken = tok
 	}
 	if vols := p.ourVolumes(d.VolumeMounts); len(vols) > 0 {
 		data.Volumes = vols
 	}
+	md := metadataOf(d.Metadata)
 	inst := compute.Instance{
 		Ref:       compute.Ref{ID: d.SandboxID, Data: data.String()},
-		RecordID:  d.Metadata[compute.LabelRecord],
-		OrgID:     d.Metadata[compute.LabelOrg],
+		RecordID:  md[compute.LabelRecord],
+		OrgID:     md[compute.LabelOrg],
 		StartedAt: d.StartedAt.UTC(),
-		CPUCount:  d.CPUCount,
-		MemoryMB:  d.MemoryMB,
+		CPUCount:  int(d.CpuCount),
+		MemoryMB:  int(d.MemoryMB),
 	}
 	switch d.State {
-	case "paused":
+	case e2btypes.Paused:
 		inst.Status = compute.StatusPaused
-	default: // "running"; E2B has no other state
+	default: // running; E2B has no other state
 		inst.Status = compute.StatusRunning
 	}
-	if t, ok := p.templateByE2BID(d.TemplateID, d.Alias); ok {
+	if t, ok := p.templateByE2BID(d.TemplateID, deref(d.Alias)); ok {
 		inst.Endpoints = p.endpoints(d.SandboxID, t.Ports)
 	}
 	return inst
@@ -222,22 +163,27 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if spec.Timeout > 0 {
 		timeout = spec.Timeout
 	}
-	body := newSandbox{
+	ttl, secure := int32(seconds(timeout+p.cfg.TTLGrace)), true
+	md := e2btypes.SandboxMetadata(p.ourMetadata(spec))
+	body := e2btypes.NewSandbox{
 		TemplateID:          e2bTemplate,
-		Timeout:             seconds(timeout + p.cfg.TTLGrace),
-		AutoPause:           spec.AutoPause,
-		Secure:              true,
+		Timeout:             &ttl,
+		AutoPause:           &spec.AutoPause,
+		Secure:              &secure,
 		AllowInternetAccess: spec.Network.AllowInternetAccess,
-		Metadata:            p.ourMetadata(spec),
-		EnvVars:             spec.EnvVars,
+		Metadata:            &md,
+	}
+	if spec.EnvVars != nil {
+		env := e2btypes.EnvVars(spec.EnvVars)
+		body.EnvVars = &env
 	}
 	if spec.AutoResume {
-		body.AutoResume = &autoResume{Enabled: true}
+		body.AutoResume = &e2btypes.SandboxAutoResumeConfig{Enabled: true}
 	}
 	if n := spec.Network; n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
-		body.Network = &networkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+		body.Network = &e2btypes.SandboxNetworkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
 	}
-	data := refData{Timeout: body.Timeout}
+	data := refData{Timeout: int64(ttl)}
 
 	if spec.RecordID != "" {
 		inst, found, err := p.findByRecord(ctx, op, spec.RecordID, data)
@@ -258,7 +204,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		data.Volumes = append(data.Volumes, m.Name)
 	}
 
-	var created sandbox
+	var created e2btypes.Sandbox
 	var adopted *compute.Instance
 	c := &call{
 		op:     op,
@@ -297,7 +243,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if adopted != nil {
 		return *adopted, nil
 	}
-	data.EnvdAccessToken = created.EnvdAccessToken
+	data.EnvdAccessToken = deref(created.EnvdAccessToken)
 	if created.TrafficAccessToken != nil {
 		data.TrafficAccessToken = *created.TrafficAccessToken
 	}
@@ -379,7 +325,7 @@ func (p *Provider) findByRecordOnce(ctx context.Context, op, recordID string, da
 }
 
 func (p *Provider) findByRecordWith(ctx context.Context, op, recordID string, data refData, once bool) (compute.Instance, bool, error) {
-	var page []sandboxDetail
+	var page []e2btypes.ListedSandbox
 	_, err := p.do(ctx, &call{
 		op:     op,
 		method: http.MethodGet,
@@ -397,7 +343,7 @@ func (p *Provider) findByRecordWith(ctx context.Context, op, recordID string, da
 		return compute.Instance{}, false, err
 	}
 	for _, d := range page {
-		if d.Metadata[compute.LabelRecord] != recordID || !p.ours(d.Metadata) {
+		if md := metadataOf(d.Metadata); md[compute.LabelRecord] != recordID || !p.ours(md) {
 			continue
 		}
 		// The listing has no access token; the detail does.
@@ -424,7 +370,7 @@ func (p *Provider) get(ctx context.Context, op string, ref compute.Ref, once boo
 	if err := checkRef(op, ref); err != nil {
 		return compute.Instance{}, err
 	}
-	var d sandboxDetail
+	var d e2btypes.SandboxDetail
 	_, err := p.do(ctx, &call{
 		op:        op,
 		method:    http.MethodGet,
@@ -463,17 +409,17 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 		if token != "" {
 			q.Set("nextToken", token)
 		}
-		var items []sandboxDetail
+		var items []e2btypes.ListedSandbox
 		res, err := p.do(ctx, &call{op: "list", method: http.MethodGet, path: "/v2/sandboxes", query: q, ok: []int{http.StatusOK}, out: &items})
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range items {
-			if !p.ours(d.Metadata) || seen[d.SandboxID] {
+			if !p.ours(metadataOf(d.Metadata)) || seen[d.SandboxID] {
 				continue // the server filters already; stay safe if it does not
 			}
 			seen[d.SandboxID] = true
-			out = append(out, p.instanceFromDetail(d, refData{}))
+			out = append(out, p.instanceFromDetail(detailOfListed(d), refData{}))
 		}
 		next := res.header.Get("X-Next-Token")
 		if next == "" || next == token {
@@ -528,13 +474,13 @@ func (p *Provider) Connect(ctx context.Context, ref compute.Ref) (compute.Instan
 	if ttl <= 0 {
 		ttl = seconds(p.cfg.DefaultTimeout)
 	}
-	var s sandbox
+	var s e2btypes.Sandbox
 	res, err := p.do(ctx, &call{
 		op:        op,
 		method:    http.MethodPost,
 		path:      sandboxPath(ref.ID, "/connect"),
 		sandboxID: ref.ID,
-		body:      timeoutRequest{Timeout: ttl},
+		body:      e2btypes.ConnectSandbox{Timeout: int32(ttl)},
 		ok:        []int{http.StatusOK, http.StatusCreated},
 		out:       &s,
 		mapStatus: func(status int, e apiError) *compute.Error {
@@ -548,8 +494,8 @@ func (p *Provider) Connect(ctx context.Context, ref compute.Ref) (compute.Instan
 	if err != nil {
 		return compute.Instance{}, false, err
 	}
-	if s.EnvdAccessToken != "" {
-		data.EnvdAccessToken = s.EnvdAccessToken
+	if tok := deref(s.EnvdAccessToken); tok != "" {
+		data.EnvdAccessToken = tok
 	}
 	if s.TrafficAccessToken != nil {
 		data.TrafficAccessToken = *s.TrafficAccessToken
@@ -564,7 +510,7 @@ func (p *Provider) Connect(ctx context.Context, ref compute.Ref) (compute.Instan
 			return compute.Instance{}, resumed, err
 		}
 		inst = compute.Instance{Ref: ref, Status: compute.StatusRunning}
-		if t, ok := p.templateByE2BID(s.TemplateID, s.Alias); ok {
+		if t, ok := p.templateByE2BID(s.TemplateID, deref(s.Alias)); ok {
 			inst.CPUCount, inst.MemoryMB = t.CPUCount, t.MemoryMB
 			inst.Endpoints = p.endpoints(ref.ID, t.Ports)
 		}
@@ -617,7 +563,7 @@ func (p *Provider) SetTimeout(ctx context.Context, ref compute.Ref, d time.Durat
 		method:    http.MethodPost,
 		path:      sandboxPath(ref.ID, "/timeout"),
 		sandboxID: ref.ID,
-		body:      timeoutRequest{Timeout: seconds(d + p.cfg.TTLGrace)},
+		body:      e2btypes.SandboxTimeoutRequest{Timeout: int32(seconds(d + p.cfg.TTLGrace))},
 		ok:        []int{http.StatusNoContent},
 	})
 	return err
@@ -633,12 +579,13 @@ func (p *Provider) Refresh(ctx context.Context, ref compute.Ref, d time.Duration
 	if d < 0 || d > time.Hour {
 		return compute.Errorf(compute.KindInvalid, op, nil, "E2B extends a sandbox's life by 0 to 3600 seconds at a time, not %s", d)
 	}
+	dur := int(seconds(d))
 	_, err := p.do(ctx, &call{
 		op:        op,
 		method:    http.MethodPost,
 		path:      sandboxPath(ref.ID, "/refreshes"),
 		sandboxID: ref.ID,
-		body:      refreshRequest{Duration: seconds(d)},
+		body:      e2btypes.SandboxRefreshRequest{Duration: &dur},
 		ok:        []int{http.StatusNoContent},
 	})
 	return err
@@ -661,7 +608,7 @@ func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
 		if cursor >= 0 {
 			q.Set("cursor", strconv.FormatInt(cursor, 10))
 		}
-		var lr logsResponse
+		var lr e2btypes.SandboxLogsV2Response
 		_, err := p.do(ctx, &call{
 			op:        op,
 			method:    http.MethodGet,
@@ -675,7 +622,7 @@ func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
 			return "", err
 		}
 		for _, e := range lr.Logs {
-			fmt.Fprintf(&b, "%s %s %s\n", e.Timestamp.UTC().Format(time.RFC3339Nano), strings.ToUpper(e.Level), e.Message)
+			fmt.Fprintf(&b, "%s %s %s\n", e.Timestamp.UTC().Format(time.RFC3339Nano), strings.ToUpper(string(e.Level)), e.Message)
 		}
 		if len(lr.Logs) < 1000 {
 			break
@@ -700,7 +647,7 @@ func (p *Provider) Metrics(ctx context.Context, ref compute.Ref) (compute.Metric
 	if err := checkRef(op, ref); err != nil {
 		return compute.Metrics{}, err
 	}
-	var ms []sandboxMetric
+	var ms []e2btypes.SandboxMetric
 	_, err := p.do(ctx, &call{
 		op:        op,
 		method:    http.MethodGet,
@@ -722,10 +669,10 @@ func (p *Provider) Metrics(ctx context.Context, ref compute.Ref) (compute.Metric
 		}
 	}
 	return compute.Metrics{
-		CPUPercent:       last.CPUUsedPct,
-		CPUCount:         last.CPUCount,
-		MemoryUsedBytes:  last.MemUsed,
-		MemoryLimitBytes: last.MemTotal,
-		DiskUsedBytes:    last.DiskUsed,
+		CPUPercent:       float64(last.CpuUsedPct),
+		CPUCount:         int(last.CpuCount),
+		MemoryUsedBytes:  uint64(max(last.MemUsed, 0)),
+		MemoryLimitBytes: uint64(max(last.MemTotal, 0)),
+		DiskUsedBytes:    uint64(max(last.DiskUsed, 0)),
 	}, nil
 }

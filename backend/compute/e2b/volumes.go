@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
@@ -17,15 +18,6 @@ import (
 // "dn-<scope>-<record id>-<volume name>": made before the sandbox (or found,
 // when a create is retried after a crash), remembered in Ref.Data, and
 // deleted by Delete after the sandbox.
-
-type volumeJSON struct { // Volume, VolumeAndToken
-	VolumeID string `json:"volumeID"`
-	Name     string `json:"name"`
-}
-
-type newVolume struct { // NewVolume
-	Name string `json:"name"`
-}
 
 var volumeUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`) // NewVolume.name: ^[a-zA-Z0-9_-]+$
 
@@ -38,7 +30,7 @@ func (p *Provider) volumeName(recordID, name string) string {
 }
 
 // ourVolumes picks the mounts that are volumes this deployment made.
-func (p *Provider) ourVolumes(mounts []volumeMount) []string {
+func (p *Provider) ourVolumes(mounts []e2btypes.SandboxVolumeMount) []string {
 	var out []string
 	for _, m := range mounts {
 		if strings.HasPrefix(m.Name, p.volumePrefix()) {
@@ -48,15 +40,15 @@ func (p *Provider) ourVolumes(mounts []volumeMount) []string {
 	return out
 }
 
-func (p *Provider) listVolumes(ctx context.Context, op string) ([]volumeJSON, error) {
-	var vols []volumeJSON
+func (p *Provider) listVolumes(ctx context.Context, op string) ([]e2btypes.Volume, error) {
+	var vols []e2btypes.Volume
 	_, err := p.do(ctx, &call{op: op, method: http.MethodGet, path: "/volumes", ok: []int{http.StatusOK}, out: &vols})
 	return vols, err
 }
 
 // ensureVolumes makes (or finds) the team volumes of a Spec and returns the
 // mounts plus the names this call created.
-func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts []volumeMount, created []string, err error) {
+func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts []e2btypes.SandboxVolumeMount, created []string, err error) {
 	const op = "create"
 	if len(spec.Volumes) == 0 {
 		return nil, nil, nil
@@ -85,8 +77,8 @@ func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts
 	for _, v := range spec.Volumes {
 		name := p.volumeName(record, v.Name)
 		if !have[name] {
-			var made volumeJSON
-			_, err := p.do(ctx, &call{op: op, method: http.MethodPost, path: "/volumes", body: newVolume{Name: name},
+			var made e2btypes.Volume
+			_, err := p.do(ctx, &call{op: op, method: http.MethodPost, path: "/volumes", body: e2btypes.NewVolume{Name: name},
 				ok: []int{http.StatusCreated}, out: &made})
 			if err != nil {
 				_ = p.deleteVolumes(context.WithoutCancel(ctx), op, created) // best effort: the create's error is the one to report
@@ -95,7 +87,7 @@ func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts
 			have[name] = true
 			created = append(created, name)
 		}
-		mounts = append(mounts, volumeMount{Name: name, Path: v.Path})
+		mounts = append(mounts, e2btypes.SandboxVolumeMount{Name: name, Path: v.Path})
 	}
 	return mounts, created, nil
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
 )
@@ -138,37 +139,15 @@ type Sandbox struct {
 }
 
 // VolumeMount is a team volume mounted into a sandbox.
-type VolumeMount struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
-}
+type VolumeMount = e2btypes.SandboxVolumeMount
 
 type sandbox struct {
 	Sandbox
 	cpu, mem, disk int
 	traffic        string
-	logs           []logEntry
-	metrics        []metric
+	logs           []e2btypes.SandboxLogEntry
+	metrics        []e2btypes.SandboxMetric
 	dirs           map[string]bool // made with MakeDir (parents of files are implicit)
-}
-
-type logEntry struct {
-	Timestamp time.Time         `json:"timestamp"`
-	Level     string            `json:"level"`
-	Message   string            `json:"message"`
-	Fields    map[string]string `json:"fields"`
-}
-
-type metric struct {
-	Timestamp     time.Time `json:"timestamp"`
-	TimestampUnix int64     `json:"timestampUnix"`
-	CPUCount      int       `json:"cpuCount"`
-	CPUUsedPct    float64   `json:"cpuUsedPct"`
-	MemUsed       int64     `json:"memUsed"`
-	MemTotal      int64     `json:"memTotal"`
-	MemCache      int64     `json:"memCache"`
-	DiskUsed      int64     `json:"diskUsed"`
-	DiskTotal     int64     `json:"diskTotal"`
 }
 
 // Metric is a metrics reading set with SetMetrics.
@@ -483,7 +462,7 @@ func (s *Server) AddLog(id, level, message string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sb, ok := s.sandboxes[id]; ok {
-		sb.logs = append(sb.logs, logEntry{Timestamp: s.now().UTC(), Level: level, Message: message, Fields: map[string]string{}})
+		sb.logs = append(sb.logs, e2btypes.SandboxLogEntry{Timestamp: s.now().UTC(), Level: e2btypes.LogLevel(level), Message: message, Fields: map[string]string{}})
 	}
 }
 
@@ -493,8 +472,8 @@ func (s *Server) SetMetrics(id string, m Metric) {
 	defer s.mu.Unlock()
 	if sb, ok := s.sandboxes[id]; ok {
 		now := s.now().UTC()
-		sb.metrics = append(sb.metrics, metric{
-			Timestamp: now, TimestampUnix: now.Unix(), CPUCount: sb.cpu, CPUUsedPct: m.CPUUsedPct,
+		sb.metrics = append(sb.metrics, e2btypes.SandboxMetric{
+			Timestamp: now, TimestampUnix: now.Unix(), CpuCount: int32(sb.cpu), CpuUsedPct: float32(m.CPUUsedPct),
 			MemUsed: m.MemUsed, MemTotal: int64(sb.mem) << 20, DiskUsed: m.DiskUsed, DiskTotal: int64(sb.disk) << 20,
 		})
 	}
@@ -537,7 +516,7 @@ func (s *Server) newSandboxLocked(template string, md, env map[string]string, tt
 	if secure {
 		sb.EnvdAccessToken = randomToken()
 	}
-	sb.logs = []logEntry{{Timestamp: now, Level: "info", Message: "sandbox started", Fields: map[string]string{"templateID": template}}}
+	sb.logs = []e2btypes.SandboxLogEntry{{Timestamp: now, Level: e2btypes.LogLevelInfo, Message: "sandbox started", Fields: map[string]string{"templateID": template}}}
 	s.sandboxes[sb.ID] = sb
 	return sb
 }
@@ -681,14 +660,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-type apiError struct {
-	Code      int    `json:"code"`
-	Message   string `json:"message"`
-	ErrorCode string `json:"error_code,omitempty"`
-}
-
 func writeError(w http.ResponseWriter, status int, msg, code string) {
-	writeJSON(w, status, apiError{Code: status, Message: msg, ErrorCode: code})
+	e := e2btypes.Error{Code: int32(status), Message: msg}
+	if code != "" {
+		e.ErrorCode = &code
+	}
+	writeJSON(w, status, e)
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -738,96 +715,70 @@ func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
-// Wire shapes of openapi.yml, written independently of the client's.
+// The wire shapes are openapi.yml's, generated (e2btypes) like the
+// client's; the checker still holds both sides to the document itself.
 
-type sandboxJSON struct { // Sandbox
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken,omitempty"`
-	TrafficAccessToken *string `json:"trafficAccessToken"`
-	Domain             *string `json:"domain"`
+// rawCreate is what the fake keeps of a create body as sent.
+type rawCreate struct {
+	Network json.RawMessage `json:"network"`
 }
 
-type detailJSON struct { // SandboxDetail
-	TemplateID          string            `json:"templateID"`
-	SandboxID           string            `json:"sandboxID"`
-	ClientID            string            `json:"clientID"`
-	StartedAt           time.Time         `json:"startedAt"`
-	EndAt               time.Time         `json:"endAt"`
-	EnvdVersion         string            `json:"envdVersion"`
-	EnvdAccessToken     string            `json:"envdAccessToken,omitempty"`
-	AllowInternetAccess *bool             `json:"allowInternetAccess"`
-	Domain              *string           `json:"domain"`
-	CPUCount            int               `json:"cpuCount"`
-	MemoryMB            int               `json:"memoryMB"`
-	DiskSizeMB          int               `json:"diskSizeMB"`
-	Metadata            map[string]string `json:"metadata,omitempty"`
-	State               string            `json:"state"`
-	Network             json.RawMessage   `json:"network,omitempty"`
-	Lifecycle           lifecycleJSON     `json:"lifecycle"`
-	VolumeMounts        []VolumeMount     `json:"volumeMounts,omitempty"`
-}
-
-type lifecycleJSON struct {
-	AutoResume bool   `json:"autoResume"`
-	OnTimeout  string `json:"onTimeout"`
-}
-
-type listedJSON struct { // ListedSandbox
-	TemplateID   string            `json:"templateID"`
-	SandboxID    string            `json:"sandboxID"`
-	ClientID     string            `json:"clientID"`
-	StartedAt    time.Time         `json:"startedAt"`
-	EndAt        time.Time         `json:"endAt"`
-	CPUCount     int               `json:"cpuCount"`
-	MemoryMB     int               `json:"memoryMB"`
-	DiskSizeMB   int               `json:"diskSizeMB"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-	State        string            `json:"state"`
-	EnvdVersion  string            `json:"envdVersion"`
-	VolumeMounts []VolumeMount     `json:"volumeMounts,omitempty"`
-}
-
-type newSandboxJSON struct {
-	TemplateID string `json:"templateID"`
-	Timeout    *int64 `json:"timeout"`
-	AutoPause  bool   `json:"autoPause"`
-	AutoResume *struct {
-		Enabled bool `json:"enabled"`
-	} `json:"autoResume"`
-	Secure              bool              `json:"secure"`
-	AllowInternetAccess *bool             `json:"allow_internet_access"`
-	Network             json.RawMessage   `json:"network"`
-	Metadata            map[string]string `json:"metadata"`
-	EnvVars             map[string]string `json:"envVars"`
-	VolumeMounts        []VolumeMount     `json:"volumeMounts"`
-}
-
-func (s *Server) short(sb *sandbox) sandboxJSON {
+func (s *Server) short(sb *sandbox) e2btypes.Sandbox {
 	d := s.Domain
 	t := sb.traffic
-	return sandboxJSON{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", EnvdVersion: EnvdVersion,
-		EnvdAccessToken: sb.EnvdAccessToken, TrafficAccessToken: &t, Domain: &d}
-}
-
-func (s *Server) detail(sb *sandbox) detailJSON {
-	d := s.Domain
-	onTimeout := "kill"
-	if sb.AutoPause {
-		onTimeout = "pause"
+	out := e2btypes.Sandbox{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", EnvdVersion: EnvdVersion,
+		TrafficAccessToken: &t, Domain: &d}
+	if sb.EnvdAccessToken != "" {
+		tok := sb.EnvdAccessToken
+		out.EnvdAccessToken = &tok
 	}
-	return detailJSON{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", StartedAt: sb.StartedAt, EndAt: sb.EndAt,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: sb.EnvdAccessToken, AllowInternetAccess: sb.AllowInternetAccess, Domain: &d,
-		CPUCount: sb.cpu, MemoryMB: sb.mem, DiskSizeMB: sb.disk, Metadata: sb.Metadata, State: sb.State,
-		Network: sb.Network, Lifecycle: lifecycleJSON{AutoResume: sb.AutoResume, OnTimeout: onTimeout}, VolumeMounts: sb.VolumeMounts}
+	return out
 }
 
-func listed(sb *sandbox) listedJSON {
-	return listedJSON{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", StartedAt: sb.StartedAt, EndAt: sb.EndAt,
-		CPUCount: sb.cpu, MemoryMB: sb.mem, DiskSizeMB: sb.disk, Metadata: sb.Metadata, State: sb.State, EnvdVersion: EnvdVersion,
-		VolumeMounts: sb.VolumeMounts}
+func (s *Server) detail(sb *sandbox) e2btypes.SandboxDetail {
+	d := s.Domain
+	onTimeout := e2btypes.Kill
+	if sb.AutoPause {
+		onTimeout = e2btypes.Pause
+	}
+	out := e2btypes.SandboxDetail{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", StartedAt: sb.StartedAt, EndAt: sb.EndAt,
+		EnvdVersion: EnvdVersion, AllowInternetAccess: sb.AllowInternetAccess, Domain: &d,
+		CpuCount: int32(sb.cpu), MemoryMB: int32(sb.mem), DiskSizeMB: int32(sb.disk), Metadata: metadataOf(sb.Metadata), State: e2btypes.SandboxState(sb.State),
+		Lifecycle: &e2btypes.SandboxLifecycle{AutoResume: sb.AutoResume, OnTimeout: onTimeout}, VolumeMounts: sb.VolumeMounts}
+	if sb.EnvdAccessToken != "" {
+		tok := sb.EnvdAccessToken
+		out.EnvdAccessToken = &tok
+	}
+	if len(sb.Network) > 0 {
+		var n e2btypes.SandboxNetworkConfig
+		if json.Unmarshal(sb.Network, &n) == nil {
+			out.Network = &n
+		}
+	}
+	return out
+}
+
+func listed(sb *sandbox) e2btypes.ListedSandbox {
+	return e2btypes.ListedSandbox{TemplateID: sb.TemplateID, SandboxID: sb.ID, ClientID: "fakeclient", StartedAt: sb.StartedAt, EndAt: sb.EndAt,
+		CpuCount: int32(sb.cpu), MemoryMB: int32(sb.mem), DiskSizeMB: int32(sb.disk), Metadata: metadataOf(sb.Metadata),
+		State: e2btypes.SandboxState(sb.State), EnvdVersion: EnvdVersion, VolumeMounts: sb.VolumeMounts}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p != nil {
+		return *p
+	}
+	return zero
+}
+
+// metadataOf is metadata as E2B answers it: absent when there is none.
+func metadataOf(m map[string]string) *e2btypes.SandboxMetadata {
+	if len(m) == 0 {
+		return nil
+	}
+	md := e2btypes.SandboxMetadata(m)
+	return &md
 }
 
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string, params map[string]string, body []byte) {
@@ -846,11 +797,13 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 	now := s.now().UTC()
 	switch route {
 	case RouteCreate:
-		var req newSandboxJSON
+		var req e2btypes.NewSandbox
+		var raw rawCreate
 		if err := json.Unmarshal(body, &req); err != nil {
 			writeError(w, http.StatusBadRequest, "invalid body: "+err.Error(), "")
 			return
 		}
+		_ = json.Unmarshal(body, &raw)
 		if _, ok := s.templates[req.TemplateID]; !ok {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID), "")
 			return
@@ -863,14 +816,21 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		}
 		ttl := int64(15)
 		if req.Timeout != nil {
-			ttl = *req.Timeout
+			ttl = int64(*req.Timeout)
 		}
-		sb := s.newSandboxLocked(req.TemplateID, req.Metadata, req.EnvVars, time.Duration(ttl)*time.Second, req.Secure)
-		sb.AutoPause = req.AutoPause
+		var md, env map[string]string
+		if req.Metadata != nil {
+			md = *req.Metadata
+		}
+		if req.EnvVars != nil {
+			env = *req.EnvVars
+		}
+		sb := s.newSandboxLocked(req.TemplateID, md, env, time.Duration(ttl)*time.Second, req.Secure != nil && *req.Secure)
+		sb.AutoPause = req.AutoPause != nil && *req.AutoPause
 		sb.AutoResume = req.AutoResume != nil && req.AutoResume.Enabled
 		sb.AllowInternetAccess = req.AllowInternetAccess
-		if len(req.Network) > 0 && string(req.Network) != "null" {
-			sb.Network = slices.Clone(req.Network)
+		if len(raw.Network) > 0 && string(raw.Network) != "null" {
+			sb.Network = slices.Clone(raw.Network)
 		}
 		sb.VolumeMounts = slices.Clone(req.VolumeMounts)
 		writeJSON(w, http.StatusCreated, s.short(sb))
@@ -889,9 +849,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		s.emitLocked(sb, EventPaused)
 		w.WriteHeader(http.StatusNoContent)
 	case RouteConnect:
-		var req struct {
-			Timeout int64 `json:"timeout"`
-		}
+		var req e2btypes.ConnectSandbox
 		_ = json.Unmarshal(body, &req)
 		end := now.Add(time.Duration(req.Timeout) * time.Second)
 		if sb.State == "paused" {
@@ -909,18 +867,14 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		}
 		writeJSON(w, http.StatusOK, s.short(sb))
 	case RouteTimeout:
-		var req struct {
-			Timeout int64 `json:"timeout"`
-		}
+		var req e2btypes.SandboxTimeoutRequest
 		_ = json.Unmarshal(body, &req)
 		sb.EndAt = now.Add(time.Duration(req.Timeout) * time.Second)
 		w.WriteHeader(http.StatusNoContent)
 	case RouteRefresh:
-		var req struct {
-			Duration int64 `json:"duration"`
-		}
+		var req e2btypes.SandboxRefreshRequest
 		_ = json.Unmarshal(body, &req)
-		if end := now.Add(time.Duration(req.Duration) * time.Second); end.After(sb.EndAt) {
+		if end := now.Add(time.Duration(deref(req.Duration)) * time.Second); end.After(sb.EndAt) {
 			sb.EndAt = end
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -931,19 +885,17 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 	case RouteMetrics:
 		ms := sb.metrics
 		if ms == nil {
-			ms = []metric{}
+			ms = []e2btypes.SandboxMetric{}
 		}
 		writeJSON(w, http.StatusOK, ms)
 	case RouteVolumes:
-		out := []volumeJSON{}
+		out := []e2btypes.Volume{}
 		for _, vid := range slices.Sorted(maps.Keys(s.volumes)) {
-			out = append(out, volumeJSON{VolumeID: vid, Name: s.volumes[vid]})
+			out = append(out, e2btypes.Volume{VolumeID: vid, Name: s.volumes[vid]})
 		}
 		writeJSON(w, http.StatusOK, out)
 	case RouteVolumeCreate:
-		var req struct {
-			Name string `json:"name"`
-		}
+		var req e2btypes.NewVolume
 		_ = json.Unmarshal(body, &req)
 		for _, n := range s.volumes {
 			if n == req.Name {
@@ -953,7 +905,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		}
 		vid := "vol_" + randomID(12)
 		s.volumes[vid] = req.Name
-		writeJSON(w, http.StatusCreated, volumeJSON{VolumeID: vid, Name: req.Name, Token: randomToken()})
+		writeJSON(w, http.StatusCreated, e2btypes.VolumeAndToken{VolumeID: vid, Name: req.Name, Token: randomToken()})
 	case RouteVolumeDelete:
 		vid := params["volumeID"]
 		if _, ok := s.volumes[vid]; !ok {
@@ -965,12 +917,6 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 	default:
 		writeError(w, http.StatusInternalServerError, "the fake does not implement "+route, "")
 	}
-}
-
-type volumeJSON struct { // Volume, VolumeAndToken
-	VolumeID string `json:"volumeID"`
-	Name     string `json:"name"`
-	Token    string `json:"token,omitempty"`
 }
 
 // Volumes returns the names of the team volumes.
@@ -1045,7 +991,7 @@ func (s *Server) listLocked(w http.ResponseWriter, r *http.Request) {
 		start = sort.Search(len(all), func(i int) bool { return less(cur, all[i]) })
 	}
 	end := min(start+limit, len(all))
-	page := make([]listedJSON, 0, end-start)
+	page := make([]e2btypes.ListedSandbox, 0, end-start)
 	for _, sb := range all[start:end] {
 		page = append(page, listed(sb))
 	}
@@ -1074,7 +1020,7 @@ func (s *Server) logsLocked(w http.ResponseWriter, r *http.Request, sb *sandbox)
 	if backward {
 		slices.Reverse(entries)
 	}
-	out := []logEntry{}
+	out := []e2btypes.SandboxLogEntry{}
 	for _, e := range entries {
 		ms := e.Timestamp.UnixMilli()
 		if q.Has("cursor") && ((!backward && ms < cursor) || (backward && ms > cursor)) {

@@ -45,9 +45,11 @@ type IO struct {
 	ErrIsTerminal bool
 }
 
-// StdIO is the process's standard streams and environment.
+// StdIO is the process's standard streams and environment (the variables
+// dn reads, through config.Env; strings cannot fail to parse).
 func StdIO() IO {
-	return IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv,
+	env, _ := config.ReadEnv()
+	return IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: env.Getenv,
 		ErrIsTerminal: term.IsTerminal(int(os.Stderr.Fd()))}
 }
 
