@@ -123,8 +123,10 @@ func (f *fakeEngine) Exec(context.Context, string, string, []string, time.Durati
 	return nil, compute.ErrNotRunning
 }
 
+// ExecStream: the fake does not stream, so the service answers a stream
+// with one buffered run (Exec).
 func (f *fakeEngine) ExecStream(context.Context, string, string, []string, time.Duration, compute.Emit) (*compute.GroupExecResult, error) {
-	return nil, compute.ErrNotRunning
+	return nil, errors.ErrUnsupported
 }
 
 func (f *fakeEngine) Snapshot(context.Context) (*compute.GroupSnapshot, error) {
