@@ -180,7 +180,9 @@ func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env,
 	return store.QueryAll(ctx, s.db.Reader(), func(sc store.Scanner) (*Env, error) { return scanEnv(sc) }, q, args...)
 }
 
-// liveEnv is a non-terminal environment with its ledger record's phase.
+// liveEnv is an environment the driver may owe work, with its ledger
+// record's phase: a live one, or one whose record is still stopping (its
+// removal not yet confirmed).
 type liveEnv struct {
 	*Env
 	RecordPhase sandbox.Phase
@@ -190,7 +192,10 @@ type liveEnv struct {
 func (s *Service) liveEnvs(ctx context.Context) ([]liveEnv, error) {
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT `+prefixed("e.", envColumns)+`, COALESCE(r.phase, ''), COALESCE(r.kill_reason, '')
 		FROM task_environments e LEFT JOIN sandboxes r ON r.id = e.record_id
-		WHERE e.state IN (`+store.SQLList(taskenv.Live)+`) ORDER BY e.seq`)
+		WHERE e.state IN (`+store.SQLList(taskenv.Live)+`)
+			OR e.record_id IN (SELECT id FROM sandboxes WHERE phase = `+store.SQLList([]sandbox.Phase{sandbox.PhaseStopping})+`
+				AND kind = `+store.SQLList([]string{sandbox.KindTask})+`)
+		ORDER BY e.seq`)
 	if err != nil {
 		return nil, err
 	}
@@ -253,21 +258,24 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]taske
 	return out, nil
 }
 
-// errConflict: the environment is not in a state the change applies to
-// (taskenv.AllowedTransitions refuses the move, or it left the state the
-// change expected).
+// errConflict: the environment is not in a state the change applies to (it
+// left the state the change expected, or its record is no longer starting
+// when the change names a step).
 var errConflict = errors.New("environment is not in the expected state")
 
 // errRecordConflict: the ledger record moved (e.g. killed for credits) so
 // the environment change was not applied; the sweep takes over.
 var errRecordConflict = errors.New("ledger record is not in the expected phase")
 
-// change is one transition of an environment and its record. The tables
-// (taskenv.AllowedTransitions, sandbox.AllowedTransitions) decide which
-// moves are legal; expect is only for a change decided on an observed
-// state (optimistic concurrency).
+// change is one change of an environment: a move of its ledger record (the
+// one state machine: sandbox.AllowedTransitions decides which moves are
+// legal) and the environment's own fields. The environment's state is never
+// set: it is the projection of the record (taskenv.Of), stored with the row
+// so that lists filter on it, and rewritten by every change.
 type change struct {
-	to     taskenv.State // new state ("" keeps)
+	// step moves a starting environment to its next sub-step
+	// (provisioning): only while the record is starting.
+	step   taskenv.State
 	expect taskenv.State // when set, apply only while the environment is still in this state
 	detail string        // timeline note
 	env    func(e *Env)
@@ -280,9 +288,9 @@ type change struct {
 	recMut      func(r *store.Record)
 }
 
-// apply runs c in one transaction: the environment row is updated only if
-// the table allows its move (errConflict otherwise, returning the current
-// row), and the ledger record in the same transaction.
+// apply runs c in one transaction: the ledger record's move first (the
+// table's check), then the environment row with its state projected from
+// the record as it now is.
 func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) {
 	var out *Env
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -297,16 +305,36 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		if c.expect != "" && e.State != c.expect {
 			return errConflict
 		}
-		if c.to != "" && !taskenv.CanTransition(e.State, c.to) {
-			return errConflict
+		r, err := s.moveRecordTx(ctx, tx, e, c)
+		if err != nil {
+			return err
+		}
+		step := e.State
+		if c.step != "" {
+			if r != nil && !r.Phase.Starting() {
+				return errConflict
+			}
+			step = c.step
 		}
 		now := s.now()
 		if c.env != nil {
 			c.env(e)
 		}
-		if c.to != "" {
-			e.State = c.to
-			e.Timeline = append(e.Timeline, TimelineEntry{State: c.to, At: now, Detail: c.detail})
+		to := e.State
+		switch {
+		case r != nil:
+			to = taskenv.Of(r.Phase, r.KillReason, step)
+		case c.rec != "":
+			// The record is gone: the environment still ends as the change says.
+			probe := &store.Record{}
+			if c.recMut != nil {
+				c.recMut(probe)
+			}
+			to = taskenv.Of(c.rec, probe.KillReason, step)
+		}
+		if to != e.State {
+			e.State = to
+			e.Timeline = append(e.Timeline, TimelineEntry{State: to, At: now, Detail: c.detail})
 		} else if c.detail != "" {
 			e.Timeline = append(e.Timeline, TimelineEntry{State: e.State, At: now, Detail: c.detail})
 		}
@@ -324,32 +352,47 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 			return errConflict
 		}
 		e.Version++
-		if c.rec == "" && c.recMut == nil {
-			return nil
-		}
-		_, err = store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
-			if c.rec == "" && r.Phase.Terminal() {
-				return store.ErrConflict // an ended record keeps its fields
-			}
-			if c.recMut != nil {
-				c.recMut(r)
-			}
-			return nil
-		})
-		if errors.Is(err, store.ErrConflict) {
-			if c.recTolerant {
-				// The record already ended (or moved on) on its own: leave it.
-				return nil
-			}
-			return errRecordConflict
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // the record is gone; the environment still changes
-		}
-		return err
+		return nil
 	})
 	if err == nil {
 		s.hub.Notify(id)
 	}
 	return out, err
+}
+
+// moveRecordTx makes c's move of e's record and returns the record as it is
+// after it (nil when the record is gone).
+func (s *Service) moveRecordTx(ctx context.Context, tx *sql.Tx, e *Env, c change) (*store.Record, error) {
+	if c.rec == "" && c.recMut == nil {
+		r, err := store.GetRecordTx(ctx, tx, e.RecordID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return r, err
+	}
+	r, err := store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
+		if c.rec == "" && r.Phase.Terminal() {
+			return store.ErrConflict // an ended record keeps its fields
+		}
+		if c.recMut != nil {
+			c.recMut(r)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		if !c.recTolerant {
+			return nil, errRecordConflict
+		}
+		// The record already ended (or moved on) on its own: leave it, and
+		// project the environment from it as it is.
+		r, err = store.GetRecordTx(ctx, tx, e.RecordID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return r, err
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil // the record is gone; the environment still changes
+	}
+	return r, err
 }
