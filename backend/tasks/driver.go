@@ -98,13 +98,14 @@ func (d driver) Due(ctx context.Context, now time.Time) ([]string, error) {
 	return ids, nil
 }
 
-// liveEnv reads one environment with its record's phase; nil when it is
-// over: its state ended and its record too (a stopping record is not over:
-// its removal may still be owed).
+// liveEnv reads one environment with its record's phase; nil when it is over.
 func (s *Service) liveEnv(ctx context.Context, id string) (*liveEnv, error) {
 	e, err := s.getEnv(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if !e.State.Live() {
+		return nil, nil
 	}
 	le := &liveEnv{Env: e}
 	r, err := s.db.GetRecord(ctx, e.RecordID)
@@ -113,9 +114,6 @@ func (s *Service) liveEnv(ctx context.Context, id string) (*liveEnv, error) {
 		le.RecordPhase, le.KillReason = r.Phase, r.KillReason
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, err
-	}
-	if !e.State.Live() && (le.RecordPhase == "" || le.RecordPhase.Terminal()) {
-		return nil, nil
 	}
 	return le, nil
 }
@@ -148,29 +146,26 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 	}
 	now := s.now()
 	switch {
-	case recordEnded(le.RecordPhase) && !le.State.Live():
-		// Its end is decided and shown (a delete, an expiry, a failure): what
-		// is left is the removal, then the record's end.
-		unlock := s.lockEnv(id)
-		defer unlock()
-		_, err := s.finishStop(ctx, id, sandbox.CauseReconciler)
-		return err
 	case recordEnded(le.RecordPhase):
-		// Ended by someone else (the credits system): the environment says
-		// why, then goes the same way.
-		reason, msg := le.KillReason, "torn down: its ledger record was ended ("+le.KillReason+")"
-		if reason == sandbox.KillInsufficientCredits {
-			msg = "torn down: the organization ran out of credits (insufficient_credits)"
-		}
-		if reason == "" {
-			reason = sandbox.KillDeleted
-			msg = "torn down: its ledger record was ended"
-		}
-		// Under the environment's lock, as the API's operations: a pause in
-		// flight finishes before the teardown moves the record.
+		// Its end is decided (a delete, an expiry, a failure, or someone
+		// else such as the credits system): stop the worker, remove what is
+		// left, then end the record. Under the environment's lock, as the
+		// API's operations: a pause in flight finishes first.
 		unlock := s.lockEnv(id)
 		defer unlock()
-		_, err := s.teardown(ctx, id, sandbox.CauseReconciler, reason, "ledger record ended", msg)
+		if msg := endedMessage(le.KillReason); msg != "" && le.Error == "" && le.State.Live() {
+			if _, err := s.apply(ctx, id, change{env: func(e *Env) {
+				e.Error = msg
+				e.Deadline = time.Time{}
+			}}); err != nil {
+				return err
+			}
+		}
+		s.stopWorker(ctx, id, errStopped)
+		if s.workerRunning(id) {
+			return nil // the next step finishes once it stopped
+		}
+		_, err := s.finishStop(ctx, id, sandbox.CauseReconciler, "")
 		return err
 	case opInFlight(le.RecordPhase):
 		unlock := s.lockEnv(id)
@@ -359,6 +354,9 @@ func (s *Service) work(ctx context.Context, id string) {
 		}
 		if !e.State.Transitional() || s.mayAct(ctx) != nil {
 			return // done, or another replica took it over
+		}
+		if r, err := s.db.FreshRecord(ctx, e.RecordID); err == nil && !r.Phase.Starting() {
+			return // its end is decided: the driver stops it
 		}
 		remaining := e.Deadline.Sub(s.now())
 		if e.Deadline.IsZero() {

@@ -180,9 +180,9 @@ func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env,
 	return store.QueryAll(ctx, s.db.Reader(), func(sc store.Scanner) (*Env, error) { return scanEnv(sc) }, q, args...)
 }
 
-// liveEnv is an environment the driver may owe work, with its ledger
-// record's phase: a live one, or one whose record is still stopping (its
-// removal not yet confirmed).
+// liveEnv is a non-terminal environment with its ledger record's phase. An
+// environment whose record is stopping is still live: it shows its end only
+// once the record ended (taskenv.Of).
 type liveEnv struct {
 	*Env
 	RecordPhase sandbox.Phase
@@ -192,10 +192,7 @@ type liveEnv struct {
 func (s *Service) liveEnvs(ctx context.Context) ([]liveEnv, error) {
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT `+prefixed("e.", envColumns)+`, COALESCE(r.phase, ''), COALESCE(r.kill_reason, '')
 		FROM task_environments e LEFT JOIN sandboxes r ON r.id = e.record_id
-		WHERE e.state IN (`+store.SQLList(taskenv.Live)+`)
-			OR e.record_id IN (SELECT id FROM sandboxes WHERE phase = `+store.SQLList([]sandbox.Phase{sandbox.PhaseStopping})+`
-				AND kind = `+store.SQLList([]string{sandbox.KindTask})+`)
-		ORDER BY e.seq`)
+		WHERE e.state IN (`+store.SQLList(taskenv.Live)+`) ORDER BY e.seq`)
 	if err != nil {
 		return nil, err
 	}
@@ -259,12 +256,12 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]taske
 }
 
 // errConflict: the environment is not in a state the change applies to (it
-// left the state the change expected, or its record is no longer starting
-// when the change names a step).
+// left the state the change expected).
 var errConflict = errors.New("environment is not in the expected state")
 
-// errRecordConflict: the ledger record moved (e.g. killed for credits) so
-// the environment change was not applied; the sweep takes over.
+// errRecordConflict: the ledger record moved (e.g. killed for credits, or
+// no longer starting for a change that names a step) so the environment
+// change was not applied; the sweep takes over.
 var errRecordConflict = errors.New("ledger record is not in the expected phase")
 
 // change is one change of an environment: a move of its ledger record (the
@@ -279,6 +276,10 @@ type change struct {
 	expect taskenv.State // when set, apply only while the environment is still in this state
 	detail string        // timeline note
 	env    func(e *Env)
+	// envIfMoved applies env only when the record made the move (a
+	// teardown of an environment whose record is already ending keeps
+	// what that end wrote).
+	envIfMoved bool
 	// Record side: phase target ("" keeps), why, mutation. A record the
 	// table does not let move (already ended, or moved on) is left alone
 	// when recTolerant, else the change fails with errRecordConflict.
@@ -305,32 +306,32 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		if c.expect != "" && e.State != c.expect {
 			return errConflict
 		}
-		r, err := s.moveRecordTx(ctx, tx, e, c)
+		r, moved, err := s.moveRecordTx(ctx, tx, e, c)
 		if err != nil {
 			return err
 		}
-		step := e.State
+		shown := e.State
 		if c.step != "" {
 			if r != nil && !r.Phase.Starting() {
-				return errConflict
+				return errRecordConflict // ending: no next step
 			}
-			step = c.step
+			shown = c.step
 		}
 		now := s.now()
-		if c.env != nil {
+		if c.env != nil && (moved || !c.envIfMoved) {
 			c.env(e)
 		}
 		to := e.State
 		switch {
 		case r != nil:
-			to = taskenv.Of(r.Phase, r.KillReason, step)
+			to = taskenv.Of(r.Phase, r.KillReason, shown)
 		case c.rec != "":
 			// The record is gone: the environment still ends as the change says.
 			probe := &store.Record{}
 			if c.recMut != nil {
 				c.recMut(probe)
 			}
-			to = taskenv.Of(c.rec, probe.KillReason, step)
+			to = taskenv.Of(c.rec, probe.KillReason, shown)
 		}
 		if to != e.State {
 			e.State = to
@@ -361,14 +362,14 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 }
 
 // moveRecordTx makes c's move of e's record and returns the record as it is
-// after it (nil when the record is gone).
-func (s *Service) moveRecordTx(ctx context.Context, tx *sql.Tx, e *Env, c change) (*store.Record, error) {
+// after it (nil when the record is gone), and whether c's move was made.
+func (s *Service) moveRecordTx(ctx context.Context, tx *sql.Tx, e *Env, c change) (*store.Record, bool, error) {
 	if c.rec == "" && c.recMut == nil {
 		r, err := store.GetRecordTx(ctx, tx, e.RecordID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
+			return nil, false, nil
 		}
-		return r, err
+		return r, false, err
 	}
 	r, err := store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
 		if c.rec == "" && r.Phase.Terminal() {
@@ -382,17 +383,17 @@ func (s *Service) moveRecordTx(ctx context.Context, tx *sql.Tx, e *Env, c change
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		if !c.recTolerant {
-			return nil, errRecordConflict
+			return nil, false, errRecordConflict
 		}
 		// The record already ended (or moved on) on its own: leave it, and
 		// project the environment from it as it is.
 		r, err = store.GetRecordTx(ctx, tx, e.RecordID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
+			return nil, false, nil
 		}
-		return r, err
+		return r, false, err
 	case errors.Is(err, store.ErrNotFound):
-		return nil, nil // the record is gone; the environment still changes
+		return nil, true, nil // the record is gone; the environment still changes
 	}
-	return r, err
+	return r, err == nil, err
 }

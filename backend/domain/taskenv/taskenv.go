@@ -40,17 +40,18 @@ var (
 
 // Of is the state an environment shows: the projection of its ledger
 // record's phase (the one state machine, sandbox.AllowedTransitions) with
-// that record's kill reason. step is the environment's own sub-step while
-// its record is starting (building or provisioning; building when empty).
+// that record's kill reason. shown is the state the environment showed
+// before (stored with it): while the record is starting it is the
+// environment's own sub-step (building, then provisioning).
 //
-// A stopping record shows where it is going (failed when it stops for a
-// failure, torn_down otherwise), as the lifecycle API shows a stopping
-// sandbox as deleted: its stop is decided, the driver is removing what is
-// left, and the record reads ended only once the provider confirmed that.
-func Of(p sandbox.Phase, killReason string, step State) State {
+// A stopping record keeps showing what it showed: its end is decided but
+// its containers may still run, and an environment reads torn_down or
+// failed only once they are gone (the record then ended). Only a record
+// that began stopping with nothing shown yet projects by its kill reason.
+func Of(p sandbox.Phase, killReason string, shown State) State {
 	switch p {
 	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating:
-		if step == StateProvisioning {
+		if shown == StateProvisioning {
 			return StateProvisioning
 		}
 		return StateBuilding
@@ -59,6 +60,9 @@ func Of(p sandbox.Phase, killReason string, step State) State {
 	case sandbox.PhasePaused, sandbox.PhaseResuming:
 		return StatePaused
 	case sandbox.PhaseStopping:
+		if shown.Live() {
+			return shown
+		}
 		if killReason == sandbox.KillFailed {
 			return StateFailed
 		}

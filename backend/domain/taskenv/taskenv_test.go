@@ -7,7 +7,8 @@ import (
 )
 
 // Every phase of the record projects onto one state; the starting phases
-// onto the environment's step, a stopping record onto where it is going.
+// onto the environment's step, a stopping record onto what it showed (its
+// containers may still run: it shows an end only once the record ended).
 func TestOfEveryPhase(t *testing.T) {
 	want := map[sandbox.Phase]State{
 		sandbox.PhaseQueued: StateBuilding, sandbox.PhasePending: StateBuilding, sandbox.PhaseCreating: StateBuilding,
@@ -23,17 +24,25 @@ func TestOfEveryPhase(t *testing.T) {
 		if got := Of(p, "", ""); got != want[p] {
 			t.Errorf("Of(%s) = %s, want %s", p, got, want[p])
 		}
-		// The step matters only while the record is starting.
+		// The step matters only while the record is starting (and stopping
+		// keeps it).
 		prov := Of(p, "", StateProvisioning)
-		if p.Starting() != (prov == StateProvisioning) {
+		if (p.Starting() || p == sandbox.PhaseStopping) != (prov == StateProvisioning) {
 			t.Errorf("Of(%s, provisioning) = %s", p, prov)
 		}
-		// A live record shows a live state, an ended or stopping one a terminal state.
-		if got := Of(p, "", ""); got.Live() != p.Live() {
+		// A live record shows a live state, an ended one a terminal state.
+		if got := Of(p, "", StateReady); p != sandbox.PhaseStopping && got.Live() != p.Live() {
 			t.Errorf("%s (live %v) projects onto %s (live %v)", p, p.Live(), got, got.Live())
 		}
-		if Of(p, "", StateProvisioning).Transitional() != p.Starting() {
+		if p != sandbox.PhaseStopping && Of(p, "", StateProvisioning).Transitional() != p.Starting() {
 			t.Errorf("%s: transitional states are exactly the starting phases", p)
+		}
+	}
+	for _, shown := range Live {
+		for _, r := range []string{"", sandbox.KillFailed, sandbox.KillTornDown} {
+			if got := Of(sandbox.PhaseStopping, r, shown); got != shown {
+				t.Errorf("stopping (%s) after %s shows %s: an environment shows its end only once its record ended", r, shown, got)
+			}
 		}
 	}
 	if got := Of(sandbox.PhaseStopping, sandbox.KillFailed, ""); got != StateFailed {
