@@ -326,12 +326,18 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		case r != nil:
 			to = taskenv.Of(r.Phase, r.KillReason, shown)
 		case c.rec != "":
-			// The record is gone: the environment still ends as the change says.
+			// The record is gone: the environment still moves as the change
+			// says, and a stop it decides is its end (no record stays
+			// stopping to be finished).
 			probe := &store.Record{}
 			if c.recMut != nil {
 				c.recMut(probe)
 			}
-			to = taskenv.Of(c.rec, probe.KillReason, shown)
+			p := c.rec
+			if p == sandbox.PhaseStopping {
+				p = sandbox.FinalPhase(probe.KillReason)
+			}
+			to = taskenv.Of(p, probe.KillReason, shown)
 		}
 		if to != e.State {
 			e.State = to
