@@ -138,7 +138,7 @@ func (s *Service) finishStop(ctx context.Context, id string, cause sandbox.Cause
 func endDetail(killReason string) string {
 	switch killReason {
 	case sandbox.KillTornDown:
-		return "deleted"
+		return "deleted through the API"
 	case sandbox.KillTimeout:
 		return "expired (timeout_sec)"
 	case sandbox.KillFailed:
