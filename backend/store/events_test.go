@@ -195,7 +195,10 @@ func TestCreditsKillAndEnvironmentEvents(t *testing.T) {
 		if err := db.InsertRecord(ctx, env); err != nil {
 			t.Fatal(err)
 		}
-		moveAll(t, db, "t1", sandbox.PhaseRunning, sandbox.CauseReconciler, sandbox.PhaseDeleted, sandbox.CauseUser)
+		// A task record moves like any other: through creating, and its end
+		// through stopping (the killed event names the cause that decided it).
+		moveAll(t, db, "t1", sandbox.PhaseCreating, sandbox.CauseReconciler, sandbox.PhaseRunning, sandbox.CauseReconciler,
+			sandbox.PhaseStopping, sandbox.CauseUser, sandbox.PhaseDeleted, sandbox.CauseReconciler)
 		evs := eventTypes(t, db, EventFilter{OrgID: rec.OrgID})
 		got := make([]string, len(evs))
 		for i, e := range evs {

@@ -52,12 +52,20 @@ func TestRecordRoundTripAndTransition(t *testing.T) {
 			t.Fatalf("other org must not see the record, got %v", err)
 		}
 		now := time.Now().UTC()
+		// Every kind runs through creating and ends through stopping
+		// (sandbox.AllowedTransitions).
+		if _, err := db.Transition(ctx, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, nil); err != nil {
+			t.Fatal(err)
+		}
 		r, err := db.Transition(ctx, "r1", sandbox.PhaseRunning, sandbox.CauseReconciler, func(r *Record) error { r.MarkRunning(now); return nil })
-		if err != nil || r.Phase != sandbox.PhaseRunning || len(r.Timeline) != 2 || r.Sessions != 1 {
+		if err != nil || r.Phase != sandbox.PhaseRunning || len(r.Timeline) != 3 || r.Sessions != 1 {
 			t.Fatalf("transition: %v %+v", err, r)
 		}
 		if _, err := db.Transition(ctx, "r1", sandbox.PhaseCreating, sandbox.CauseReconciler, Expect(sandbox.PhasePending, nil)); !errors.Is(err, ErrConflict) {
 			t.Fatalf("transition from a stale phase must conflict, got %v", err)
+		}
+		if _, err := db.Transition(ctx, "r1", sandbox.PhaseStopping, sandbox.CauseUser, nil); err != nil {
+			t.Fatal(err)
 		}
 		r, err = db.Transition(ctx, "r1", sandbox.PhaseDeleted, sandbox.CauseUser, func(r *Record) error { r.MarkKilled(now.Add(2*time.Second), sandbox.KillDeleted); return nil })
 		if err != nil || r.RuntimeNs != int64(2*time.Second) || r.KillReason != sandbox.KillDeleted || !r.RunningSince.IsZero() {
@@ -126,7 +134,7 @@ func TestCacheFollowsCommits(t *testing.T) {
 		}
 		boom := errors.New("boom")
 		err := db.Tx(ctx, func(tx *sql.Tx) error {
-			if _, err := TransitionTx(ctx, tx, "r1", sandbox.PhaseFailed, sandbox.CauseReconciler, nil); err != nil {
+			if _, err := TransitionTx(ctx, tx, "r1", sandbox.PhaseStopping, sandbox.CauseReconciler, nil); err != nil {
 				return err
 			}
 			return boom

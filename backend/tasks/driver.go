@@ -20,12 +20,17 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 )
 
-// driver is the reconciler's Driver of task environments. Everything it
-// decides is read from the database (states, persisted deadlines,
-// expires_at, the ledger record's phase), so a restarted backend picks up
-// where a killed one stopped:
-//   - an environment whose ledger record was ended by someone else (the
-//     credits system moves it to stopping) is torn down;
+// driver is the reconciler's Driver of task environments, which moves their
+// ledger records like every other kind: pending → creating (the build and
+// provision, run off the lanes in the build pool) → running, and every end
+// through stopping, committed as ended only once the engine confirmed that
+// everything of the environment is gone. Everything it decides is read from
+// the database (the record's phase, the environment's step, persisted
+// deadlines, expires_at), so a restarted backend picks up where a killed one
+// stopped:
+//   - a record left stopping (a crash between the decision and the removal,
+//     or the credits system ending it) has its environment removed, then
+//     ends;
 //   - a record left pausing or resuming finishes its pause or resume;
 //   - building/provisioning past their persisted deadline fail, the others
 //     are built and provisioned (after a restart: resumed);
@@ -141,19 +146,25 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 	now := s.now()
 	switch {
 	case recordEnded(le.RecordPhase):
-		reason, msg := le.KillReason, "torn down: its ledger record was ended ("+le.KillReason+")"
-		if reason == sandbox.KillInsufficientCredits {
-			msg = "torn down: the organization ran out of credits (insufficient_credits)"
-		}
-		if reason == "" {
-			reason = sandbox.KillDeleted
-			msg = "torn down: its ledger record was ended"
-		}
-		// Under the environment's lock, as the API's operations: a pause in
-		// flight finishes before the teardown moves the record.
+		// Its end is decided (a delete, an expiry, a failure, or someone
+		// else such as the credits system): stop the worker, remove what is
+		// left, then end the record. Under the environment's lock, as the
+		// API's operations: a pause in flight finishes first.
 		unlock := s.lockEnv(id)
 		defer unlock()
-		_, err := s.teardown(ctx, id, sandbox.CauseReconciler, reason, "ledger record ended", msg)
+		if msg := endedMessage(le.KillReason); msg != "" && le.Error == "" && le.State.Live() {
+			if _, err := s.apply(ctx, id, change{env: func(e *Env) {
+				e.Error = msg
+				e.Deadline = time.Time{}
+			}}); err != nil {
+				return err
+			}
+		}
+		s.stopWorker(ctx, id, errStopped)
+		if s.workerRunning(id) {
+			return nil // the next step finishes once it stopped
+		}
+		_, err := s.finishStop(ctx, id, sandbox.CauseReconciler, "")
 		return err
 	case opInFlight(le.RecordPhase):
 		unlock := s.lockEnv(id)
@@ -176,7 +187,7 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 			s.fail(id, le.State, sandbox.CauseReconciler, s.deadlineMessage(le.State, nil))
 			return nil
 		}
-		s.runWorker(ctx, id)
+		return s.startWorker(ctx, id)
 	case s.expired(le.Env, now):
 		unlock := s.lockEnv(id)
 		defer unlock()
@@ -184,34 +195,6 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 		return err
 	}
 	return nil
-}
-
-// runWorker builds and provisions environment id unless a worker does
-// already; teardown and Close cancel it (cancelWorker, stopWorker).
-func (s *Service) runWorker(ctx context.Context, id string) {
-	s.mu.Lock()
-	if s.closed || s.workers[id] != nil {
-		s.mu.Unlock()
-		return
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.ctx, func() { cancel(errShutdown) })
-	w := &worker{cancel: cancel, done: make(chan struct{})}
-	s.workers[id] = w
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer func() {
-		stop()
-		s.mu.Lock()
-		if s.workers[id] == w {
-			delete(s.workers, id)
-		}
-		s.mu.Unlock()
-		cancel(nil)
-		close(w.done)
-		s.wg.Done()
-	}()
-	s.work(wctx, id)
 }
 
 // opError is a pause or resume the engine refused; the record went back to
@@ -242,7 +225,7 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 		if err := s.engine.Pause(ctx, id); err != nil {
 			return s.refused(ctx, e, sandbox.PhaseRunning, err)
 		}
-		return s.apply(ctx, id, change{expect: taskenv.StateReady, to: taskenv.StatePaused,
+		return s.apply(ctx, id, change{expect: taskenv.StateReady,
 			rec: sandbox.PhasePaused, cause: sandbox.CauseReconciler, recMut: func(r *store.Record) {
 				now := s.now()
 				r.MarkStopped(now)
@@ -263,7 +246,7 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 				}
 			}
 		}
-		return s.apply(ctx, id, change{expect: taskenv.StatePaused, to: taskenv.StateReady,
+		return s.apply(ctx, id, change{expect: taskenv.StatePaused,
 			rec: sandbox.PhaseRunning, cause: sandbox.CauseReconciler, recMut: func(r *store.Record) { r.MarkRunning(s.now()) }})
 	}
 	return e, nil // finished meanwhile
@@ -355,10 +338,10 @@ type userError struct{ msg string }
 
 func (e *userError) Error() string { return e.msg }
 
-// work drives environment id through building and provisioning (a step of
-// the driver, in the reconciler's create lane, whose size bounds how many
-// environments build or provision at once). It is idempotent and restartable: the content-hash cache makes a rebuild a no-op
-// and provisioning adopts what an earlier attempt started.
+// work drives environment id through building and provisioning, in the
+// build pool (startWorker), off the reconciler's lanes. It is idempotent and
+// restartable: the content-hash cache makes a rebuild a no-op and
+// provisioning adopts what an earlier attempt started.
 func (s *Service) work(ctx context.Context, id string) {
 	for ctx.Err() == nil {
 		e, err := s.getEnv(ctx, id)
@@ -370,6 +353,9 @@ func (s *Service) work(ctx context.Context, id string) {
 		}
 		if !e.State.Transitional() || s.mayAct(ctx) != nil {
 			return // done, or another replica took it over
+		}
+		if r, err := s.db.FreshRecord(ctx, e.RecordID); err == nil && !r.Phase.Starting() {
+			return // its end is decided: the driver stops it
 		}
 		remaining := e.Deadline.Sub(s.now())
 		if e.Deadline.IsZero() {
@@ -500,8 +486,10 @@ func (s *Service) build(ctx context.Context, e *Env) error {
 			detail = "images built concurrently by another environment"
 		}
 	}
-	_, err = s.apply(ctx, e.ID, change{to: taskenv.StateProvisioning, detail: detail,
-		env: func(e *Env) { e.Deadline = s.now().Add(s.cfg.ReadyDeadline) }})
+	deadline := s.now().Add(s.cfg.ReadyDeadline)
+	_, err = s.apply(ctx, e.ID, change{step: taskenv.StateProvisioning, detail: detail,
+		env:    func(e *Env) { e.Deadline = deadline },
+		recMut: func(r *store.Record) { r.PhaseDeadline = deadline }})
 	return err
 }
 
@@ -536,7 +524,7 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 		detail += fmt.Sprintf(" (%d container(s) adopted after a restart)", res.Adopted)
 	}
 	_, err = s.apply(ctx, e.ID, change{
-		to: taskenv.StateReady, detail: detail,
+		detail: detail,
 		env: func(e *Env) {
 			now := s.now()
 			e.ServiceURLs = res.Endpoints
@@ -550,6 +538,7 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 		recMut: func(r *store.Record) {
 			now := s.now()
 			r.MarkRunning(now)
+			r.PhaseDeadline = time.Time{}
 			r.EndAt = now.Add(time.Duration(e.TimeoutSec) * time.Second)
 			r.ProviderID = compute.GroupNetworkName(e.ID)
 			r.Endpoints = map[int]compute.Endpoint{}
@@ -567,55 +556,6 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 // already over (which the table refuses to fail).
 func (s *Service) failTransitional(e *Env, msg string) {
 	s.fail(e.ID, "", sandbox.CauseReconciler, msg)
-}
-
-// fail removes the environment's containers and network, then marks it
-// failed and its record killed (reason failed). expect, when set, is the
-// state the failure was decided in: the change applies only while the
-// environment is still there.
-func (s *Service) fail(id string, expect taskenv.State, cause sandbox.Cause, msg string) {
-	ctx, cancel := s.bg(2 * time.Minute)
-	defer cancel()
-	if err := s.engine.Remove(ctx, id); err != nil {
-		s.log.Warn("removing a failed environment's resources; the sweep will retry", "environment", id, "error", err)
-	}
-	_, err := s.apply(ctx, id, change{expect: expect, to: taskenv.StateFailed, env: func(e *Env) {
-		e.Error = msg
-		e.Deadline = time.Time{}
-	}, rec: sandbox.PhaseFailed, cause: cause, recTolerant: true, recMut: func(r *store.Record) {
-		r.MarkKilled(s.now(), sandbox.KillFailed)
-		r.Diagnostic = msg
-	}})
-	if err != nil && !errors.Is(err, errConflict) {
-		s.log.Error("marking a task environment failed", "environment", id, "error", err)
-		return
-	}
-	if err == nil {
-		s.log.Info("task environment failed", "environment", id, "error", msg)
-	}
-}
-
-// teardown ends a live environment: state torn_down (error set when
-// errMsg is not empty), its record killed with reason, its worker stopped,
-// its containers and network removed. It returns the environment as it is
-// after the change (or as it was, when it was already over).
-func (s *Service) teardown(ctx context.Context, id string, cause sandbox.Cause, reason, detail, errMsg string) (*Env, error) {
-	e, err := s.apply(ctx, id, change{to: taskenv.StateTornDown, detail: detail,
-		env: func(e *Env) {
-			e.Error = errMsg
-			e.Deadline = time.Time{}
-		},
-		rec: sandbox.PhaseDeleted, cause: cause, recTolerant: true, recMut: func(r *store.Record) { r.MarkKilled(s.now(), reason) }})
-	if err != nil && !errors.Is(err, errConflict) {
-		return nil, err
-	}
-	s.stopWorker(ctx, id, errStopped)
-	rctx, cancel := s.bg(2 * time.Minute)
-	defer cancel()
-	if rerr := s.engine.Remove(rctx, id); rerr != nil {
-		s.log.Warn("removing a torn down environment's resources; the sweep will retry", "environment", id, "error", rerr)
-	}
-	return e, nil
 }
 
 // noteDocker logs when Docker stops or starts answering (not every sweep).

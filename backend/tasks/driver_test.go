@@ -159,9 +159,12 @@ func (f *fakeEngine) Watch(context.Context)                          {}
 func (f *fakeEngine) Close() error                                   { return nil }
 
 type taskRig struct {
-	t     *testing.T
-	db    *store.DB
-	eng   *fakeEngine
+	t   *testing.T
+	db  *store.DB
+	eng *fakeEngine
+	// wrap, when set, wraps eng as the Service's engine (set it before restart).
+	wrap  func(*fakeEngine) Engine
+	jobs  int // Config.MaxConcurrentJobs (0: the default)
 	clock *reconciler.FakeClock
 	svc   *Service
 	d     driver
@@ -188,8 +191,12 @@ func (g *taskRig) restart() {
 	if g.svc != nil {
 		g.svc.Close()
 	}
-	svc, err := New(Config{DB: g.db, CatalogDir: filepath.Join("testdata", "tasks"), Groups: func(GroupsFor) (Engine, error) { return g.eng, nil }, Now: g.clock.Now,
-		BuildDeadline: 5 * time.Minute, ReadyDeadline: 2 * time.Minute})
+	var eng Engine = g.eng
+	if g.wrap != nil {
+		eng = g.wrap(g.eng)
+	}
+	svc, err := New(Config{DB: g.db, CatalogDir: filepath.Join("testdata", "tasks"), Groups: func(GroupsFor) (Engine, error) { return eng, nil }, Now: g.clock.Now,
+		BuildDeadline: 5 * time.Minute, ReadyDeadline: 2 * time.Minute, MaxConcurrentJobs: g.jobs})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -228,10 +235,22 @@ func (g *taskRig) create() string {
 	return m["id"].(string)
 }
 
+// step is one step of the driver and, when it started a build, the build
+// (which runs in the build pool, off the step).
 func (g *taskRig) step(id string) {
 	g.t.Helper()
 	if err := g.d.Step(context.Background(), id, g.d.Lane(context.Background(), id)); err != nil {
 		g.t.Fatalf("step %s: %v", id, err)
+	}
+	g.svc.mu.Lock()
+	w := g.svc.workers[id]
+	g.svc.mu.Unlock()
+	if w != nil {
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			g.t.Fatalf("the build of %s never ended", id)
+		}
 	}
 }
 

@@ -180,7 +180,9 @@ func (s *Service) queryEnvs(ctx context.Context, q string, args ...any) ([]*Env,
 	return store.QueryAll(ctx, s.db.Reader(), func(sc store.Scanner) (*Env, error) { return scanEnv(sc) }, q, args...)
 }
 
-// liveEnv is a non-terminal environment with its ledger record's phase.
+// liveEnv is a non-terminal environment with its ledger record's phase. An
+// environment whose record is stopping is still live: it shows its end only
+// once the record ended (taskenv.Of).
 type liveEnv struct {
 	*Env
 	RecordPhase sandbox.Phase
@@ -253,24 +255,31 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]taske
 	return out, nil
 }
 
-// errConflict: the environment is not in a state the change applies to
-// (taskenv.AllowedTransitions refuses the move, or it left the state the
-// change expected).
+// errConflict: the environment is not in a state the change applies to (it
+// left the state the change expected).
 var errConflict = errors.New("environment is not in the expected state")
 
-// errRecordConflict: the ledger record moved (e.g. killed for credits) so
-// the environment change was not applied; the sweep takes over.
+// errRecordConflict: the ledger record moved (e.g. killed for credits, or
+// no longer starting for a change that names a step) so the environment
+// change was not applied; the sweep takes over.
 var errRecordConflict = errors.New("ledger record is not in the expected phase")
 
-// change is one transition of an environment and its record. The tables
-// (taskenv.AllowedTransitions, sandbox.AllowedTransitions) decide which
-// moves are legal; expect is only for a change decided on an observed
-// state (optimistic concurrency).
+// change is one change of an environment: a move of its ledger record (the
+// one state machine: sandbox.AllowedTransitions decides which moves are
+// legal) and the environment's own fields. The environment's state is never
+// set: it is the projection of the record (taskenv.Of), stored with the row
+// so that lists filter on it, and rewritten by every change.
 type change struct {
-	to     taskenv.State // new state ("" keeps)
+	// step moves a starting environment to its next sub-step
+	// (provisioning): only while the record is starting.
+	step   taskenv.State
 	expect taskenv.State // when set, apply only while the environment is still in this state
 	detail string        // timeline note
 	env    func(e *Env)
+	// envIfMoved applies env only when the record made the move (a
+	// teardown of an environment whose record is already ending keeps
+	// what that end wrote).
+	envIfMoved bool
 	// Record side: phase target ("" keeps), why, mutation. A record the
 	// table does not let move (already ended, or moved on) is left alone
 	// when recTolerant, else the change fails with errRecordConflict.
@@ -280,9 +289,9 @@ type change struct {
 	recMut      func(r *store.Record)
 }
 
-// apply runs c in one transaction: the environment row is updated only if
-// the table allows its move (errConflict otherwise, returning the current
-// row), and the ledger record in the same transaction.
+// apply runs c in one transaction: the ledger record's move first (the
+// table's check), then the environment row with its state projected from
+// the record as it now is.
 func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) {
 	var out *Env
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -297,16 +306,42 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		if c.expect != "" && e.State != c.expect {
 			return errConflict
 		}
-		if c.to != "" && !taskenv.CanTransition(e.State, c.to) {
-			return errConflict
+		r, moved, err := s.moveRecordTx(ctx, tx, e, c)
+		if err != nil {
+			return err
+		}
+		shown := e.State
+		if c.step != "" {
+			if r != nil && !r.Phase.Starting() {
+				return errRecordConflict // ending: no next step
+			}
+			shown = c.step
 		}
 		now := s.now()
-		if c.env != nil {
+		if c.env != nil && (moved || !c.envIfMoved) {
 			c.env(e)
 		}
-		if c.to != "" {
-			e.State = c.to
-			e.Timeline = append(e.Timeline, TimelineEntry{State: c.to, At: now, Detail: c.detail})
+		to := e.State
+		switch {
+		case r != nil:
+			to = taskenv.Of(r.Phase, r.KillReason, shown)
+		case c.rec != "":
+			// The record is gone: the environment still moves as the change
+			// says, and a stop it decides is its end (no record stays
+			// stopping to be finished).
+			probe := &store.Record{}
+			if c.recMut != nil {
+				c.recMut(probe)
+			}
+			p := c.rec
+			if p == sandbox.PhaseStopping {
+				p = sandbox.FinalPhase(probe.KillReason)
+			}
+			to = taskenv.Of(p, probe.KillReason, shown)
+		}
+		if to != e.State {
+			e.State = to
+			e.Timeline = append(e.Timeline, TimelineEntry{State: to, At: now, Detail: c.detail})
 		} else if c.detail != "" {
 			e.Timeline = append(e.Timeline, TimelineEntry{State: e.State, At: now, Detail: c.detail})
 		}
@@ -324,32 +359,47 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 			return errConflict
 		}
 		e.Version++
-		if c.rec == "" && c.recMut == nil {
-			return nil
-		}
-		_, err = store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
-			if c.rec == "" && r.Phase.Terminal() {
-				return store.ErrConflict // an ended record keeps its fields
-			}
-			if c.recMut != nil {
-				c.recMut(r)
-			}
-			return nil
-		})
-		if errors.Is(err, store.ErrConflict) {
-			if c.recTolerant {
-				// The record already ended (or moved on) on its own: leave it.
-				return nil
-			}
-			return errRecordConflict
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // the record is gone; the environment still changes
-		}
-		return err
+		return nil
 	})
 	if err == nil {
 		s.hub.Notify(id)
 	}
 	return out, err
+}
+
+// moveRecordTx makes c's move of e's record and returns the record as it is
+// after it (nil when the record is gone), and whether c's move was made.
+func (s *Service) moveRecordTx(ctx context.Context, tx *sql.Tx, e *Env, c change) (*store.Record, bool, error) {
+	if c.rec == "" && c.recMut == nil {
+		r, err := store.GetRecordTx(ctx, tx, e.RecordID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false, nil
+		}
+		return r, false, err
+	}
+	r, err := store.TransitionTx(ctx, tx, e.RecordID, c.rec, c.cause, func(r *store.Record) error {
+		if c.rec == "" && r.Phase.Terminal() {
+			return store.ErrConflict // an ended record keeps its fields
+		}
+		if c.recMut != nil {
+			c.recMut(r)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		if !c.recTolerant {
+			return nil, false, errRecordConflict
+		}
+		// The record already ended (or moved on) on its own: leave it, and
+		// project the environment from it as it is.
+		r, err = store.GetRecordTx(ctx, tx, e.RecordID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false, nil
+		}
+		return r, false, err
+	case errors.Is(err, store.ErrNotFound):
+		return nil, true, nil // the record is gone; the environment still changes
+	}
+	return r, err == nil, err
 }

@@ -27,13 +27,20 @@ func (s *Service) RemoteChanged(id string) {
 }
 
 // stopEnded stops id's worker if the environment is no longer being built
-// or provisioned, and removes its resources once it is over.
+// or provisioned (its record left starting: its end was decided, and the
+// environment still shows building or provisioning until it ended), and
+// removes its resources once it is over.
 func (s *Service) stopEnded(id string) {
 	ctx, cancel := s.bg(2 * time.Minute)
 	defer cancel()
 	e, err := s.getEnv(ctx, id)
-	if err != nil || e.State.Transitional() {
-		return // still ours to drive (or unreadable: the sweep looks again)
+	if err != nil {
+		return // unreadable: the sweep looks again
+	}
+	if e.State.Transitional() {
+		if r, err := s.db.FreshRecord(ctx, e.RecordID); err != nil || r.Phase.Starting() {
+			return // still ours to drive
+		}
 	}
 	s.stopWorker(ctx, id, errStopped)
 	if !e.State.Terminal() {

@@ -65,7 +65,7 @@ type Config struct {
 	// MaxWait bounds GET /status?wait= (60 s).
 	MaxWait time.Duration
 	// MaxConcurrentJobs bounds environments building/provisioning at once
-	// (the size of the driver's create lane).
+	// (the size of the build pool, off the reconciler's lanes).
 	MaxConcurrentJobs int
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); the error it returns (a domain error) is the answer.
@@ -108,10 +108,12 @@ type Service struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
-	locks   map[string]*envLock
-	wg      sync.WaitGroup // workers
-	runs    sync.WaitGroup // Run loops
-	closed  bool
+	// pool bounds the workers building or provisioning at once (Config.MaxConcurrentJobs).
+	pool   chan struct{}
+	locks  map[string]*envLock
+	wg     sync.WaitGroup // workers
+	runs   sync.WaitGroup // Run loops
+	closed bool
 	// dockerDown: the last sweep could not list Docker resources.
 	dockerDown bool
 }
@@ -190,7 +192,7 @@ func New(cfg Config) (*Service, error) {
 		name = n.Name()
 	}
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, catalog: cat, engine: eng, providerName: name, owner: owner,
-		workers: map[string]*worker{}, locks: map[string]*envLock{}}
+		workers: map[string]*worker{}, pool: make(chan struct{}, cfg.MaxConcurrentJobs), locks: map[string]*envLock{}}
 	s.now = func() time.Time { return cfg.Now().UTC() }
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -224,7 +226,9 @@ func (s *Service) Ping(ctx context.Context) error { return s.engine.Ping(ctx) }
 // before rc runs.
 func (s *Service) Attach(rc *reconciler.Reconciler) {
 	s.rc = rc
-	s.kickEnv = rc.Register(driver{s}, reconciler.Lanes{Deadline: 8, Create: s.cfg.MaxConcurrentJobs, Other: 4,
+	// The create lane only starts builds (they run in the build pool), so
+	// it needs few workers whatever MaxConcurrentJobs is.
+	s.kickEnv = rc.Register(driver{s}, reconciler.Lanes{Deadline: 8, Create: 4, Other: 4,
 		ObserveEvery: s.cfg.SweepInterval})
 }
 

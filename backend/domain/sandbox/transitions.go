@@ -5,10 +5,10 @@ package sandbox
 // store's gate (store.Transition), whoever asks. Staying in a phase is not a
 // move: a field-only update keeps the phase and needs no entry.
 //
-// Record kind task is still moved by package tasks without the compute
-// reconciler; the edges marked "task records" serve it and go when the task
-// driver passes through creating, pausing, resuming and stopping like every
-// other kind.
+// Every kind moves through the same table: a task environment's record goes
+// pending → creating (its build and provision) → running, and ends through
+// stopping like a sandbox's, its end committed only once the provider
+// confirmed that everything of it is gone (package tasks' driver).
 var AllowedTransitions = map[Phase][]Phase{
 	PhaseQueued: {
 		PhasePending, // admitted
@@ -19,9 +19,6 @@ var AllowedTransitions = map[Phase][]Phase{
 	PhasePending: {
 		PhaseCreating,
 		PhaseStopping,
-		PhaseRunning, // task records: ready without the reconciler's create
-		PhaseFailed,  // task records: failed without stopping
-		PhaseDeleted, // task records: torn down without stopping
 	},
 	PhaseCreating: {
 		PhaseRunning,
@@ -33,8 +30,6 @@ var AllowedTransitions = map[Phase][]Phase{
 	PhaseRunning: {
 		PhasePausing, // a pause request, or an auto-pause sandbox's TTL
 		PhaseStopping,
-		PhaseFailed,  // task records
-		PhaseDeleted, // task records
 	},
 	PhasePausing: {
 		PhasePaused,
@@ -44,8 +39,6 @@ var AllowedTransitions = map[Phase][]Phase{
 	PhasePaused: {
 		PhaseResuming,
 		PhaseStopping,
-		PhaseFailed,  // task records
-		PhaseDeleted, // task records
 	},
 	PhaseResuming: {
 		PhaseRunning,
@@ -72,8 +65,7 @@ var AllowedTransitions = map[Phase][]Phase{
 // (store.InsertRecordTx).
 //
 //   - queued: a create waiting in the admission queue for room.
-//   - pending: a create admitted at once (or a task record, which its driver
-//     moves on from pending).
+//   - pending: a create admitted at once (a task record starts here too).
 var StartPhases = []Phase{PhaseQueued, PhasePending}
 
 // CanStartIn reports whether a record may be created in phase p.

@@ -9,13 +9,10 @@ func TestTransitionsEveryPair(t *testing.T) {
 	for _, m := range [][2]Phase{
 		{PhaseQueued, PhasePending}, {PhaseQueued, PhaseStopping},
 		{PhasePending, PhaseCreating}, {PhasePending, PhaseStopping},
-		{PhasePending, PhaseRunning}, {PhasePending, PhaseFailed}, {PhasePending, PhaseDeleted},
 		{PhaseCreating, PhaseRunning}, {PhaseCreating, PhaseQueued}, {PhaseCreating, PhaseStopping},
 		{PhaseRunning, PhasePausing}, {PhaseRunning, PhaseStopping},
-		{PhaseRunning, PhaseFailed}, {PhaseRunning, PhaseDeleted},
 		{PhasePausing, PhasePaused}, {PhasePausing, PhaseRunning}, {PhasePausing, PhaseStopping},
 		{PhasePaused, PhaseResuming}, {PhasePaused, PhaseStopping},
-		{PhasePaused, PhaseFailed}, {PhasePaused, PhaseDeleted},
 		{PhaseResuming, PhaseRunning}, {PhaseResuming, PhasePaused}, {PhaseResuming, PhaseStopping},
 		{PhaseStopping, PhaseDeleted}, {PhaseStopping, PhaseCompleted}, {PhaseStopping, PhaseFailed},
 	} {
@@ -124,5 +121,24 @@ func TestStartPhases(t *testing.T) {
 	}
 	if CanStartIn("") || CanStartIn(PhaseRunning) {
 		t.Error("an empty or running phase is no start")
+	}
+}
+
+// A record of any kind (task environments' included) ends only through
+// stopping: no phase but stopping moves to a terminal phase, so a record
+// never reads ended before its stop (the provider's removal) was carried
+// out, and no live phase jumps from pending to running without a create.
+func TestEndsOnlyThroughStopping(t *testing.T) {
+	for _, from := range Phases {
+		for _, to := range AllowedTransitions[from] {
+			if to.Terminal() && from != PhaseStopping {
+				t.Errorf("%s → %s ends a record without stopping", from, to)
+			}
+		}
+	}
+	for _, to := range []Phase{PhaseRunning, PhaseFailed, PhaseDeleted} {
+		if CanTransition(PhasePending, to) {
+			t.Errorf("pending → %s skips creating and stopping", to)
+		}
 	}
 }

@@ -1,7 +1,11 @@
 // Package taskenv is the domain of a task environment (the TaskEnvironment
-// schema of apitypes/openapi.yaml): its states and the one table of the moves between them. It holds no SQL
-// and no HTTP; package tasks enforces the table on every change.
+// schema of apitypes/openapi.yaml): its states, each a projection of the
+// environment's ledger record (Of). The record's phase is the one state
+// machine (sandbox.AllowedTransitions); this package holds no table of its
+// own, no SQL and no HTTP.
 package taskenv
+
+import "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 
 // State is a task environment's state, as the API shows it.
 type State string
@@ -29,23 +33,44 @@ var (
 	Live = []State{StateBuilding, StateProvisioning, StateReady, StatePaused}
 	// Terminal states end the environment: no move leaves them.
 	Terminal = []State{StateTornDown, StateFailed}
-	// Transitional states are those the worker owes work, each bounded by
-	// the environment's deadline.
+	// Transitional states are those the worker owes work (the record is
+	// starting), each bounded by the environment's deadline.
 	Transitional = []State{StateBuilding, StateProvisioning}
 )
 
-// AllowedTransitions is the one table of the moves an environment may make.
-// Seed 000: transitions are monotonic (everything flows forward) with one
-// exception, paused → ready when a paused environment resumes.
-var AllowedTransitions = map[State][]State{
-	StateBuilding:     {StateProvisioning, StateFailed, StateTornDown},
-	StateProvisioning: {StateReady, StateFailed, StateTornDown},
-	// failed from ready or paused: a service the environment needs died.
-	StateReady: {StatePaused, StateFailed, StateTornDown},
-	// ready from paused: the one move backwards (a resume).
-	StatePaused:   {StateReady, StateFailed, StateTornDown},
-	StateTornDown: nil,
-	StateFailed:   nil,
+// Of is the state an environment shows: the projection of its ledger
+// record's phase (the one state machine, sandbox.AllowedTransitions) with
+// that record's kill reason. shown is the state the environment showed
+// before (stored with it): while the record is starting it is the
+// environment's own sub-step (building, then provisioning).
+//
+// A stopping record keeps showing what it showed: its end is decided but
+// its containers may still run, and an environment reads torn_down or
+// failed only once they are gone (the record then ended). Only a record
+// that began stopping with nothing shown yet projects by its kill reason.
+func Of(p sandbox.Phase, killReason string, shown State) State {
+	switch p {
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating:
+		if shown == StateProvisioning {
+			return StateProvisioning
+		}
+		return StateBuilding
+	case sandbox.PhaseRunning, sandbox.PhasePausing:
+		return StateReady
+	case sandbox.PhasePaused, sandbox.PhaseResuming:
+		return StatePaused
+	case sandbox.PhaseStopping:
+		if shown.Live() {
+			return shown
+		}
+		if killReason == sandbox.KillFailed {
+			return StateFailed
+		}
+		return StateTornDown
+	case sandbox.PhaseFailed:
+		return StateFailed
+	}
+	return StateTornDown // deleted, completed
 }
 
 func in(s State, set []State) bool {
@@ -56,9 +81,6 @@ func in(s State, set []State) bool {
 	}
 	return false
 }
-
-// CanTransition reports whether an environment in state from may move to to.
-func CanTransition(from, to State) bool { return in(to, AllowedTransitions[from]) }
 
 // Terminal reports whether no further transition can happen.
 func (s State) Terminal() bool { return in(s, Terminal) }

@@ -1,60 +1,82 @@
 package taskenv
 
-import "testing"
+import (
+	"testing"
 
-// Every (from, to) pair of states: monotonic, with paused → ready
-// the one move backwards.
-func TestTransitionsEveryPair(t *testing.T) {
-	allowed := map[[2]State]bool{}
-	for _, m := range [][2]State{
-		{StateBuilding, StateProvisioning}, {StateBuilding, StateFailed}, {StateBuilding, StateTornDown},
-		{StateProvisioning, StateReady}, {StateProvisioning, StateFailed}, {StateProvisioning, StateTornDown},
-		{StateReady, StatePaused}, {StateReady, StateFailed}, {StateReady, StateTornDown},
-		{StatePaused, StateReady}, {StatePaused, StateFailed}, {StatePaused, StateTornDown},
-	} {
-		allowed[m] = true
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+)
+
+// Every phase of the record projects onto one state; the starting phases
+// onto the environment's step, a stopping record onto what it showed (its
+// containers may still run: it shows an end only once the record ended).
+func TestOfEveryPhase(t *testing.T) {
+	want := map[sandbox.Phase]State{
+		sandbox.PhaseQueued: StateBuilding, sandbox.PhasePending: StateBuilding, sandbox.PhaseCreating: StateBuilding,
+		sandbox.PhaseRunning: StateReady, sandbox.PhasePausing: StateReady,
+		sandbox.PhasePaused: StatePaused, sandbox.PhaseResuming: StatePaused,
+		sandbox.PhaseStopping: StateTornDown, sandbox.PhaseDeleted: StateTornDown, sandbox.PhaseCompleted: StateTornDown,
+		sandbox.PhaseFailed: StateFailed,
 	}
-	order := map[State]int{}
-	for i, s := range States {
-		order[s] = i
+	if len(want) != len(sandbox.Phases) {
+		t.Fatalf("%d phases projected of %d", len(want), len(sandbox.Phases))
 	}
-	n := 0
-	for _, from := range States {
-		for _, to := range States {
-			want := allowed[[2]State{from, to}]
-			if got := CanTransition(from, to); got != want {
-				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
-			}
-			if want && order[to] <= order[from] && (from != StatePaused || to != StateReady) {
-				t.Errorf("%s → %s goes backwards", from, to)
-			}
-			n++
+	for _, p := range sandbox.Phases {
+		if got := Of(p, "", ""); got != want[p] {
+			t.Errorf("Of(%s) = %s, want %s", p, got, want[p])
+		}
+		// The step matters only while the record is starting (and stopping
+		// keeps it).
+		prov := Of(p, "", StateProvisioning)
+		if (p.Starting() || p == sandbox.PhaseStopping) != (prov == StateProvisioning) {
+			t.Errorf("Of(%s, provisioning) = %s", p, prov)
+		}
+		// A live record shows a live state, an ended one a terminal state.
+		if got := Of(p, "", StateReady); p != sandbox.PhaseStopping && got.Live() != p.Live() {
+			t.Errorf("%s (live %v) projects onto %s (live %v)", p, p.Live(), got, got.Live())
+		}
+		if p != sandbox.PhaseStopping && Of(p, "", StateProvisioning).Transitional() != p.Starting() {
+			t.Errorf("%s: transitional states are exactly the starting phases", p)
 		}
 	}
-	if n != 36 {
-		t.Fatalf("covered %d pairs", n)
+	for _, shown := range Live {
+		for _, r := range []string{"", sandbox.KillFailed, sandbox.KillTornDown} {
+			if got := Of(sandbox.PhaseStopping, r, shown); got != shown {
+				t.Errorf("stopping (%s) after %s shows %s: an environment shows its end only once its record ended", r, shown, got)
+			}
+		}
+	}
+	if got := Of(sandbox.PhaseStopping, sandbox.KillFailed, ""); got != StateFailed {
+		t.Errorf("a record stopping for a failure shows %s, want failed", got)
+	}
+	for _, r := range []string{sandbox.KillTornDown, sandbox.KillTimeout, sandbox.KillInsufficientCredits, sandbox.KillDeleted} {
+		if got := Of(sandbox.PhaseStopping, r, ""); got != StateTornDown {
+			t.Errorf("stopping (%s) shows %s, want torn_down", r, got)
+		}
 	}
 }
 
+// Every state is reached by some phase, and the sets agree.
 func TestSets(t *testing.T) {
-	if len(AllowedTransitions) != len(States) {
-		t.Fatalf("table has %d rows for %d states", len(AllowedTransitions), len(States))
+	reached := map[State]bool{}
+	for _, p := range sandbox.Phases {
+		for _, step := range []State{"", StateBuilding, StateProvisioning} {
+			for _, r := range []string{"", sandbox.KillFailed} {
+				reached[Of(p, r, step)] = true
+			}
+		}
 	}
 	for _, s := range States {
-		if s.Terminal() != (len(AllowedTransitions[s]) == 0) {
-			t.Errorf("%s: terminal %v disagrees with the table", s, s.Terminal())
+		if !reached[s] {
+			t.Errorf("no phase projects onto %s", s)
 		}
 		if s.Live() == s.Terminal() {
 			t.Errorf("%s is both or neither live and terminal", s)
-		}
-		if s.Live() && !CanTransition(s, StateTornDown) {
-			t.Errorf("a live %s environment cannot be torn down", s)
 		}
 		if s.Transitional() != (s == StateBuilding || s == StateProvisioning) {
 			t.Errorf("transitional %s", s)
 		}
 	}
-	if State("bogus").Valid() || CanTransition("bogus", StateReady) {
+	if State("bogus").Valid() {
 		t.Error("unknown states accepted")
 	}
 }

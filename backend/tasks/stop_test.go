@@ -1,0 +1,285 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+)
+
+// slowRemover is an engine slow to remove: Remove waits until the test
+// opens the gate (or fails with err), the environment's containers still
+// present meanwhile.
+type slowRemover struct {
+	*fakeEngine
+	entered chan string
+	gate    chan struct{}
+	mu      sync.Mutex
+	err     error
+}
+
+func newSlowRemover(f *fakeEngine) *slowRemover {
+	return &slowRemover{fakeEngine: f, entered: make(chan string, 16), gate: make(chan struct{})}
+}
+
+func (e *slowRemover) Remove(ctx context.Context, envID string) error {
+	_, err := e.RemoveCount(ctx, envID)
+	return err
+}
+
+func (e *slowRemover) RemoveCount(ctx context.Context, envID string) (int, error) {
+	select {
+	case e.entered <- envID:
+	default:
+	}
+	select {
+	case <-e.gate:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	e.mu.Lock()
+	err := e.err
+	e.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return e.fakeEngine.RemoveCount(ctx, envID)
+}
+
+func (e *slowRemover) waitEntered(t *testing.T, id string) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		select {
+		case got := <-e.entered:
+			if got == id {
+				return
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the removal of %s never reached the engine", id)
+}
+
+func slowRig(t *testing.T) (*taskRig, *slowRemover) {
+	g := newTaskRig(t)
+	slow := newSlowRemover(g.eng) // the same engine across restarts
+	g.wrap = func(*fakeEngine) Engine { return slow }
+	g.restart()
+	return g, slow
+}
+
+// A delete commits its decision (stopping, billing ended) at once, but the
+// ledger record ends (deleted) only once the engine has removed every
+// container: while the engine is slow to remove, the record reads stopping
+// and the containers are still there.
+func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
+	g, slow := slowRig(t)
+	id := g.ready()
+	type answer struct {
+		code int
+		m    map[string]any
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, m := g.do(http.MethodDelete, "/"+id, nil)
+		done <- answer{code, m}
+	}()
+	slow.waitEntered(t, id)
+	e, r := g.env(id)
+	if r.Phase != sandbox.PhaseStopping || r.KillReason != sandbox.KillTornDown || r.KilledAt.IsZero() {
+		t.Fatalf("during the removal: record %s (%s, killed at %s), want stopping (torn_down) with billing stopped", r.Phase, r.KillReason, r.KilledAt)
+	}
+	if n := len(g.eng.state(id)); n == 0 {
+		t.Fatal("the engine removed the containers before the gate opened")
+	}
+	if e.State != taskenv.StateReady {
+		t.Fatalf("environment %s during its removal, want ready: it shows torn_down only once its containers are gone", e.State)
+	}
+	// Level-triggered: the driver owes the stopping record its end.
+	if due, _ := g.d.Due(context.Background(), g.clock.Now()); len(due) != 1 || due[0] != id {
+		t.Fatalf("due %v during the removal, want the stopping environment", due)
+	}
+	if l := g.d.Lane(context.Background(), id); l != reconciler.LaneDeadline {
+		t.Fatalf("lane %d, want deadline", l)
+	}
+	close(slow.gate)
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delete never answered")
+	}
+	if a.code != http.StatusOK || a.m["state"] != "torn_down" {
+		t.Fatalf("delete: %d %v", a.code, a.m)
+	}
+	_, r = g.env(id)
+	if r.Phase != sandbox.PhaseDeleted || len(g.eng.state(id)) != 0 {
+		t.Fatalf("after the removal: record %s, engine %v", r.Phase, g.eng.state(id))
+	}
+	if got := recordPath(r); !strings.HasSuffix(got, "running(reconciler) stopping(user) deleted(user)") {
+		t.Fatalf("record timeline %s: a delete passes through stopping", got)
+	}
+	if due, _ := g.d.Due(context.Background(), g.clock.Now()); len(due) != 0 {
+		t.Fatalf("due %v after the end", due)
+	}
+}
+
+// A failure ends the same way: stopping (failed) until the engine removed
+// what the environment started, then failed.
+func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
+	g, slow := slowRig(t)
+	id := g.ready()
+	g.eng.mu.Lock()
+	g.eng.envs[id]["web"] = "exited"
+	g.eng.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- g.d.Observe(context.Background()) }()
+	slow.waitEntered(t, id)
+	e, r := g.env(id)
+	if r.Phase != sandbox.PhaseStopping || r.KillReason != sandbox.KillFailed || e.State != taskenv.StateReady ||
+		!strings.Contains(e.Error, `service "web" stopped unexpectedly`) || len(g.eng.state(id)) == 0 {
+		t.Fatalf("during the removal: record %s (%s), env %s %q, engine %v", r.Phase, r.KillReason, e.State, e.Error, g.eng.state(id))
+	}
+	close(slow.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e, r = g.env(id); r.Phase != sandbox.PhaseFailed || e.State != taskenv.StateFailed || len(g.eng.state(id)) != 0 ||
+		!strings.HasSuffix(recordPath(r), "stopping(provider) failed(provider)") {
+		t.Fatalf("after the removal: record %s (%s), env %s, engine %v", r.Phase, recordPath(r), e.State, g.eng.state(id))
+	}
+}
+
+// A removal the engine refuses leaves the record stopping with its
+// containers; a backend killed between the decision and the removal
+// leaves it stopping too. The driver finishes both from the database.
+func TestTaskStopFinishedFromTheDatabase(t *testing.T) {
+	g, slow := slowRig(t)
+	close(slow.gate)
+	// Refused: the step reports it, nothing ends.
+	id := g.ready()
+	slow.mu.Lock()
+	slow.err = errors.New("the engine is down")
+	slow.mu.Unlock()
+	if code, m := g.do(http.MethodDelete, "/"+id, nil); code != http.StatusOK || m["state"] != "ready" {
+		t.Fatalf("delete: %d %v (accepted; the environment shows ready until its containers are gone)", code, m)
+	}
+	if _, r := g.env(id); r.Phase != sandbox.PhaseStopping || len(g.eng.state(id)) == 0 {
+		t.Fatalf("after a refused removal: record %s, engine %v", r.Phase, g.eng.state(id))
+	}
+	if err := g.d.Step(context.Background(), id, g.d.Lane(context.Background(), id)); err == nil {
+		t.Fatal("a step whose removal was refused reported no error")
+	}
+	if _, r := g.env(id); r.Phase != sandbox.PhaseStopping {
+		t.Fatalf("after a refused step: record %s, want stopping", r.Phase)
+	}
+	slow.mu.Lock()
+	slow.err = nil
+	slow.mu.Unlock()
+	g.step(id)
+	if e, r := g.env(id); r.Phase != sandbox.PhaseDeleted || e.State != taskenv.StateTornDown || len(g.eng.state(id)) != 0 {
+		t.Fatalf("finished: record %s env %s engine %v", r.Phase, e.State, g.eng.state(id))
+	}
+	// A crash after the decision: a new backend finds the record stopping.
+	id = g.ready()
+	now := g.clock.Now()
+	if _, err := g.svc.apply(context.Background(), id, change{rec: sandbox.PhaseStopping, cause: sandbox.CauseTTL,
+		recMut: func(r *store.Record) { r.StopAt(now); r.KillReason = sandbox.KillTimeout }}); err != nil {
+		t.Fatal(err)
+	}
+	g.restart()
+	if err := g.d.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := g.env(id); r.Phase != sandbox.PhaseStopping || len(g.eng.state(id)) == 0 {
+		t.Fatalf("after recovery's observation: record %s engine %v (the lanes finish it)", r.Phase, g.eng.state(id))
+	}
+	due, _ := g.d.Due(context.Background(), g.clock.Now())
+	if len(due) != 1 || due[0] != id {
+		t.Fatalf("due %v: a record left stopping is owed its end", due)
+	}
+	g.step(id)
+	if e, r := g.env(id); r.Phase != sandbox.PhaseDeleted || r.KillReason != sandbox.KillTimeout || e.State != taskenv.StateTornDown ||
+		len(g.eng.state(id)) != 0 || e.Error != "" {
+		t.Fatalf("finished after the crash: record %s (%s) env %s %q engine %v", r.Phase, r.KillReason, e.State, e.Error, g.eng.state(id))
+	}
+}
+
+// A build runs off the lanes: the step that starts it moves the record to
+// creating and returns while the build goes on; at most MaxConcurrentJobs
+// build at once, the others wait in the pool (not in a lane).
+func TestTaskBuildsRunOffTheLanes(t *testing.T) {
+	g := newTaskRig(t)
+	g.jobs = 1
+	g.restart()
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	g.eng.bringHook = func(ctx context.Context) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a, b := g.create(), g.create()
+	for _, id := range []string{a, b} {
+		if err := g.d.Step(context.Background(), id, reconciler.LaneCreate); err != nil {
+			t.Fatal(err)
+		}
+		if _, r := g.env(id); r.Phase != sandbox.PhaseCreating {
+			t.Fatalf("after its step: record %s, want creating", r.Phase)
+		}
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no build started")
+	}
+	// Checking on it again changes nothing and does not wait.
+	if err := g.d.Step(context.Background(), a, reconciler.LaneCreate); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+		t.Fatal("two environments provisioned at once with MaxConcurrentJobs 1")
+	case <-time.After(200 * time.Millisecond): // a negative: nothing to poll for
+	}
+	// A delete of the one waiting in the pool goes through meanwhile.
+	waiting := b
+	if e, _ := g.env(a); e.State == taskenv.StateBuilding {
+		waiting = a // a is still in the pool: b took the slot
+	}
+	if code, m := g.do(http.MethodDelete, "/"+waiting, nil); code != http.StatusOK || m["state"] != "torn_down" {
+		t.Fatalf("delete while another builds: %d %v", code, m)
+	}
+	close(release)
+	other := a
+	if waiting == a {
+		other = b
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e, r := g.env(other)
+		if e.State == taskenv.StateReady {
+			if !strings.HasSuffix(recordPath(r), "creating(reconciler) running(reconciler)") {
+				t.Fatalf("record timeline %s", recordPath(r))
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the build never finished: %s", e.State)
+		}
+	}
+	if _, r := g.env(waiting); r.Phase != sandbox.PhaseDeleted {
+		t.Fatalf("the deleted environment's record %s", r.Phase)
+	}
+}
