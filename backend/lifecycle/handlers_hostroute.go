@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"net"
 	"net/http"
 	"path"
@@ -167,11 +168,13 @@ func browserLogin(w http.ResponseWriter, r *http.Request, rec *store.Record) err
 // gone answers the 502 of a sandbox the router cannot reach: this API's
 // envelope plus E2B's sandboxId and message.
 func gone(w http.ResponseWriter, id, detail string) error {
+	// The envelope is embedded by value: an embedded *httpx.Error would
+	// promote its MarshalJSON and drop E2B's fields.
 	httpx.WriteJSON(w, http.StatusBadGateway, struct {
-		*httpx.Error
+		apitypes.Error
 		SandboxID string `json:"sandboxId"`
 		Message   string `json:"message"`
-	}{httpx.NewError(http.StatusBadGateway, "sandbox_not_found", detail), id, detail})
+	}{httpx.NewError(http.StatusBadGateway, "sandbox_not_found", detail).Envelope(), id, detail})
 	return nil
 }
 
