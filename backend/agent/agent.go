@@ -3,8 +3,9 @@
 // filesystem.proto, envd.yaml) on port 49983, so the backend reaches every
 // sandbox, Docker or E2B, with the same Connect clients (compute/e2b/envdpb).
 //
-// It keeps each process's output in a ring buffer (the last OutputKeepBytes),
-// so a later Connect, from any backend replica, replays it; it reaps the
+// It keeps each process's output in a ring buffer (the last OutputKeepBytes;
+// the ended ones' together at most EndedOutputBytes), so a later Connect,
+// from any backend replica, replays it; it reaps the
 // orphans of the sandbox when it runs as PID 1 (see Reaper), and it needs
 // nothing from the image: no shell, no python, no libc.
 //

@@ -17,6 +17,14 @@ import (
 // output replayed, then their end), oldest dropped first.
 const keepEnded = 256
 
+// EndedOutputBytes bounds the output kept across all ended processes
+// together: past it the oldest ended processes' output is dropped (they
+// stay listed, with their exit, and a Connect replays no output). Without
+// it keepEnded processes × OutputKeepBytes each could hold 256 MiB in the
+// agent. The newest ended process always keeps its own (at most about
+// OutputKeepBytes, below this bound).
+const EndedOutputBytes = 32 << 20
+
 // proc is one process the agent started.
 type proc struct {
 	pid     int
@@ -40,9 +48,10 @@ type Processes struct {
 	reaper *Reaper
 	env    []string
 
-	mu     sync.Mutex
-	byPID  map[int]*proc
-	nEnded int
+	mu         sync.Mutex
+	byPID      map[int]*proc
+	nEnded     int
+	endedBytes int // output kept by the ended processes in byPID (EndedOutputBytes)
 }
 
 func newProcesses(r *Reaper, env []string) *Processes {
@@ -150,38 +159,68 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 	ps.mu.Lock()
 	ps.nEnded++
 	p.endedSeq = ps.nEnded
+	ps.endedBytes += p.out.size() // the readers are done: it no longer grows
 	ps.pruneLocked()
 	ps.mu.Unlock()
 	p.out.end()
 }
 
-// pruneLocked forgets the oldest ended processes past keepEnded.
+// pruneLocked forgets the oldest ended processes past keepEnded, then
+// drops the output of the oldest ended ones while those kept hold more
+// than EndedOutputBytes together.
 func (ps *Processes) pruneLocked() {
+	if ps.endedBytes <= EndedOutputBytes && ps.nEndedLocked() <= keepEnded {
+		return
+	}
 	var ended []*proc
 	for _, p := range ps.byPID {
 		if p.endedSeq > 0 {
 			ended = append(ended, p)
 		}
 	}
-	if len(ended) <= keepEnded {
-		return
-	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].endedSeq < ended[j].endedSeq })
-	for _, p := range ended[:len(ended)-keepEnded] {
-		delete(ps.byPID, p.pid)
+	for len(ended) > keepEnded {
+		ps.endedBytes -= ended[0].out.size()
+		delete(ps.byPID, ended[0].pid)
+		ended = ended[1:]
+	}
+	for _, p := range ended {
+		if ps.endedBytes <= EndedOutputBytes {
+			break
+		}
+		ps.endedBytes -= p.out.discard()
 	}
 }
 
+// nEndedLocked counts the ended processes still listed.
+func (ps *Processes) nEndedLocked() int {
+	n := 0
+	for _, p := range ps.byPID {
+		if p.endedSeq > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// readBufs are the pipe readers' buffers, shared: a reader holds one only
+// while its process runs.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
+
 // copy reads one output pipe into the log until every writer closed it
-// (the process and whatever it left running with the pipe).
+// (the process and whatever it left running with the pipe). Each read is
+// kept in a slice of its own size, so a short output keeps a few bytes,
+// not a read buffer.
 func (p *proc) copy(r *os.File, stderr bool) {
 	defer p.readers.Done()
 	defer r.Close()
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
-		buf := make([]byte, chunkBytes)
 		n, err := r.Read(buf)
 		if n > 0 {
-			p.out.write(stderr, buf[:n:n])
+			p.out.write(stderr, append([]byte(nil), buf[:n]...))
 		}
 		if err != nil {
 			return
