@@ -48,10 +48,11 @@ type Processes struct {
 	reaper *Reaper
 	env    []string
 
-	mu         sync.Mutex
-	byPID      map[int]*proc
-	nEnded     int
-	endedBytes int // output kept by the ended processes in byPID (EndedOutputBytes)
+	mu          sync.Mutex
+	byPID       map[int]*proc
+	nEnded      int
+	listedEnded int // ended processes in byPID (keepEnded)
+	endedBytes  int // output they keep (EndedOutputBytes)
 }
 
 func newProcesses(r *Reaper, env []string) *Processes {
@@ -159,6 +160,7 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 	ps.mu.Lock()
 	ps.nEnded++
 	p.endedSeq = ps.nEnded
+	ps.listedEnded++
 	ps.endedBytes += p.out.size() // the readers are done: it no longer grows
 	ps.pruneLocked()
 	ps.mu.Unlock()
@@ -169,7 +171,7 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 // drops the output of the oldest ended ones while those kept hold more
 // than EndedOutputBytes together.
 func (ps *Processes) pruneLocked() {
-	if ps.endedBytes <= EndedOutputBytes && ps.nEndedLocked() <= keepEnded {
+	if ps.endedBytes <= EndedOutputBytes && ps.listedEnded <= keepEnded {
 		return
 	}
 	var ended []*proc
@@ -181,6 +183,7 @@ func (ps *Processes) pruneLocked() {
 	sort.Slice(ended, func(i, j int) bool { return ended[i].endedSeq < ended[j].endedSeq })
 	for len(ended) > keepEnded {
 		ps.endedBytes -= ended[0].out.size()
+		ps.listedEnded--
 		delete(ps.byPID, ended[0].pid)
 		ended = ended[1:]
 	}
@@ -190,17 +193,6 @@ func (ps *Processes) pruneLocked() {
 		}
 		ps.endedBytes -= p.out.discard()
 	}
-}
-
-// nEndedLocked counts the ended processes still listed.
-func (ps *Processes) nEndedLocked() int {
-	n := 0
-	for _, p := range ps.byPID {
-		if p.endedSeq > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // readBufs are the pipe readers' buffers, shared: a reader holds one only
