@@ -62,6 +62,7 @@ type Server struct {
 	procs *Processes
 	fs    *Filesystem
 	mux   *http.ServeMux
+	trim  idleTrim // memory handed back once quiet (memory.go)
 }
 
 // New returns a server whose processes are waited for by reaper.
@@ -83,7 +84,7 @@ func New(cfg Config, reaper *Reaper) *Server {
 }
 
 // Close stops the server's watchers (processes go on: they belong to the sandbox).
-func (s *Server) Close() { s.fs.close() }
+func (s *Server) Close() { s.fs.close(); s.trim.stop() }
 
 // ServeHTTP checks the token, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +92,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "the access token in "+TokenHeader+" is missing or wrong")
 		return
 	}
+	defer s.trim.ended()
 	s.mux.ServeHTTP(w, r)
 }
 
