@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -11,11 +12,18 @@ import (
 // (and the heap goal of a busy moment stays until the next GC, which an
 // idle agent may not run for minutes), so after a large upload or a
 // flood of output the agent would sit on tens of MiB while the sandbox
-// is at rest; one forced GC and scavenge (about a millisecond for the
-// agent's heap) once it is quiet brings it back to what it holds.
+// is at rest; forced GCs and a scavenge (about a millisecond each for the
+// agent's heap) once it is quiet bring it back to what it holds.
 var trimAfter = time.Second
 
-// idleTrim calls debug.FreeOSMemory trimAfter after the last request ended
+// trim collects twice (what sync.Pools hold, the upload buffers, Connect's
+// and gzip's, survives one collection) and returns the free pages.
+func trim() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// idleTrim calls trim trimAfter after the last request ended
 // (requests still streaming do not hold it off: they hold little).
 type idleTrim struct {
 	mu    sync.Mutex
@@ -27,7 +35,7 @@ func (t *idleTrim) ended() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.timer == nil {
-		t.timer = time.AfterFunc(trimAfter, debug.FreeOSMemory)
+		t.timer = time.AfterFunc(trimAfter, trim)
 		return
 	}
 	t.timer.Reset(trimAfter)
