@@ -109,6 +109,24 @@ func (l *outputLog) dropsUnsent(n int) bool {
 	return false
 }
 
+// size is the output kept, in bytes.
+func (l *outputLog) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bytes
+}
+
+// discard drops every chunk kept (of an ended process, past
+// EndedOutputBytes) and returns how many bytes that freed; later chunks
+// keep their seq, so a follower skips what was dropped.
+func (l *outputLog) discard() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.bytes
+	l.chunks, l.bytes = nil, 0
+	return n
+}
+
 func (l *outputLog) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -17,6 +17,14 @@ import (
 // output replayed, then their end), oldest dropped first.
 const keepEnded = 256
 
+// EndedOutputBytes bounds the output kept across all ended processes
+// together: past it the oldest ended processes' output is dropped (they
+// stay listed, with their exit, and a Connect replays no output). Without
+// it keepEnded processes × OutputKeepBytes each could hold 256 MiB in the
+// agent. The newest ended process always keeps its own (at most about
+// OutputKeepBytes, below this bound).
+const EndedOutputBytes = 32 << 20
+
 // proc is one process the agent started.
 type proc struct {
 	pid     int
@@ -42,9 +50,11 @@ type Processes struct {
 	reaper *Reaper
 	env    []string
 
-	mu     sync.Mutex
-	byPID  map[int]*proc
-	nEnded int
+	mu          sync.Mutex
+	byPID       map[int]*proc
+	nEnded      int
+	listedEnded int // ended processes in byPID (keepEnded)
+	endedBytes  int // output they keep (EndedOutputBytes)
 }
 
 func newProcesses(r *Reaper, env []string) *Processes {
@@ -205,41 +215,62 @@ func (ps *Processes) ended(p *proc, st syscall.WaitStatus) {
 	ps.mu.Lock()
 	ps.nEnded++
 	p.endedSeq = ps.nEnded
+	ps.listedEnded++
+	ps.endedBytes += p.out.size() // the readers are done: it no longer grows
 	ps.pruneLocked()
 	ps.mu.Unlock()
 	p.out.end()
 }
 
-// pruneLocked forgets the oldest ended processes past keepEnded.
+// pruneLocked forgets the oldest ended processes past keepEnded, then
+// drops the output of the oldest ended ones while those kept hold more
+// than EndedOutputBytes together.
 func (ps *Processes) pruneLocked() {
+	if ps.endedBytes <= EndedOutputBytes && ps.listedEnded <= keepEnded {
+		return
+	}
 	var ended []*proc
 	for _, p := range ps.byPID {
 		if p.endedSeq > 0 {
 			ended = append(ended, p)
 		}
 	}
-	if len(ended) <= keepEnded {
-		return
-	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].endedSeq < ended[j].endedSeq })
-	for _, p := range ended[:len(ended)-keepEnded] {
-		delete(ps.byPID, p.pid)
+	for len(ended) > keepEnded {
+		ps.endedBytes -= ended[0].out.size()
+		ps.listedEnded--
+		delete(ps.byPID, ended[0].pid)
+		ended = ended[1:]
+	}
+	for _, p := range ended {
+		if ps.endedBytes <= EndedOutputBytes {
+			break
+		}
+		ps.endedBytes -= p.out.discard()
 	}
 }
+
+// readBufs are the output readers' buffers, shared: a reader holds one only
+// while its process runs.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
 
 // copy reads one output into the log until every writer closed it (the
 // process and whatever it left running with it): a pipe reads EOF, a PTY's
 // master EIO. A PTY's master stays open (for input and resizes) until ended.
+// Each read is kept in a slice of its own size, so a short output keeps a
+// few bytes, not a read buffer.
 func (p *proc) copy(o output) {
 	defer p.readers.Done()
 	if o.from != ptyStream {
 		defer o.file.Close()
 	}
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
-		buf := make([]byte, chunkBytes)
 		n, err := o.file.Read(buf)
 		if n > 0 {
-			p.out.write(o.from, buf[:n:n])
+			p.out.write(o.from, append([]byte(nil), buf[:n]...))
 		}
 		if err != nil {
 			return

@@ -28,10 +28,7 @@ const envdCacheMax = 4096
 // Envd implements compute.EnvdLocator: the injected agent on port
 // compute.EnvdPort of the container's address, with the token of its label.
 func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, error) {
-	p.envds.mu.Lock()
-	a, ok := p.envds.m[ref.ID]
-	p.envds.mu.Unlock()
-	if ok {
+	if a, ok := p.envds.get(ref.ID); ok {
 		return a.url, a.token, nil
 	}
 	c, err := p.cli.ContainerInspect(ctx, ref.ID)
@@ -46,14 +43,27 @@ func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, e
 	if ip == "" {
 		return "", "", compute.Errorf(compute.KindUnavailable, "envd", nil, "the sandbox has no network address yet")
 	}
-	a = envdAddr{url: fmt.Sprintf("http://%s:%d", ip, compute.EnvdPort), token: token}
-	p.envds.mu.Lock()
-	if p.envds.m == nil || len(p.envds.m) >= envdCacheMax {
-		p.envds.m = map[string]envdAddr{}
-	}
-	p.envds.m[ref.ID] = a
-	p.envds.mu.Unlock()
+	a := envdAddr{url: envdURL(ip), token: token}
+	p.envds.put(ref.ID, a)
 	return a.url, a.token, nil
+}
+
+func envdURL(ip string) string { return fmt.Sprintf("http://%s:%d", ip, compute.EnvdPort) }
+
+func (e *envdCache) get(id string) (envdAddr, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.m[id]
+	return a, ok
+}
+
+func (e *envdCache) put(id string, a envdAddr) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil || len(e.m) >= envdCacheMax {
+		e.m = map[string]envdAddr{}
+	}
+	e.m[id] = a
 }
 
 // agentEndpoint is where a container's agent listens (its first network

@@ -61,7 +61,14 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 	if ip == "" {
 		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", ref.ID)
 	}
-	return &envd.Client{HTTP: p.agentHTTP, URL: "http://" + net.JoinHostPort(ip, strconv.Itoa(agent.Port)), Token: token,
+	a := envdAddr{url: "http://" + net.JoinHostPort(ip, strconv.Itoa(agent.Port)), token: token}
+	p.envds.put(ref.ID, a) // for agentCall, and the router's Envd
+	return p.agentAt(ref, a), nil
+}
+
+// agentAt is a client of the agent at a.
+func (p *Provider) agentAt(ref compute.Ref, a envdAddr) *envd.Client {
+	return &envd.Client{HTTP: p.agentHTTP, URL: a.url, Token: a.token,
 		Name: "sandbox " + ref.ID, Daemon: "the sandbox agent", Agent: true,
 		Diagnose: func(ctx context.Context, op string, err error) error {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -74,7 +81,7 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 				return serr
 			}
 			return err
-		}}, nil
+		}}
 }
 
 // stateError is KindConflict for a sandbox that is not running.
@@ -108,11 +115,11 @@ func (p *Provider) Exec(ctx context.Context, ref compute.Ref, req compute.ExecRe
 	if err := checkCwd(op, req.Cwd); err != nil {
 		return compute.ExecResult{}, err
 	}
-	c, err := p.agentClient(ctx, op, ref)
-	if err != nil {
-		return compute.ExecResult{}, err
-	}
-	res, err := c.Exec(ctx, req)
+	var res compute.ExecResult
+	err := p.agentCall(ctx, op, ref, func(ctx context.Context, c *envd.Client) (err error) {
+		res, err = c.Exec(ctx, req)
+		return err
+	})
 	var ce *connect.Error
 	if compute.KindOf(err) == compute.KindInvalid && errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument &&
 		!strings.HasPrefix(ce.Message(), "cwd ") {
@@ -132,11 +139,9 @@ func (p *Provider) ExecStream(ctx context.Context, ref compute.Ref, req compute.
 	if err := checkCwd(op, req.Cwd); err != nil {
 		return err
 	}
-	c, err := p.agentClient(ctx, op, ref)
-	if err != nil {
-		return err
-	}
-	return c.ExecStream(ctx, req, stdin, emit)
+	return p.agentCall(ctx, op, ref, func(ctx context.Context, c *envd.Client) error {
+		return c.ExecStream(ctx, req, stdin, emit)
+	})
 }
 
 // StartProcess implements compute.Processes. The agent keeps each
