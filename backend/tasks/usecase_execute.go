@@ -11,7 +11,9 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // ExecRequest is the body of POST /execute: Command is a JSON string (run
@@ -58,6 +60,22 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 	return execCall{argv: argv, timeoutSec: timeout}, nil
 }
 
+// notStopping refuses a command in an environment whose record is stopping:
+// its end was decided (billing stopped) and its containers are being
+// removed, though the environment shows ready until they are gone.
+func (s *Service) notStopping(ctx context.Context, e *Env) error {
+	r, err := s.db.GetRecord(ctx, e.RecordID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // no record to end it (not made by Create): the state decides
+	case err != nil:
+		return err
+	case r.Phase == sandbox.PhaseStopping:
+		return domain.ConflictIn(string(e.State), fmt.Sprintf("environment %s cannot run commands: it is being torn down", e.ID))
+	}
+	return nil
+}
+
 // Execute runs req's command in e's execute service and returns its
 // buffered result: a command that exceeds its timeout is killed (exit code
 // 124, timed_out), output past DefaultMaxExecOutput is cut (truncated), and
@@ -65,6 +83,9 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 func (s *Service) Execute(ctx context.Context, e *Env, req ExecRequest) (*ExecResponse, error) {
 	call, err := prepareExec(e, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.notStopping(ctx, e); err != nil {
 		return nil, err
 	}
 	res, err := s.engine.Exec(ctx, e.ID, e.ExecuteService, call.argv, call.timeout(), DefaultMaxExecOutput)
@@ -95,6 +116,9 @@ func (s *Service) Execute(ctx context.Context, e *Env, req ExecRequest) (*ExecRe
 func (s *Service) ExecuteStream(ctx context.Context, e *Env, req ExecRequest, emit compute.Emit) error {
 	call, err := prepareExec(e, req)
 	if err != nil {
+		return err
+	}
+	if err := s.notStopping(ctx, e); err != nil {
 		return err
 	}
 	started := false
