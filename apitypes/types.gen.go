@@ -4,6 +4,7 @@
 package apitypes
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -1193,6 +1194,13 @@ type TaskEnvironmentTimelineEntry struct {
 	State  string    `json:"state"`
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail,omitempty"`
+}
+
+// TaskExecRequest the body of POST /execute
+type TaskExecRequest struct {
+	// Command a string (run with sh -c) or an array of strings; kept raw, the server tells the two apart
+	Command    json.RawMessage `json:"command"`
+	TimeoutSec *int            `json:"timeout_sec,omitempty"`
 }
 
 // TaskExecResult the buffered answer of POST /execute

@@ -16,13 +16,11 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// ExecRequest is the body of POST /execute: Command is a JSON string (run
-// with sh -c) or an array of strings; TimeoutSec 1..MaxExecTimeoutSec
+// ExecRequest is the body of POST /execute (the document's TaskExecRequest):
+// Command is a JSON string (run with sh -c) or an array of strings, kept
+// raw for parseCommand; TimeoutSec 1..MaxExecTimeoutSec
 // (DefaultExecTimeoutSec when absent).
-type ExecRequest struct {
-	Command    json.RawMessage `json:"command"`
-	TimeoutSec *int            `json:"timeout_sec"`
-}
+type ExecRequest = apitypes.TaskExecRequest
 
 // ExecResponse is the answer of POST /execute (the document's TaskExecResult).
 type ExecResponse = apitypes.TaskExecResult
@@ -46,8 +44,8 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 	timeout := DefaultExecTimeoutSec
 	if req.TimeoutSec != nil {
 		timeout = *req.TimeoutSec
-		if timeout < 1 || timeout > MaxExecTimeoutSec {
-			return execCall{}, domain.Invalid("timeout_sec", fmt.Sprintf("must be between 1 and %d seconds, not %d", MaxExecTimeoutSec, timeout))
+		if timeout < apitypes.TaskExecRequestTimeoutSecMinimum || timeout > MaxExecTimeoutSec {
+			return execCall{}, domain.Invalid("timeout_sec", fmt.Sprintf("must be between %d and %d seconds, not %d", apitypes.TaskExecRequestTimeoutSecMinimum, MaxExecTimeoutSec, timeout))
 		}
 	}
 	if e.State != taskenv.StateReady {
