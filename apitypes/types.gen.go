@@ -446,7 +446,7 @@ func (e ListOrder) Valid() bool {
 	}
 }
 
-// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
 type LedgerState string
 
 // RuntimeResources a runtime's sandbox resources (null or absent: the template's)
@@ -689,7 +689,7 @@ type LedgerRecord struct {
 	Provider          string  `json:"provider"`
 	ProviderSandboxID *string `json:"provider_sandbox_id"`
 
-	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
 	State LedgerState `json:"state"`
 
 	// KillReason deleted, timeout, completed, failed, insufficient_credits, reset, torn_down
