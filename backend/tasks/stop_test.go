@@ -130,6 +130,9 @@ func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
 	if e.State != taskenv.StateReady {
 		t.Fatalf("environment %s during its removal, want ready: it shows torn_down only once its containers are gone", e.State)
 	}
+	// It shows ready, but runs no more commands.
+	_, err := g.svc.Execute(context.Background(), e, ExecRequest{Command: json.RawMessage(`"true"`)})
+	wantConflict(t, err, "it is being torn down")
 	// The ledger reads it as what it is leaving, not killed, until then.
 	if l := g.ledger(id); l["state"] != string(sandbox.LedgerRunning) || l["credits_per_second"] != float64(0) {
 		t.Fatalf("ledger during the removal: %v, want running with billing stopped", l)
