@@ -43,6 +43,9 @@ const (
 	SetSandboxTimeoutTimeoutMaximum             = 86400
 	StartProcessCmdMinItems                     = 1
 	StartProcessTagMaxLength                    = 256
+	TaskExecRequestTimeoutSecDefault            = 60
+	TaskExecRequestTimeoutSecMinimum            = 1
+	TaskExecRequestTimeoutSecMaximum            = 600
 	VolumeMountPathMaxLength                    = 1024
 	WebhookBodyNameMaxLength                    = 256
 	WebhookBodySignatureSecretMinLength         = 16

@@ -4,6 +4,7 @@
 package apitypes
 
 import (
+	"encoding/json"
 	"time"
 )
 
@@ -445,7 +446,7 @@ func (e ListOrder) Valid() bool {
 	}
 }
 
-// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+// LedgerState a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
 type LedgerState string
 
 // RuntimeResources a runtime's sandbox resources (null or absent: the template's)
@@ -688,7 +689,7 @@ type LedgerRecord struct {
 	Provider          string  `json:"provider"`
 	ProviderSandboxID *string `json:"provider_sandbox_id"`
 
-	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
 	State LedgerState `json:"state"`
 
 	// KillReason deleted, timeout, completed, failed, insufficient_credits, reset, torn_down
@@ -1193,6 +1194,13 @@ type TaskEnvironmentTimelineEntry struct {
 	State  string    `json:"state"`
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail,omitempty"`
+}
+
+// TaskExecRequest the body of POST /execute
+type TaskExecRequest struct {
+	// Command a string (run with sh -c) or an array of strings; kept raw, the server tells the two apart
+	Command    json.RawMessage `json:"command"`
+	TimeoutSec *int            `json:"timeout_sec,omitempty"`
 }
 
 // TaskExecResult the buffered answer of POST /execute

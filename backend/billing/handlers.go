@@ -35,16 +35,27 @@ func (s *Service) RegisterAdmin(r *mux.Router) {
 
 var kinds = sandbox.Kinds
 
-func parseLedgerStates(vals []string) ([]sandbox.Phase, error) {
-	var phases []sandbox.Phase
+// parseLedgerStates reads the state filter into what it selects: phases,
+// and stopping records by what they are leaving (empty both: all).
+func parseLedgerStates(vals []string) (sandbox.LedgerSelection, error) {
+	var sel sandbox.LedgerSelection
 	for _, st := range httpx.SplitValues(vals) {
-		ps, ok := ledgerStates[sandbox.LedgerState(st)]
+		one, ok := ledgerStates[sandbox.LedgerState(st)]
 		if !ok {
-			return nil, httpx.InvalidQuery("state", fmt.Sprintf("unknown state %q; use starting, running, paused or killed (repeat the parameter or separate values with commas)", st))
+			return sel, httpx.InvalidQuery("state", fmt.Sprintf("unknown state %q; use starting, running, paused or killed (repeat the parameter or separate values with commas)", st))
 		}
-		phases = append(phases, ps...)
+		for _, p := range one.Phases {
+			if !slices.Contains(sel.Phases, p) {
+				sel.Phases = append(sel.Phases, p)
+			}
+		}
+		for _, l := range one.Stopping {
+			if !slices.Contains(sel.Stopping, l) {
+				sel.Stopping = append(sel.Stopping, l)
+			}
+		}
 	}
-	return phases, nil
+	return sel, nil
 }
 
 func parseKinds(vals []string) ([]string, error) {
@@ -62,7 +73,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	phases, err := parseLedgerStates(q["state"])
+	sel, err := parseLedgerStates(q["state"])
 	if err != nil {
 		return err
 	}
@@ -83,7 +94,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: phases, Kinds: ks, AfterSeq: after, Limit: limit, Desc: desc})
+	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: sel.Phases, Stopping: sel.Stopping, Kinds: ks, AfterSeq: after, Limit: limit, Desc: desc})
 	if err != nil {
 		return err
 	}
@@ -123,7 +134,7 @@ func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request, org string)
 	for _, l := range ls {
 		lines = append(lines, LogLine{Line: l})
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandbox_id": rec.ID, "state": rec.Phase.LedgerState(), "logs": lines})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandbox_id": rec.ID, "state": LedgerState(rec), "logs": lines})
 	return nil
 }
 

@@ -37,7 +37,7 @@ func (s *Service) View(r *store.Record) *Record {
 func (s *Service) ViewAt(r *store.Record, now time.Time) *Record {
 	rate := s.rates.For(r.CPUCount, r.MemoryMB)
 	running := cost(int64(r.RuntimeAt(now))-r.BilledNs, rate)
-	state := r.Phase.LedgerState()
+	state := LedgerState(r)
 	v := &Record{
 		ID: r.ID, SandboxKind: r.Kind, Provider: r.Provider, ProviderSandboxID: strPtr(r.ProviderID), State: apitypes.LedgerState(state),
 		KillReason: strPtr(r.KillReason), TemplateID: r.TemplateID, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
@@ -64,9 +64,16 @@ func seconds(d time.Duration) float64 {
 	return math.Round(d.Seconds()*1000) / 1000
 }
 
-// ledgerStates maps each ledger state to the phases it projects, derived
-// from Phase.LedgerState so the two never disagree.
-var ledgerStates = sandbox.LedgerPhases()
+// LedgerState is what r reads in the ledger: a task record stopping reads
+// as the state it is leaving until its provider confirmed the removal, so
+// "killed" means nothing of it is left (sandbox.LedgerStateOf).
+func LedgerState(r *store.Record) sandbox.LedgerState {
+	return sandbox.LedgerStateOf(r.Kind, r.Phase, r.LastStartedAt, r.LastPausedAt)
+}
+
+// ledgerStates maps each ledger state to what it selects, derived from the
+// same projection as LedgerState so a filter and a read never disagree.
+var ledgerStates = sandbox.LedgerSelections()
 
 // monthSeconds is how long the record ran inside [from, now), from its
 // timeline: it accrues from entering running until it is paused or ends

@@ -401,8 +401,12 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 
 // RecordFilter selects records for listing.
 type RecordFilter struct {
-	OrgID    string
-	Phases   []sandbox.Phase // any of these; empty = all
+	OrgID  string
+	Phases []sandbox.Phase // any of these; empty (and no Stopping) = all
+	// Stopping adds the stopping records leaving one of these (what the
+	// ledger reads them as, sandbox.LeavingOf); leave PhaseStopping out of
+	// Phases when using it.
+	Stopping []sandbox.Leaving
 	Kinds    []string
 	Metadata map[string]string // every pair must match
 	AfterSeq int64             // cursor: records after this seq in the listing's order (0: from the start)
@@ -472,7 +476,7 @@ type recordRef struct {
 // to another between two of them was listed twice (running, then deleted),
 // or not at all when it moved the other way.
 func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error) {
-	if len(f.Phases) <= 1 {
+	if len(f.Phases)+len(f.Stopping) <= 1 {
 		return db.queryRefs(ctx, nil, f)
 	}
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
@@ -481,9 +485,18 @@ func (db *DB) listRefs(ctx context.Context, f RecordFilter) ([]recordRef, error)
 	}
 	defer func() { _ = tx.Rollback() }() // read-only: nothing to keep
 	var all []recordRef
+	var parts []RecordFilter
 	for _, p := range f.Phases {
 		one := f
-		one.Phases = []sandbox.Phase{p}
+		one.Phases, one.Stopping = []sandbox.Phase{p}, nil
+		parts = append(parts, one)
+	}
+	for _, l := range f.Stopping {
+		one := f
+		one.Phases, one.Stopping = nil, []sandbox.Leaving{l}
+		parts = append(parts, one)
+	}
+	for _, one := range parts {
 		refs, err := db.queryRefs(ctx, tx, one)
 		if err != nil {
 			return nil, err
@@ -558,8 +571,19 @@ func listQuery(d Dialect, f RecordFilter) (string, []any) {
 		q = `SELECT seq, id, version FROM sandboxes WHERE org_id >= ? AND org_id <= ? AND seq ` + after + ` ?`
 		args = []any{f.OrgID, f.OrgID, f.AfterSeq}
 	}
+	var phaseConds []string
 	if len(f.Phases) > 0 {
-		q += ` AND phase IN (` + inList(f.Phases, knownPhases, &args) + `)`
+		phaseConds = append(phaseConds, `phase IN (`+inList(f.Phases, knownPhases, &args)+`)`)
+	}
+	for _, l := range f.Stopping {
+		phaseConds = append(phaseConds, `(phase = `+SQLList([]sandbox.Phase{sandbox.PhaseStopping})+` AND `+leavingCond(l)+`)`)
+	}
+	switch len(phaseConds) {
+	case 0:
+	case 1:
+		q += ` AND ` + phaseConds[0]
+	default:
+		q += ` AND (` + strings.Join(phaseConds, ` OR `) + `)`
 	}
 	if len(f.Kinds) > 0 {
 		q += ` AND kind IN (` + inList(f.Kinds, knownKinds, &args) + `)`
@@ -585,6 +609,21 @@ func listQuery(d Dialect, f RecordFilter) (string, []any) {
 		args = append(args, f.Limit)
 	}
 	return q, args
+}
+
+// leavingCond selects, among stopping records, those leaving l, by the
+// clocks sandbox.LeavingOf reads (NULL when never set).
+func leavingCond(l sandbox.Leaving) string {
+	kinds := `kind IN (` + SQLList(sandbox.LedgerStoppingKinds) + `)`
+	switch l {
+	case sandbox.LeavingStart:
+		return kinds + ` AND last_started_at IS NULL`
+	case sandbox.LeavingRunning:
+		return kinds + ` AND last_started_at IS NOT NULL AND (last_paused_at IS NULL OR last_paused_at < last_started_at)`
+	case sandbox.LeavingPaused:
+		return kinds + ` AND last_started_at IS NOT NULL AND last_paused_at >= last_started_at`
+	}
+	return `kind NOT IN (` + SQLList(sandbox.LedgerStoppingKinds) + `)`
 }
 
 // maxPrepared bounds the list statements kept prepared (their texts vary

@@ -162,7 +162,7 @@ func (s *Service) getOrgEnv(ctx context.Context, org, workspace, id string) (*En
 		WHERE id = ? AND org_id = ? AND workspace = ?`, id, org, workspace))
 }
 
-func (s *Service) pageEnvs(ctx context.Context, org, workspace string, states []string, offset, limit int) ([]*Env, error) {
+func (s *Service) pageEnvs(ctx context.Context, org, workspace string, states []string, desc bool, offset, limit int) ([]*Env, error) {
 	q := `SELECT ` + envColumns + ` FROM task_environments WHERE org_id = ? AND workspace = ?`
 	args := []any{org, workspace}
 	if len(states) > 0 {
@@ -171,7 +171,11 @@ func (s *Service) pageEnvs(ctx context.Context, org, workspace string, states []
 			args = append(args, st)
 		}
 	}
-	q += ` ORDER BY seq LIMIT ? OFFSET ?`
+	if desc {
+		q += ` ORDER BY seq DESC LIMIT ? OFFSET ?`
+	} else {
+		q += ` ORDER BY seq LIMIT ? OFFSET ?`
+	}
 	args = append(args, limit, offset)
 	return s.queryEnvs(ctx, q, args...)
 }

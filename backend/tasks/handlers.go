@@ -178,8 +178,8 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 	}
 	q := r.URL.Query()
 	for k := range q {
-		if k != "state" && k != "page" && k != "limit" {
-			return queryErr(k, "unknown query parameter (use state, page, limit)")
+		if k != "state" && k != "page" && k != "limit" && k != "order" {
+			return queryErr(k, "unknown query parameter (use state, page, limit, order)")
 		}
 	}
 	var states []taskenv.State
@@ -202,7 +202,11 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	got, err := s.List(r.Context(), ListRequest{Org: org, Workspace: ws, States: states, Offset: (page - 1) * limit, Limit: limit})
+	desc, err := httpx.ParseOrder(q.Get("order"))
+	if err != nil {
+		return err
+	}
+	got, err := s.List(r.Context(), ListRequest{Org: org, Workspace: ws, States: states, Offset: (page - 1) * limit, Limit: limit, Desc: desc})
 	if err != nil {
 		return err
 	}

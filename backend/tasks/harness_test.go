@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -157,6 +158,7 @@ func (h *harness) start() {
 		})
 	})
 	svc.Register(r)
+	registerLedger(h.t, r, h.db, h.clock.Now)
 	if h.srv == nil {
 		h.srv = httptest.NewServer(r)
 	} else {
@@ -390,4 +392,25 @@ func httpGet(t testing.TB, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// registerLedger adds the ledger routes (§2, package billing) on db to r, so
+// tests read a task record as the ledger API shows it.
+func registerLedger(t testing.TB, r *mux.Router, db *store.DB, now func() time.Time) {
+	t.Helper()
+	b, err := billing.New(context.Background(), billing.Config{DB: db, Now: now, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Register(r)
+}
+
+// ledger is the ledger API's view of record id (org acme).
+func (h *harness) ledger(id string) map[string]any {
+	h.t.Helper()
+	r := h.do("acme", http.MethodGet, "/api/v1/org/acme/sandboxes/"+id, nil)
+	if r.Code != http.StatusOK {
+		h.t.Fatalf("ledger record %s: %d %s", id, r.Code, r.Body)
+	}
+	return r.JSON(h.t)
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
@@ -33,8 +34,8 @@ const (
 	DefaultTimeoutSec        = 3600
 	DefaultMaxWait           = 60 * time.Second
 	DefaultMaxExecOutput     = 1 << 20
-	DefaultExecTimeoutSec    = 60
-	MaxExecTimeoutSec        = 600
+	DefaultExecTimeoutSec    = apitypes.TaskExecRequestTimeoutSecDefault // the document's bounds
+	MaxExecTimeoutSec        = apitypes.TaskExecRequestTimeoutSecMaximum
 	DefaultMaxConcurrentJobs = 16
 )
 

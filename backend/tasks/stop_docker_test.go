@@ -59,7 +59,8 @@ func withSlowDocker(t *testing.T, slow *slowDocker) func(*tasks.Config) {
 
 // On Docker: a deleted environment's ledger record reads stopping while the
 // engine is still removing its containers, and deleted only once every one
-// of them is gone; the environment shows torn_down only then too.
+// of them is gone; the environment shows torn_down only then too, and the
+// ledger API reads it killed only then (running until then).
 func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	t.Parallel()
 	slow := &slowDocker{entered: make(chan string, 16), gate: make(chan struct{})}
@@ -96,6 +97,11 @@ func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	if st := h.get("acme", "ws", id)["state"]; st != "ready" {
 		t.Fatalf("environment %v during the removal, want ready (torn_down once its containers are gone)", st)
 	}
+	// The ledger API reads the record as what it is leaving (running), not
+	// killed, while its containers are still there.
+	if l := h.ledger(recID); l["state"] != string(sandbox.LedgerRunning) || len(h.containers(id)) == 0 {
+		t.Fatalf("ledger during the removal: %v (containers %d), want running with the containers present", l["state"], len(h.containers(id)))
+	}
 	openGate()
 	var d *response
 	select {
@@ -111,5 +117,8 @@ func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	}
 	if rec = h.record(recID); rec.Phase != sandbox.PhaseDeleted || rec.KilledAt.IsZero() {
 		t.Fatalf("after the delete: record %s", rec.Phase)
+	}
+	if l := h.ledger(recID); l["state"] != string(sandbox.LedgerKilled) || l["kill_reason"] != sandbox.KillTornDown {
+		t.Fatalf("ledger after the delete: %v (%v), want killed (torn_down)", l["state"], l["kill_reason"])
 	}
 }

@@ -2,15 +2,21 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/mux"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -68,6 +74,27 @@ func (e *slowRemover) waitEntered(t *testing.T, id string) {
 	t.Fatalf("the removal of %s never reached the engine", id)
 }
 
+// ledger is the ledger API's (§2, package billing) view of environment
+// id's record, read through its route on the rig's database.
+func (g *taskRig) ledger(id string) map[string]any {
+	g.t.Helper()
+	_, r := g.env(id)
+	b, err := billing.New(context.Background(), billing.Config{DB: g.db, Now: g.clock.Now})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	rt := mux.NewRouter()
+	b.Register(rt)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/org/acme/sandboxes/"+r.ID, nil)
+	rt.ServeHTTP(rec, req.WithContext(httpx.WithOrg(req.Context(), "acme")))
+	var m map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); rec.Code != http.StatusOK || err != nil {
+		g.t.Fatalf("ledger record %s: %d %s", r.ID, rec.Code, rec.Body)
+	}
+	return m
+}
+
 func slowRig(t *testing.T) (*taskRig, *slowRemover) {
 	g := newTaskRig(t)
 	slow := newSlowRemover(g.eng) // the same engine across restarts
@@ -103,6 +130,13 @@ func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
 	if e.State != taskenv.StateReady {
 		t.Fatalf("environment %s during its removal, want ready: it shows torn_down only once its containers are gone", e.State)
 	}
+	// It shows ready, but runs no more commands.
+	_, err := g.svc.Execute(context.Background(), e, ExecRequest{Command: json.RawMessage(`"true"`)})
+	wantConflict(t, err, "it is being torn down")
+	// The ledger reads it as what it is leaving, not killed, until then.
+	if l := g.ledger(id); l["state"] != string(sandbox.LedgerRunning) || l["credits_per_second"] != float64(0) {
+		t.Fatalf("ledger during the removal: %v, want running with billing stopped", l)
+	}
 	// Level-triggered: the driver owes the stopping record its end.
 	if due, _ := g.d.Due(context.Background(), g.clock.Now()); len(due) != 1 || due[0] != id {
 		t.Fatalf("due %v during the removal, want the stopping environment", due)
@@ -123,6 +157,9 @@ func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
 	_, r = g.env(id)
 	if r.Phase != sandbox.PhaseDeleted || len(g.eng.state(id)) != 0 {
 		t.Fatalf("after the removal: record %s, engine %v", r.Phase, g.eng.state(id))
+	}
+	if l := g.ledger(id); l["state"] != string(sandbox.LedgerKilled) {
+		t.Fatalf("ledger after the removal: %v, want killed", l["state"])
 	}
 	if got := recordPath(r); !strings.HasSuffix(got, "running(reconciler) stopping(user) deleted(user)") {
 		t.Fatalf("record timeline %s: a delete passes through stopping", got)
@@ -148,6 +185,9 @@ func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
 		!strings.Contains(e.Error, `service "web" stopped unexpectedly`) || len(g.eng.state(id)) == 0 {
 		t.Fatalf("during the removal: record %s (%s), env %s %q, engine %v", r.Phase, r.KillReason, e.State, e.Error, g.eng.state(id))
 	}
+	if l := g.ledger(id); l["state"] != string(sandbox.LedgerRunning) {
+		t.Fatalf("ledger during the removal: %v, want running (killed once the containers are gone)", l["state"])
+	}
 	close(slow.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -155,6 +195,9 @@ func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
 	if e, r = g.env(id); r.Phase != sandbox.PhaseFailed || e.State != taskenv.StateFailed || len(g.eng.state(id)) != 0 ||
 		!strings.HasSuffix(recordPath(r), "stopping(provider) failed(provider)") {
 		t.Fatalf("after the removal: record %s (%s), env %s, engine %v", r.Phase, recordPath(r), e.State, g.eng.state(id))
+	}
+	if l := g.ledger(id); l["state"] != string(sandbox.LedgerKilled) || l["kill_reason"] != sandbox.KillFailed {
+		t.Fatalf("ledger after the removal: %v (%v), want killed (failed)", l["state"], l["kill_reason"])
 	}
 }
 

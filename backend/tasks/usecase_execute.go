@@ -11,16 +11,16 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// ExecRequest is the body of POST /execute: Command is a JSON string (run
-// with sh -c) or an array of strings; TimeoutSec 1..MaxExecTimeoutSec
+// ExecRequest is the body of POST /execute (the document's TaskExecRequest):
+// Command is a JSON string (run with sh -c) or an array of strings, kept
+// raw for parseCommand; TimeoutSec 1..MaxExecTimeoutSec
 // (DefaultExecTimeoutSec when absent).
-type ExecRequest struct {
-	Command    json.RawMessage `json:"command"`
-	TimeoutSec *int            `json:"timeout_sec"`
-}
+type ExecRequest = apitypes.TaskExecRequest
 
 // ExecResponse is the answer of POST /execute (the document's TaskExecResult).
 type ExecResponse = apitypes.TaskExecResult
@@ -44,8 +44,8 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 	timeout := DefaultExecTimeoutSec
 	if req.TimeoutSec != nil {
 		timeout = *req.TimeoutSec
-		if timeout < 1 || timeout > MaxExecTimeoutSec {
-			return execCall{}, domain.Invalid("timeout_sec", fmt.Sprintf("must be between 1 and %d seconds, not %d", MaxExecTimeoutSec, timeout))
+		if timeout < apitypes.TaskExecRequestTimeoutSecMinimum || timeout > MaxExecTimeoutSec {
+			return execCall{}, domain.Invalid("timeout_sec", fmt.Sprintf("must be between %d and %d seconds, not %d", apitypes.TaskExecRequestTimeoutSecMinimum, MaxExecTimeoutSec, timeout))
 		}
 	}
 	if e.State != taskenv.StateReady {
@@ -58,6 +58,22 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 	return execCall{argv: argv, timeoutSec: timeout}, nil
 }
 
+// notStopping refuses a command in an environment whose record is stopping:
+// its end was decided (billing stopped) and its containers are being
+// removed, though the environment shows ready until they are gone.
+func (s *Service) notStopping(ctx context.Context, e *Env) error {
+	r, err := s.db.GetRecord(ctx, e.RecordID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // no record to end it (not made by Create): the state decides
+	case err != nil:
+		return err
+	case r.Phase == sandbox.PhaseStopping:
+		return domain.ConflictIn(string(e.State), fmt.Sprintf("environment %s cannot run commands: it is being torn down", e.ID))
+	}
+	return nil
+}
+
 // Execute runs req's command in e's execute service and returns its
 // buffered result: a command that exceeds its timeout is killed (exit code
 // 124, timed_out), output past DefaultMaxExecOutput is cut (truncated), and
@@ -65,6 +81,9 @@ func prepareExec(e *Env, req ExecRequest) (execCall, error) {
 func (s *Service) Execute(ctx context.Context, e *Env, req ExecRequest) (*ExecResponse, error) {
 	call, err := prepareExec(e, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.notStopping(ctx, e); err != nil {
 		return nil, err
 	}
 	res, err := s.engine.Exec(ctx, e.ID, e.ExecuteService, call.argv, call.timeout(), DefaultMaxExecOutput)
@@ -95,6 +114,9 @@ func (s *Service) Execute(ctx context.Context, e *Env, req ExecRequest) (*ExecRe
 func (s *Service) ExecuteStream(ctx context.Context, e *Env, req ExecRequest, emit compute.Emit) error {
 	call, err := prepareExec(e, req)
 	if err != nil {
+		return err
+	}
+	if err := s.notStopping(ctx, e); err != nil {
 		return err
 	}
 	started := false

@@ -27,13 +27,16 @@ func (s *Service) Get(ctx context.Context, org, workspace, id string) (*Env, err
 	return e, err
 }
 
-// ListRequest selects one page of a workspace's environments, oldest first.
+// ListRequest selects one page of a workspace's environments, oldest first
+// (newest first with Desc).
 type ListRequest struct {
 	Org, Workspace string
 	// States keeps environments in one of them; none keeps all.
 	States []taskenv.State
 	// Offset skips that many; Limit (at least 1) bounds the page.
 	Offset, Limit int
+	// Desc lists newest first; keep it the same from page to page.
+	Desc bool
 }
 
 // Page is one page of a listing; HasNext says more follow.
@@ -51,7 +54,7 @@ func (s *Service) List(ctx context.Context, req ListRequest) (Page, error) {
 	for i, st := range req.States {
 		states[i] = string(st)
 	}
-	envs, err := s.pageEnvs(ctx, req.Org, req.Workspace, states, req.Offset, req.Limit+1)
+	envs, err := s.pageEnvs(ctx, req.Org, req.Workspace, states, req.Desc, req.Offset, req.Limit+1)
 	if err != nil {
 		return Page{}, err
 	}

@@ -99,6 +99,18 @@ func (g *useRig) ready(t *testing.T) *Env {
 	if err := d.Step(context.Background(), c.Env.ID, d.Lane(context.Background(), c.Env.ID)); err != nil {
 		t.Fatal(err)
 	}
+	// The step hands the build to the build pool (off the driver's lanes):
+	// wait for it, as taskRig.step does.
+	g.svc.mu.Lock()
+	w := g.svc.workers[c.Env.ID]
+	g.svc.mu.Unlock()
+	if w != nil {
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the build of %s never ended", c.Env.ID)
+		}
+	}
 	return g.env(t, c.Env.ID, taskenv.StateReady)
 }
 
@@ -604,5 +616,41 @@ func TestWaitState(t *testing.T) {
 	cancel()
 	if _, err := g.svc.WaitState(cctx, ready, WaitRequest{Since: taskenv.StateReady, Wait: 50 * time.Second}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a caller that left: %v", err)
+	}
+}
+
+// An environment whose record is stopping (its teardown decided, its
+// containers being removed) still shows ready, but runs no more commands:
+// a conflict saying it is being torn down, before the engine is asked.
+func TestExecuteRefusedWhileTornDown(t *testing.T) {
+	g := newUseRig(t)
+	ctx := context.Background()
+	e := g.ready(t)
+	if _, err := g.svc.Execute(ctx, e, ExecRequest{Command: cmd("true")}); err != nil {
+		t.Fatalf("a ready environment: %v", err)
+	}
+	ran := g.eng.outs
+	if _, err := g.db.Transition(ctx, e.RecordID, sandbox.PhaseStopping, sandbox.CauseUser, func(r *store.Record) error {
+		r.StopAt(time.Now())
+		r.KillReason = sandbox.KillTornDown
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if e.State != taskenv.StateReady {
+		t.Fatalf("environment %s, want ready (the state a teardown in progress shows)", e.State)
+	}
+	_, err := g.svc.Execute(ctx, e, ExecRequest{Command: cmd("true")})
+	wantConflict(t, err, "it is being torn down")
+	err = g.svc.ExecuteStream(ctx, e, ExecRequest{Command: cmd("true")}, func(compute.ProcessEvent) error {
+		t.Fatal("a refused command emitted an event")
+		return nil
+	})
+	wantConflict(t, err, "it is being torn down")
+	if httpx.AsError(err).Code != http.StatusConflict {
+		t.Fatalf("answered %d, want 409", httpx.AsError(err).Code)
+	}
+	if g.eng.outs != ran {
+		t.Fatalf("the engine ran %d commands after the teardown was decided", g.eng.outs-ran)
 	}
 }

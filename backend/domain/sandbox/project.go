@@ -87,7 +87,8 @@ const (
 // LedgerStates lists every ledger state.
 var LedgerStates = []LedgerState{LedgerStarting, LedgerRunning, LedgerPaused, LedgerKilled}
 
-// LedgerState is the ledger API's (§2) view of a phase.
+// LedgerState is the ledger API's (§2) view of a phase, as a record of a
+// kind not in LedgerStoppingKinds reads it (see LedgerStateOf).
 func (p Phase) LedgerState() LedgerState {
 	switch p {
 	case PhaseQueued, PhasePending, PhaseCreating:
@@ -100,7 +101,9 @@ func (p Phase) LedgerState() LedgerState {
 	return LedgerKilled
 }
 
-// LedgerPhases maps each ledger state to the phases it projects.
+// LedgerPhases maps each ledger state to the phases Phase.LedgerState
+// projects onto it; listing uses LedgerSelections, which also tells
+// stopping records apart by what they are leaving.
 func LedgerPhases() map[LedgerState][]Phase {
 	m := map[LedgerState][]Phase{}
 	for _, p := range Phases {

@@ -1,6 +1,10 @@
 package sandbox
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
+)
 
 func TestPublicAndLedgerStates(t *testing.T) {
 	want := map[Phase][2]string{
@@ -37,5 +41,44 @@ func TestPublicAndLedgerStates(t *testing.T) {
 	}
 	if _, ok := PhasesOf("bogus"); ok {
 		t.Error("unknown public state accepted")
+	}
+}
+
+// A stopping task record reads as the state it is leaving, by its clocks;
+// other kinds read killed. Every reading is found again through the
+// selection of the state it reads.
+func TestLedgerStateOfStopping(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		kind                string
+		lastStart, lastStop time.Time
+		want                LedgerState
+	}{
+		{KindTask, time.Time{}, time.Time{}, LedgerStarting},
+		{KindTask, t0, time.Time{}, LedgerRunning},
+		{KindTask, t0.Add(time.Second), t0, LedgerRunning}, // resumed
+		{KindTask, t0, t0.Add(time.Second), LedgerPaused},
+		{KindRuntime, t0, time.Time{}, LedgerKilled},
+		{KindWorld, time.Time{}, time.Time{}, LedgerKilled},
+	} {
+		got := LedgerStateOf(c.kind, PhaseStopping, c.lastStart, c.lastStop)
+		if got != c.want {
+			t.Errorf("stopping %s (started %v, paused %v) reads %s, want %s", c.kind, c.lastStart, c.lastStop, got, c.want)
+		}
+		if l := LeavingOf(c.kind, c.lastStart, c.lastStop); !slices.Contains(LedgerSelections()[got].Stopping, l) {
+			t.Errorf("the selection of %s misses stopping records leaving %d", got, l)
+		}
+		if in(PhaseStopping, LedgerSelections()[got].Phases) {
+			t.Errorf("%s selects every stopping record", got)
+		}
+	}
+	// Other phases read as their phase does, whatever the kind.
+	for _, p := range Phases {
+		if p == PhaseStopping {
+			continue
+		}
+		if got := LedgerStateOf(KindTask, p, t0, time.Time{}); got != p.LedgerState() || !in(p, LedgerSelections()[got].Phases) {
+			t.Errorf("%s reads %s", p, got)
+		}
 	}
 }
