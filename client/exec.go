@@ -20,11 +20,11 @@ const NDJSON = "application/x-ndjson"
 // (Pid), "stdout"/"stderr" (Data, or DataB64 when not UTF-8) and last
 // "exit" (ExitCode).
 type ExecEvent struct {
-	Type     string `json:"type"`
-	Pid      int    `json:"pid,omitempty"`
-	Data     string `json:"data,omitempty"`
-	DataB64  string `json:"dataB64,omitempty"`
-	ExitCode *int   `json:"exitCode,omitempty"`
+	Type     apitypes.ProcessEventType `json:"type"`
+	Pid      int                       `json:"pid,omitempty"`
+	Data     string                    `json:"data,omitempty"`
+	DataB64  string                    `json:"dataB64,omitempty"`
+	ExitCode *int                      `json:"exitCode,omitempty"`
 	// ExitCodeSnake is exit_code, as task environments may spell it.
 	ExitCodeSnake *int   `json:"exit_code,omitempty"`
 	Error         string `json:"error,omitempty"`
@@ -120,7 +120,7 @@ func isNDJSON(resp *http.Response) bool {
 }
 
 func replay(code int, stdout, stderr string, onEvent func(ExecEvent) error) (int, error) {
-	for _, ev := range []ExecEvent{{Type: "stdout", Data: stdout}, {Type: "stderr", Data: stderr}} {
+	for _, ev := range []ExecEvent{{Type: apitypes.ProcessEventTypeStdout, Data: stdout}, {Type: apitypes.ProcessEventTypeStderr, Data: stderr}} {
 		if ev.Data == "" {
 			continue
 		}
@@ -128,7 +128,7 @@ func replay(code int, stdout, stderr string, onEvent func(ExecEvent) error) (int
 			return 0, err
 		}
 	}
-	return code, onEvent(ExecEvent{Type: "exit", ExitCode: &code})
+	return code, onEvent(ExecEvent{Type: apitypes.ProcessEventTypeExit, ExitCode: &code})
 }
 
 // readEvents decodes NDJSON events until "exit"; a stream that ends without
@@ -148,10 +148,10 @@ func readEvents(resp *http.Response, method, path string, onEvent func(ExecEvent
 		if err := onEvent(ev); err != nil {
 			return 0, err
 		}
-		if ev.Type == "error" {
+		if ev.Type == apitypes.ProcessEventTypeError {
 			return 0, fmt.Errorf("%s %s: the command failed on the server: %s", method, path, ev.Error)
 		}
-		if code, ok := ev.Exit(); ok && ev.Type == "exit" {
+		if code, ok := ev.Exit(); ok && ev.Type == apitypes.ProcessEventTypeExit {
 			return code, nil
 		}
 	}

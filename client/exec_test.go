@@ -16,7 +16,7 @@ func (e *events) add(ev ExecEvent) error { *e = append(*e, ev); return nil }
 func (e events) text(typ string) string {
 	var b strings.Builder
 	for _, ev := range e {
-		if ev.Type == typ {
+		if string(ev.Type) == typ {
 			d, _ := ev.Bytes()
 			b.Write(d)
 		}

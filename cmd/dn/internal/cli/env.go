@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 	"github.com/dreadnode/terraform-provider-dreadnode/cmd/dn/internal/config"
 )
@@ -437,12 +438,12 @@ func (a *app) execSink(stdout, stderr io.Writer) func(client.ExecEvent) error {
 	return func(ev client.ExecEvent) error {
 		var w io.Writer
 		switch ev.Type {
-		case "stdout":
+		case apitypes.ProcessEventTypeStdout:
 			w = a.io.Out
 			if a.json {
 				w = stdout
 			}
-		case "stderr":
+		case apitypes.ProcessEventTypeStderr:
 			w = a.io.Err
 			if a.json {
 				w = stderr
