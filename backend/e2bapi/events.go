@@ -145,7 +145,7 @@ type e2bWebhook struct {
 
 func e2bWebhookOf(wh *store.Webhook) e2bWebhook {
 	v := events.WebhookViewOf(wh)
-	return e2bWebhook{ID: v.ID, TeamID: v.TeamID, Name: v.Name, CreatedAt: v.CreatedAt, URL: v.URL, Enabled: v.Enabled, Events: v.Events}
+	return e2bWebhook{ID: v.Id, TeamID: v.TeamId, Name: v.Name, CreatedAt: v.CreatedAt, URL: v.Url, Enabled: v.Enabled, Events: v.Events}
 }
 
 // eventTypes reads a filter of event types (repeated or comma-separated).
@@ -164,7 +164,7 @@ func webhookCreate(b *events.WebhookBody) error {
 	switch {
 	case b.Name == nil:
 		return httpx.Invalid("name", "required")
-	case b.URL == nil:
+	case b.Url == nil:
 		return httpx.Invalid("url", "required")
 	case b.Events == nil:
 		return httpx.Invalid("events", "required: the event types to send, e.g. [\"sandbox.lifecycle.killed\"]")
