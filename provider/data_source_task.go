@@ -171,8 +171,8 @@ func (d *taskDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	inputs := map[string]attr.Value{}
 	for k, in := range t.Inputs {
 		obj, diags := types.ObjectValue(taskInputAttrTypes, map[string]attr.Value{
-			"default":     types.StringValue(derefString(in.Default)),
-			"description": types.StringValue(derefString(in.Description)),
+			"default":     types.StringValue(in.Default),
+			"description": types.StringValue(in.Description),
 		})
 		resp.Diagnostics.Append(diags...)
 		inputs[k] = obj
@@ -200,7 +200,7 @@ func (d *taskDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	cfg.Org = stringOrNull(t.Org)
 	cfg.Version = stringOrNull(t.Version)
 	cfg.Description = stringOrNull(t.Description)
-	cfg.Instruction = stringOrNull(derefString(t.Instruction))
+	cfg.Instruction = stringOrNull(t.Instruction)
 	cfg.Inputs = inV
 	cfg.Services = svcV
 	cfg.ServicePorts = portV

@@ -72,7 +72,7 @@ func (a *app) taskInfoCmd() *cobra.Command {
 				names := sortedKeys(t.Inputs)
 				rows := make([][]string, len(names))
 				for i, n := range names {
-					rows[i] = []string{"  " + n, strconv.Quote(deref(t.Inputs[n].Default)), deref(t.Inputs[n].Description)}
+					rows[i] = []string{"  " + n, strconv.Quote(t.Inputs[n].Default), t.Inputs[n].Description}
 				}
 				_ = a.table([]string{"  NAME", "DEFAULT", "DESCRIPTION"}, rows)
 			}
@@ -86,7 +86,7 @@ func (a *app) taskInfoCmd() *cobra.Command {
 					}
 				}
 			}
-			if in := deref(t.Instruction); in != "" {
+			if in := t.Instruction; in != "" {
 				fmt.Fprintln(a.io.Out, "Instruction:")
 				fmt.Fprintln(a.io.Out, indent(in, "  "))
 			}
