@@ -512,7 +512,7 @@ type CreateAPIKeyScope string
 // CreateOrg defines model for CreateOrg.
 type CreateOrg struct {
 	// Credits initial balance in credits (default 0)
-	Credits *float32 `json:"credits,omitempty"`
+	Credits *float64 `json:"credits,omitempty"`
 
 	// Org the org's name and id: 1 to 63 of a-z, 0-9, '-', '_'
 	Org string `json:"org"`
@@ -800,12 +800,14 @@ type MovePath struct {
 
 // OrgInfo defines model for OrgInfo.
 type OrgInfo struct {
-	CreatedAt *time.Time `json:"createdAt,omitempty"`
-	Credits   *float32   `json:"credits,omitempty"`
-	Org       *string    `json:"org,omitempty"`
+	Org string `json:"org"`
+
+	// Credits the balance (credits with six decimals, exact)
+	Credits CreditAmount `json:"credits"`
 
 	// Quotas an org's limits; each is null (or absent in a request) for unlimited
-	Quotas *Quotas `json:"quotas,omitempty"`
+	Quotas    Quotas    `json:"quotas"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Process defines model for Process.
