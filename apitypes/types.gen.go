@@ -827,14 +827,14 @@ type Process struct {
 // stream ends with `end`: `reason` says why ("sandbox paused", "sandbox deleted", "sandbox timed
 // out", ...) and `detail` what to do next.
 type ProcessEvent struct {
-	Code     *int             `json:"code,omitempty"`
-	Data     *string          `json:"data,omitempty"`
-	DataB64  *[]byte          `json:"dataB64,omitempty"`
-	Detail   *string          `json:"detail,omitempty"`
-	ExitCode *int             `json:"exitCode,omitempty"`
-	Pid      *int             `json:"pid,omitempty"`
-	Reason   *string          `json:"reason,omitempty"`
 	Type     ProcessEventType `json:"type"`
+	Pid      *int             `json:"pid,omitempty"`
+	Data     string           `json:"data,omitempty"`
+	DataB64  []byte           `json:"dataB64,omitempty"`
+	ExitCode *int             `json:"exitCode,omitempty"`
+	Code     int              `json:"code,omitempty"`
+	Detail   string           `json:"detail,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
 }
 
 // ProcessEventType defines model for ProcessEvent.Type.

@@ -45,7 +45,7 @@ func TestExecSandboxStreamsNDJSON(t *testing.T) {
 	if err != nil || code != 3 {
 		t.Fatalf("code %d, err %v", code, err)
 	}
-	if got.text("stdout") != "a\nb\n" || got.text("stderr") != "\xff" || got[0].Type != "start" || got[0].Pid != 7 {
+	if got.text("stdout") != "a\nb\n" || got.text("stderr") != "\xff" || got[0].Type != "start" || got[0].Pid == nil || *got[0].Pid != 7 {
 		t.Fatalf("events %+v", got)
 	}
 }
