@@ -513,7 +513,7 @@ type CreateAPIKeyScope string
 // CreateOrg defines model for CreateOrg.
 type CreateOrg struct {
 	// Credits initial balance in credits (default 0)
-	Credits *float32 `json:"credits,omitempty"`
+	Credits *float64 `json:"credits,omitempty"`
 
 	// Org the org's name and id: 1 to 63 of a-z, 0-9, '-', '_'
 	Org string `json:"org"`
@@ -801,12 +801,14 @@ type MovePath struct {
 
 // OrgInfo defines model for OrgInfo.
 type OrgInfo struct {
-	CreatedAt *time.Time `json:"createdAt,omitempty"`
-	Credits   *float32   `json:"credits,omitempty"`
-	Org       *string    `json:"org,omitempty"`
+	Org string `json:"org"`
+
+	// Credits the balance (credits with six decimals, exact)
+	Credits CreditAmount `json:"credits"`
 
 	// Quotas an org's limits; each is null (or absent in a request) for unlimited
-	Quotas *Quotas `json:"quotas,omitempty"`
+	Quotas    Quotas    `json:"quotas"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Process defines model for Process.
@@ -826,14 +828,14 @@ type Process struct {
 // stream ends with `end`: `reason` says why ("sandbox paused", "sandbox deleted", "sandbox timed
 // out", ...) and `detail` what to do next.
 type ProcessEvent struct {
-	Code     *int             `json:"code,omitempty"`
-	Data     *string          `json:"data,omitempty"`
-	DataB64  *[]byte          `json:"dataB64,omitempty"`
-	Detail   *string          `json:"detail,omitempty"`
-	ExitCode *int             `json:"exitCode,omitempty"`
-	Pid      *int             `json:"pid,omitempty"`
-	Reason   *string          `json:"reason,omitempty"`
 	Type     ProcessEventType `json:"type"`
+	Pid      *int             `json:"pid,omitempty"`
+	Data     string           `json:"data,omitempty"`
+	DataB64  []byte           `json:"dataB64,omitempty"`
+	ExitCode *int             `json:"exitCode,omitempty"`
+	Code     int              `json:"code,omitempty"`
+	Detail   string           `json:"detail,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
 }
 
 // ProcessEventType defines model for ProcessEvent.Type.
@@ -1073,18 +1075,18 @@ type StartRuntime struct {
 
 // Task defines model for Task.
 type Task struct {
-	Description    string             `json:"description"`
-	E2bTemplates   *map[string]string `json:"e2b_templates,omitempty"`
-	ExecuteService *string            `json:"execute_service,omitempty"`
+	Description    string            `json:"description"`
+	E2bTemplates   map[string]string `json:"e2b_templates"`
+	ExecuteService string            `json:"execute_service"`
 
 	// Expose service -> container port published on 127.0.0.1
 	Expose map[string]int       `json:"expose"`
 	Inputs map[string]TaskInput `json:"inputs"`
 
 	// Instruction the template, with {{...}} placeholders
-	Instruction *string `json:"instruction,omitempty"`
-	Latest      *bool   `json:"latest,omitempty"`
-	Name        string  `json:"name"`
+	Instruction string `json:"instruction"`
+	Latest      bool   `json:"latest"`
+	Name        string `json:"name"`
 
 	// Network What the task's services may reach beyond the environment's own network
 	// (`task.yaml` `network.allowOut`). By default nothing: the services reach each
@@ -1093,26 +1095,13 @@ type Task struct {
 	// private ranges the operator did not allow (`DREADNODE_EGRESS_ALLOW_PRIVATE`)
 	// stay unreachable. Enforced on Docker by the host's egress rules on the
 	// environment's bridge; not applied on E2B (each service is an E2B sandbox).
-	Network *struct {
-		// AllowOut IP addresses and CIDR blocks (canonical form); `0.0.0.0/0` and `::/0` mean the internet.
-		//
-		// Example: ["192.0.2.0/24"]
-		AllowOut *[]string `json:"allowOut,omitempty"`
-	} `json:"network,omitempty"`
-	Org string `json:"org"`
+	Network TaskNetwork `json:"network"`
+	Org     string      `json:"org"`
 
 	// Ref Example: dreadnode/web-login@1.0.0
-	Ref      string `json:"ref"`
-	Services []struct {
-		Build       *bool     `json:"build,omitempty"`
-		DependsOn   *[]string `json:"depends_on,omitempty"`
-		Healthcheck *bool     `json:"healthcheck,omitempty"`
-		Name        *string   `json:"name,omitempty"`
-
-		// Port the exposed container port
-		Port *int `json:"port,omitempty"`
-	} `json:"services"`
-	Version string `json:"version"`
+	Ref      string        `json:"ref"`
+	Services []TaskService `json:"services"`
+	Version  string        `json:"version"`
 }
 
 // TaskEnvironment x-order keeps the generated struct, and so the JSON, in the order the server has always written.
@@ -1222,12 +1211,37 @@ type TaskExecResult struct {
 
 // TaskInput defines model for TaskInput.
 type TaskInput struct {
-	Default     *string `json:"default,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Required    *bool   `json:"required,omitempty"`
+	Default     string `json:"default"`
+	Description string `json:"description"`
+	Required    bool   `json:"required"`
 
 	// Secret the value reaches the task's services but never a response (the catalog shows no default, an environment no value); compare with POST …/check
-	Secret *bool `json:"secret,omitempty"`
+	Secret bool `json:"secret"`
+}
+
+// TaskNetwork What the task's services may reach beyond the environment's own network
+// (`task.yaml` `network.allowOut`). By default nothing: the services reach each
+// other only, and resolve no external name. The host's baseline holds whatever
+// the task declares: link-local (cloud metadata), the host's own addresses and
+// private ranges the operator did not allow (`DREADNODE_EGRESS_ALLOW_PRIVATE`)
+// stay unreachable. Enforced on Docker by the host's egress rules on the
+// environment's bridge; not applied on E2B (each service is an E2B sandbox).
+type TaskNetwork struct {
+	// AllowOut IP addresses and CIDR blocks (canonical form); `0.0.0.0/0` and `::/0` mean the internet.
+	//
+	// Example: ["192.0.2.0/24"]
+	AllowOut []string `json:"allowOut"`
+}
+
+// TaskService one service of a task
+type TaskService struct {
+	Build       bool     `json:"build"`
+	DependsOn   []string `json:"depends_on"`
+	Healthcheck bool     `json:"healthcheck"`
+	Name        string   `json:"name"`
+
+	// Port the exposed container port (null: not exposed)
+	Port *int `json:"port"`
 }
 
 // Template A template sandboxes can be created from, with its default resources.

@@ -25,24 +25,15 @@ const (
 // EnvironmentCreate is the body of POST /environments.
 type EnvironmentCreate = apitypes.CreateTaskEnvironment
 
-// Environment is a task environment (POST answer, GET detail, status poll).
-// It stays written by hand: one lenient type reads the three answers (the
-// poll's is a subset), where apitypes.TaskEnvironment would show the fields
-// a poll lacks as zero times.
+// Environment is a task environment (POST answer, GET detail, status
+// poll): the document's TaskEnvironment (the poll's TaskEnvironmentStatus is
+// a subset of it; the fields it lacks stay zero), read leniently where
+// servers have differed: the error is kept raw (an object on some servers)
+// and service_urls also accepts the plain URL strings of older backends.
 type Environment struct {
-	ID           string            `json:"id"`
-	State        string            `json:"state"`
-	TaskRef      string            `json:"task_ref"`
-	Inputs       map[string]string `json:"inputs"`
-	TimeoutSec   *int64            `json:"timeout_sec"`
-	ProjectID    *string           `json:"project_id"`
-	SecretIDs    []string          `json:"secret_ids"`
-	ServiceURLs  Endpoints         `json:"service_urls"`
-	Instruction  string            `json:"instruction"`
-	ExpiresAt    string            `json:"expires_at"`
-	CreatedAt    string            `json:"created_at"`
-	ExecuteToken string            `json:"execute_token"`
-	Error        json.RawMessage   `json:"error"`
+	apitypes.TaskEnvironment
+	ServiceURLs Endpoints       `json:"service_urls"`
+	Error       json.RawMessage `json:"error"`
 }
 
 // ErrorText renders the environment's error for a user.

@@ -33,24 +33,23 @@ func (fe FieldError) Field() []string {
 	return out
 }
 
-// APIError is a non-2xx answer of the API. The envelope is
-// {"code": <status>, "detail": "...", "type": "...", "errors": [...] | null}.
+// APIError is a non-2xx answer of the API: the request, the status and
+// the document's error envelope ({"code": <status>, "detail": "...",
+// "type": "...", "errors": [...] | null}).
 type APIError struct {
-	Method     string       `json:"-"`
-	Path       string       `json:"-"`
-	StatusCode int          `json:"-"`
-	Code       int          `json:"code"`
-	Detail     string       `json:"detail"`
-	Type       string       `json:"type"`
-	Errors     []FieldError `json:"errors"`
+	Method     string
+	Path       string
+	StatusCode int
+	// Envelope is the answer's body; zero when it was not an envelope.
+	Envelope apitypes.Error
 	// Body is the raw body when it was not an error envelope.
-	Body string `json:"-"`
+	Body string
 }
 
 func newAPIError(method, path string, status int, body []byte) *APIError {
 	e := &APIError{Method: method, Path: path, StatusCode: status}
-	if err := json.Unmarshal(body, e); err != nil || (e.Detail == "" && e.Type == "") {
-		e.Detail, e.Type, e.Errors = "", "", nil
+	if err := json.Unmarshal(body, &e.Envelope); err != nil || (e.Envelope.Detail == "" && e.Envelope.Type == "") {
+		e.Envelope = apitypes.Error{}
 		e.Body = strings.TrimSpace(string(body))
 		if len(e.Body) > 2048 {
 			e.Body = e.Body[:2048] + "…"
@@ -61,22 +60,23 @@ func newAPIError(method, path string, status int, body []byte) *APIError {
 
 // Error renders the server's detail, type and field errors.
 func (e *APIError) Error() string {
+	env := &e.Envelope
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s: HTTP %d %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode))
 	switch {
-	case e.Detail != "":
+	case env.Detail != "":
 		b.WriteString(": ")
-		b.WriteString(e.Detail)
-		if e.Type != "" {
-			fmt.Fprintf(&b, " (%s)", e.Type)
+		b.WriteString(env.Detail)
+		if env.Type != "" {
+			fmt.Fprintf(&b, " (%s)", env.Type)
 		}
-	case e.Type != "":
-		fmt.Fprintf(&b, ": %s", e.Type)
+	case env.Type != "":
+		fmt.Fprintf(&b, ": %s", env.Type)
 	case e.Body != "":
 		b.WriteString(": ")
 		b.WriteString(e.Body)
 	}
-	for _, fe := range e.Errors {
+	for _, fe := range env.Errors {
 		b.WriteString("\n  - ")
 		if len(fe.Loc) > 0 {
 			parts := make([]string, len(fe.Loc))

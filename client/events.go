@@ -7,20 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
 // Event is a lifecycle event (API §12), as listed and streamed.
-type Event struct {
-	ID                string            `json:"id"`
-	Type              string            `json:"type"`
-	Timestamp         time.Time         `json:"timestamp"`
-	SandboxID         string            `json:"sandboxId"`
-	SandboxTemplateID string            `json:"sandboxTemplateId"`
-	SandboxMetadata   map[string]string `json:"sandboxMetadata"`
-	Cause             string            `json:"cause"`
-	EventData         json.RawMessage   `json:"eventData"`
-}
+type Event = apitypes.LifecycleEvent
 
 // StreamEvents follows GET /events/stream (Server-Sent Events) from after
 // the event lastID ("" = from now), calling fn for each event, until the
@@ -60,7 +52,7 @@ func (c *Client) StreamEvents(ctx context.Context, lastID string, types []string
 			if err := fn(ev); err != nil {
 				return lastID, err
 			}
-			lastID = ev.ID
+			lastID = ev.Id
 		}
 	}
 	if ctx.Err() != nil {

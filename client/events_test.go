@@ -27,7 +27,7 @@ func TestStreamEvents(t *testing.T) {
 	}
 	var seen []Event
 	last, err := c.StreamEvents(context.Background(), "e0", []string{"sandbox.lifecycle.killed"}, "sb", func(e Event) error { seen = append(seen, e); return nil })
-	if err != nil || last != "e2" || len(seen) != 2 || seen[0].ID != "e1" || seen[1].Cause != "ttl" {
+	if err != nil || last != "e2" || len(seen) != 2 || seen[0].Id != "e1" || seen[1].Cause != "ttl" {
 		t.Fatalf("last %q err %v seen %+v", last, err, seen)
 	}
 	if gotLast != "e0" || gotType != "sandbox.lifecycle.killed" || gotSandbox != "sb" {

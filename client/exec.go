@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -16,24 +15,20 @@ import (
 // NDJSON is the media type of streamed command output (API §6).
 const NDJSON = "application/x-ndjson"
 
-// ExecEvent is one event of a streamed command run (API §6): type "start"
-// (Pid), "stdout"/"stderr" (Data, or DataB64 when not UTF-8) and last
-// "exit" (ExitCode).
+// ExecEvent is one event of a streamed command run (API §6): the
+// document's ProcessEvent, type "start" (Pid), "stdout"/"stderr" (Data, or
+// DataB64 when not UTF-8), last "exit" (ExitCode), or "error"/"end" (Code,
+// Detail, Reason) when the stream is cut short.
 type ExecEvent struct {
-	Type     string `json:"type"`
-	Pid      int    `json:"pid,omitempty"`
-	Data     string `json:"data,omitempty"`
-	DataB64  string `json:"dataB64,omitempty"`
-	ExitCode *int   `json:"exitCode,omitempty"`
+	apitypes.ProcessEvent
 	// ExitCodeSnake is exit_code, as task environments may spell it.
-	ExitCodeSnake *int   `json:"exit_code,omitempty"`
-	Error         string `json:"error,omitempty"`
+	ExitCodeSnake *int `json:"exit_code,omitempty"`
 }
 
-// Bytes is the event's output (Data, or DataB64 decoded).
+// Bytes is the event's output (Data, or DataB64, decoded when read).
 func (e *ExecEvent) Bytes() ([]byte, error) {
-	if e.DataB64 != "" {
-		return base64.StdEncoding.DecodeString(e.DataB64)
+	if len(e.DataB64) > 0 {
+		return e.DataB64, nil
 	}
 	return []byte(e.Data), nil
 }
@@ -120,7 +115,7 @@ func isNDJSON(resp *http.Response) bool {
 }
 
 func replay(code int, stdout, stderr string, onEvent func(ExecEvent) error) (int, error) {
-	for _, ev := range []ExecEvent{{Type: "stdout", Data: stdout}, {Type: "stderr", Data: stderr}} {
+	for _, ev := range []ExecEvent{{ProcessEvent: apitypes.ProcessEvent{Type: apitypes.ProcessEventTypeStdout, Data: stdout}}, {ProcessEvent: apitypes.ProcessEvent{Type: apitypes.ProcessEventTypeStderr, Data: stderr}}} {
 		if ev.Data == "" {
 			continue
 		}
@@ -128,7 +123,7 @@ func replay(code int, stdout, stderr string, onEvent func(ExecEvent) error) (int
 			return 0, err
 		}
 	}
-	return code, onEvent(ExecEvent{Type: "exit", ExitCode: &code})
+	return code, onEvent(ExecEvent{ProcessEvent: apitypes.ProcessEvent{Type: apitypes.ProcessEventTypeExit, ExitCode: &code}})
 }
 
 // readEvents decodes NDJSON events until "exit"; a stream that ends without
@@ -148,10 +143,10 @@ func readEvents(resp *http.Response, method, path string, onEvent func(ExecEvent
 		if err := onEvent(ev); err != nil {
 			return 0, err
 		}
-		if ev.Type == "error" {
-			return 0, fmt.Errorf("%s %s: the command failed on the server: %s", method, path, ev.Error)
+		if ev.Type == apitypes.ProcessEventTypeError {
+			return 0, fmt.Errorf("%s %s: the command failed on the server: %s", method, path, ev.Detail)
 		}
-		if code, ok := ev.Exit(); ok && ev.Type == "exit" {
+		if code, ok := ev.Exit(); ok && ev.Type == apitypes.ProcessEventTypeExit {
 			return code, nil
 		}
 	}

@@ -16,7 +16,7 @@ func (e *events) add(ev ExecEvent) error { *e = append(*e, ev); return nil }
 func (e events) text(typ string) string {
 	var b strings.Builder
 	for _, ev := range e {
-		if ev.Type == typ {
+		if string(ev.Type) == typ {
 			d, _ := ev.Bytes()
 			b.Write(d)
 		}
@@ -45,7 +45,7 @@ func TestExecSandboxStreamsNDJSON(t *testing.T) {
 	if err != nil || code != 3 {
 		t.Fatalf("code %d, err %v", code, err)
 	}
-	if got.text("stdout") != "a\nb\n" || got.text("stderr") != "\xff" || got[0].Type != "start" || got[0].Pid != 7 {
+	if got.text("stdout") != "a\nb\n" || got.text("stderr") != "\xff" || got[0].Type != "start" || got[0].Pid == nil || *got[0].Pid != 7 {
 		t.Fatalf("events %+v", got)
 	}
 }

@@ -35,20 +35,12 @@ func (c *Client) ListLedger(ctx context.Context, org string, states []string) ([
 }
 
 // TaskInput is one declared input of a task.
-type TaskInput struct {
-	Default     string `json:"default"`
-	Description string `json:"description"`
-}
+type TaskInput = apitypes.TaskInput
 
-// Task is a catalog entry (GET /api/v1/org/{org}/tasks).
+// Task is a catalog entry (GET /api/v1/org/{org}/tasks): the document's
+// Task, with its services read leniently into one map.
 type Task struct {
-	Name        string               `json:"name"`
-	Org         string               `json:"org"`
-	Version     string               `json:"version"`
-	Ref         string               `json:"ref"`
-	Description string               `json:"description"`
-	Instruction string               `json:"instruction"`
-	Inputs      map[string]TaskInput `json:"inputs"`
+	apitypes.Task
 	// Services maps a service name to its exposed container port.
 	Services map[string]int64 `json:"-"`
 }
@@ -56,16 +48,15 @@ type Task struct {
 // UnmarshalJSON accepts services as a list of names, a map of name to port
 // (also under "expose"), or a list of objects with a name and a port.
 func (t *Task) UnmarshalJSON(b []byte) error {
-	type plain Task
 	var aux struct {
-		plain
+		apitypes.Task
 		Services json.RawMessage `json:"services"`
 		Expose   json.RawMessage `json:"expose"`
 	}
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
 	}
-	*t = Task(aux.plain)
+	*t = Task{Task: aux.Task}
 	t.Services = map[string]int64{}
 	for _, raw := range []json.RawMessage{aux.Services, aux.Expose} {
 		if len(raw) == 0 || string(raw) == "null" {

@@ -48,6 +48,14 @@ func stringOrNull(s string) types.String {
 	return types.StringValue(s)
 }
 
+// derefString reads an optional string of an answer ("" when absent).
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // stringMap converts a map of strings to a Go map (nil when null or unknown).
 func stringMap(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[string]string {
 	if m.IsNull() || m.IsUnknown() {

@@ -100,13 +100,13 @@ func apiError(diags *diag.Diagnostics, summary string, err error) {
 // configuration line; errors naming no known attribute stay general.
 func apiErrorAt(diags *diag.Diagnostics, summary string, err error, fields fieldPaths) {
 	var ae *client.APIError
-	if !errors.As(err, &ae) || len(ae.Errors) == 0 {
+	if !errors.As(err, &ae) || len(ae.Envelope.Errors) == 0 {
 		apiError(diags, summary, err)
 		return
 	}
 	placed := false
-	for _, fe := range ae.Errors {
-		if p, ok := fields.pathOf(fe.Field()); ok {
+	for _, fe := range ae.Envelope.Errors {
+		if p, ok := fields.pathOf(client.FieldError(fe).Field()); ok {
 			diags.AddAttributeError(p, summary, fmt.Sprintf("Attribute %s %s\n\n%s", p, fe.Msg, err))
 			placed = true
 		}

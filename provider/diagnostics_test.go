@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -38,8 +39,8 @@ func TestFieldPathsFollowLoc(t *testing.T) {
 }
 
 func TestAPIErrorAtNamesTheAttribute(t *testing.T) {
-	err := &client.APIError{Method: "POST", Path: "/sandboxes", StatusCode: 400, Detail: "templateID: unknown template",
-		Errors: []client.FieldError{{Loc: []any{"body", "templateID"}, Msg: `unknown template "nope"; available: base`}}}
+	err := &client.APIError{Method: "POST", Path: "/sandboxes", StatusCode: 400, Envelope: apitypes.Error{Detail: "templateID: unknown template",
+		Errors: []apitypes.FieldError{{Loc: []any{"body", "templateID"}, Msg: `unknown template "nope"; available: base`}}}}
 	var diags diag.Diagnostics
 	apiErrorAt(&diags, "Error creating sandbox", err, sandboxFields)
 	if len(diags) != 1 {

@@ -189,10 +189,12 @@ func applyEnvironment(m *taskEnvironmentModel, env *client.Environment, imported
 	m.State = types.StringValue(env.State)
 	m.Paused = types.BoolValue(env.State == client.EnvPaused)
 	m.ServiceURLs = endpointsValue(env.ServiceURLs, diags)
-	m.Instruction = stringOrNull(env.Instruction)
-	m.ExpiresAt = stringOrNull(env.ExpiresAt)
-	if env.CreatedAt != "" || m.CreatedAt.IsUnknown() {
-		m.CreatedAt = stringOrNull(env.CreatedAt)
+	m.Instruction = stringOrNull(derefString(env.Instruction))
+	m.ExpiresAt = stringOrNull(client.TimeText(env.ExpiresAt))
+	if !env.CreatedAt.IsZero() {
+		m.CreatedAt = types.StringValue(client.TimeText(&env.CreatedAt))
+	} else if m.CreatedAt.IsUnknown() {
+		m.CreatedAt = types.StringNull()
 	}
 	if env.ExecuteToken != "" {
 		m.ExecuteToken = types.StringValue(env.ExecuteToken)
@@ -201,8 +203,8 @@ func applyEnvironment(m *taskEnvironmentModel, env *client.Environment, imported
 	}
 	if m.TimeoutSec.IsUnknown() || (imported && m.TimeoutSec.IsNull()) {
 		m.TimeoutSec = types.Int64Null()
-		if env.TimeoutSec != nil {
-			m.TimeoutSec = types.Int64Value(*env.TimeoutSec)
+		if env.TimeoutSec > 0 { // 0: an answer without it (a status poll)
+			m.TimeoutSec = types.Int64Value(int64(env.TimeoutSec))
 		}
 	}
 	if !imported {
@@ -231,8 +233,8 @@ func mergeStatus(m *taskEnvironmentModel, st *client.Environment, diags *diag.Di
 	if st.ServiceURLs != nil {
 		m.ServiceURLs = endpointsValue(st.ServiceURLs, diags)
 	}
-	if st.ExpiresAt != "" {
-		m.ExpiresAt = types.StringValue(st.ExpiresAt)
+	if st.ExpiresAt != nil {
+		m.ExpiresAt = types.StringValue(client.TimeText(st.ExpiresAt))
 	}
 }
 

@@ -66,7 +66,7 @@ func waitEnvironment(ctx context.Context, c *client.Client, org, ws, id, target 
 	state, err := client.WaitState(ctx, "", final, func(ctx context.Context, _ string, hold time.Duration) (string, error) {
 		st, err := c.EnvironmentStatus(ctx, org, ws, id, hold)
 		if err != nil && client.IsNotFound(err) && target == client.EnvTornDown {
-			st = &client.Environment{ID: id, State: client.EnvTornDown}
+			st = &client.Environment{TaskEnvironment: apitypes.TaskEnvironment{ID: id, State: client.EnvTornDown}}
 		} else if err != nil {
 			return "", err
 		}

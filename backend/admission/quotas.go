@@ -21,12 +21,8 @@ type Quotas = apitypes.Quotas
 // moment it is admitted until its instance is removed (pending, creating,
 // running, pausing, paused, resuming, stopping). A paused sandbox keeps its
 // slot: on Docker its memory stays allocated, and resuming must not fail for
-// want of room.
-type Use struct {
-	Sandboxes int `json:"running"`
-	CPU       int `json:"cpu"`
-	MemoryMB  int `json:"memory_mb"`
-}
+// want of room. Its fields are the document's QuotaUse, which shows it.
+type Use apitypes.QuotaUse
 
 func (u Use) plus(it Item) Use {
 	return Use{Sandboxes: u.Sandboxes + 1, CPU: u.CPU + it.CPU, MemoryMB: u.MemoryMB + it.MemoryMB}
@@ -39,12 +35,9 @@ var holding = "(" + store.SQLList(sandbox.Holding) + ")"
 // WHERE of the partial index sandboxes_queued, so SQLite uses that index.
 var isQueued = "phase = " + store.SQLList([]sandbox.Phase{sandbox.PhaseQueued})
 
-// Capacity is what one provider can run at once; 0 is unlimited.
-type Capacity struct {
-	Sandboxes int `json:"sandboxes,omitempty"`
-	CPU       int `json:"cpu,omitempty"`
-	MemoryMB  int `json:"memory_mb,omitempty"`
-}
+// Capacity is what one provider can run at once; 0 is unlimited. Its
+// fields are the document's ProviderCapacity, which shows it.
+type Capacity apitypes.ProviderCapacity
 
 // QuotasOf reads org's quotas (all unlimited when none were set).
 func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {

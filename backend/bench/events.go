@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -99,17 +100,17 @@ func deliveryLag(ctx context.Context, db *store.DB, dbName, orgID string, ids []
 	var expected int
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
-		var ev events.Event
+		var ev apitypes.LifecycleEvent
 		body, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(body, &ev); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
-		if _, seen := lags[ev.ID]; seen {
+		if _, seen := lags[ev.Id]; seen {
 			dups++
 		} else {
-			lags[ev.ID] = at.Sub(ev.Timestamp)
+			lags[ev.Id] = at.Sub(ev.Timestamp)
 			if expected > 0 && len(lags) == expected {
 				close(all)
 			}

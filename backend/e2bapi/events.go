@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -108,25 +109,25 @@ func (e *Edge) listEvents(w http.ResponseWriter, r *http.Request, sandboxID stri
 // body of a delivery) without the fields E2B's shape lacks (cause,
 // sandboxMetadata: the metadata stays in eventData.sandbox_metadata).
 type e2bEvent struct {
-	ID                 string          `json:"id"`
-	Version            string          `json:"version"`
-	Type               string          `json:"type"`
-	EventCategory      string          `json:"eventCategory"`
-	EventLabel         string          `json:"eventLabel"`
-	EventData          store.EventData `json:"eventData"`
-	Timestamp          time.Time       `json:"timestamp"`
-	SandboxID          string          `json:"sandboxId"`
-	SandboxExecutionID string          `json:"sandboxExecutionId"`
-	SandboxTemplateID  string          `json:"sandboxTemplateId"`
-	SandboxBuildID     string          `json:"sandboxBuildId"`
-	SandboxTeamID      string          `json:"sandboxTeamId"`
+	ID                 string                      `json:"id"`
+	Version            string                      `json:"version"`
+	Type               string                      `json:"type"`
+	EventCategory      string                      `json:"eventCategory"`
+	EventLabel         string                      `json:"eventLabel"`
+	EventData          apitypes.LifecycleEventData `json:"eventData"`
+	Timestamp          time.Time                   `json:"timestamp"`
+	SandboxID          string                      `json:"sandboxId"`
+	SandboxExecutionID string                      `json:"sandboxExecutionId"`
+	SandboxTemplateID  string                      `json:"sandboxTemplateId"`
+	SandboxBuildID     string                      `json:"sandboxBuildId"`
+	SandboxTeamID      string                      `json:"sandboxTeamId"`
 }
 
 func e2bEventOf(ev *store.Event) e2bEvent {
 	v := events.View(ev)
-	return e2bEvent{ID: v.ID, Version: v.Version, Type: v.Type, EventCategory: v.EventCategory, EventLabel: v.EventLabel,
-		EventData: v.EventData, Timestamp: v.Timestamp, SandboxID: v.SandboxID, SandboxExecutionID: v.SandboxExecutionID,
-		SandboxTemplateID: v.SandboxTemplateID, SandboxBuildID: v.SandboxBuildID, SandboxTeamID: v.SandboxTeamID}
+	return e2bEvent{ID: v.Id, Version: string(v.Version), Type: v.Type, EventCategory: string(v.EventCategory), EventLabel: string(v.EventLabel),
+		EventData: v.EventData, Timestamp: v.Timestamp, SandboxID: v.SandboxId, SandboxExecutionID: v.SandboxExecutionId,
+		SandboxTemplateID: v.SandboxTemplateId, SandboxBuildID: v.SandboxBuildId, SandboxTeamID: v.SandboxTeamId}
 }
 
 // e2bWebhook is E2B's WebhookDetail (and WebhookCreation): the native view
@@ -144,7 +145,7 @@ type e2bWebhook struct {
 
 func e2bWebhookOf(wh *store.Webhook) e2bWebhook {
 	v := events.WebhookViewOf(wh)
-	return e2bWebhook{ID: v.ID, TeamID: v.TeamID, Name: v.Name, CreatedAt: v.CreatedAt, URL: v.URL, Enabled: v.Enabled, Events: v.Events}
+	return e2bWebhook{ID: v.Id, TeamID: v.TeamId, Name: v.Name, CreatedAt: v.CreatedAt, URL: v.Url, Enabled: v.Enabled, Events: v.Events}
 }
 
 // eventTypes reads a filter of event types (repeated or comma-separated).
@@ -163,7 +164,7 @@ func webhookCreate(b *events.WebhookBody) error {
 	switch {
 	case b.Name == nil:
 		return httpx.Invalid("name", "required")
-	case b.URL == nil:
+	case b.Url == nil:
 		return httpx.Invalid("url", "required")
 	case b.Events == nil:
 		return httpx.Invalid("events", "required: the event types to send, e.g. [\"sandbox.lifecycle.killed\"]")

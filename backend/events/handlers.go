@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -20,12 +21,6 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle("/events/stream", httpx.Handler(s.handleStream)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/events", httpx.Handler(s.handleSandboxList)).Methods(http.MethodGet)
 	s.registerWebhooks(r)
-}
-
-// Page is a page of events.
-type Page struct {
-	Items      []Event `json:"items"`
-	NextCursor *string `json:"nextCursor"`
 }
 
 const cursorKind = "events"
@@ -79,7 +74,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request, sandboxID string)
 	if err != nil {
 		return err
 	}
-	page := Page{Items: make([]Event, 0, len(evs))}
+	page := apitypes.EventPage{Items: make([]apitypes.LifecycleEvent, 0, len(evs))}
 	if len(evs) > limit {
 		evs = evs[:limit]
 		c := httpx.EncodeCursor(kind, evs[limit-1].Seq)

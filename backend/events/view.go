@@ -3,41 +3,45 @@ package events
 import (
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// Event is the public form of an event (API §12), also the body of a
-// webhook delivery: E2B's fields (version, eventCategory, eventLabel,
-// sandboxTeamId, eventData.sandbox_metadata, eventData.execution), so a
-// receiver written for E2B reads it unchanged, plus cause and
-// sandboxMetadata.
-type Event struct {
-	Version           string    `json:"version"`
-	ID                string    `json:"id"`
-	Type              string    `json:"type"`
-	EventCategory     string    `json:"eventCategory"`
-	EventLabel        string    `json:"eventLabel"`
-	Timestamp         time.Time `json:"timestamp"`
-	SandboxID         string    `json:"sandboxId"`
-	SandboxTemplateID string    `json:"sandboxTemplateId"`
-	SandboxTeamID     string    `json:"sandboxTeamId"`
-	// E2B's ids of the run and of the template's build: here one
-	// execution per sandbox (its id) and no builds (the template id).
-	SandboxExecutionID string            `json:"sandboxExecutionId"`
-	SandboxBuildID     string            `json:"sandboxBuildId"`
-	SandboxMetadata    map[string]string `json:"sandboxMetadata"`
-	Cause              sandbox.Cause     `json:"cause"`
-	EventData          store.EventData   `json:"eventData"`
+// View renders e in its public form (API §12, the document's
+// LifecycleEvent), also the body of a webhook delivery: E2B's fields
+// (version, eventCategory, eventLabel, sandboxTeamId, eventData.
+// sandbox_metadata, eventData.execution), so a receiver written for E2B
+// reads it unchanged, plus cause and sandboxMetadata. E2B's ids of the run
+// and of the template's build: here one execution per sandbox (its id) and
+// no builds (the template id).
+func View(e *store.Event) apitypes.LifecycleEvent {
+	label := e.Type[lastDot(e.Type)+1:]
+	return apitypes.LifecycleEvent{Version: "v1", Id: e.ID, Type: e.Type, EventCategory: "lifecycle",
+		EventLabel: apitypes.LifecycleEventEventLabel(label), Timestamp: e.At, SandboxId: e.SandboxID,
+		SandboxTemplateId: e.TemplateID, SandboxTeamId: e.OrgID, SandboxExecutionId: e.SandboxID,
+		SandboxBuildId: e.TemplateID, SandboxMetadata: e.Metadata, Cause: apitypes.LifecycleEventCause(e.Cause),
+		EventData: DataView(e.Data)}
 }
 
-// View renders e.
-func View(e *store.Event) Event {
-	label := e.Type[lastDot(e.Type)+1:]
-	return Event{Version: "v1", ID: e.ID, Type: e.Type, EventCategory: "lifecycle", EventLabel: label,
-		Timestamp: e.At, SandboxID: e.SandboxID, SandboxTemplateID: e.TemplateID, SandboxTeamID: e.OrgID,
-		SandboxExecutionID: e.SandboxID, SandboxBuildID: e.TemplateID,
-		SandboxMetadata: e.Metadata, Cause: e.Cause, EventData: e.Data}
+// DataView renders an event's data (the document's LifecycleEventData).
+func DataView(d store.EventData) apitypes.LifecycleEventData {
+	v := apitypes.LifecycleEventData{SandboxMetadata: d.SandboxMetadata, ExitCode: d.ExitCode, EndAt: d.EndAt}
+	if d.EnvironmentID != "" {
+		v.EnvironmentId = &d.EnvironmentID
+	}
+	if d.KillReason != "" {
+		v.KillReason = &d.KillReason
+	}
+	if x := d.Execution; x != nil {
+		v.Execution = &struct {
+			ExecutionTime int64     `json:"execution_time"`
+			MemoryMb      int       `json:"memory_mb"`
+			StartedAt     time.Time `json:"started_at"`
+			VcpuCount     int       `json:"vcpu_count"`
+		}{ExecutionTime: x.ExecutionTimeMs, MemoryMb: x.MemoryMB, StartedAt: x.StartedAt, VcpuCount: x.VCPUCount}
+	}
+	return v
 }
 
 func lastDot(s string) int {

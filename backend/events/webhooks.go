@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -22,35 +22,35 @@ func (s *Service) registerWebhooks(r *mux.Router) {
 	r.Handle("/events/webhooks/{id}/deliveries/{deliveryId}/redeliver", httpx.Handler(s.handleRedeliver)).Methods(http.MethodPost)
 }
 
-// WebhookBody is E2B's webhook body; on PATCH every field is optional.
-type WebhookBody struct {
-	Name            *string   `json:"name"`
-	URL             *string   `json:"url"`
-	Enabled         *bool     `json:"enabled"`
-	Events          *[]string `json:"events"`
-	SignatureSecret *string   `json:"signatureSecret"`
-}
+// WebhookBody is E2B's webhook body (the document's WebhookBody); on PATCH
+// every field is optional.
+type WebhookBody = apitypes.WebhookBody
 
-// WebhookView is a webhook as shown: never its secret.
-type WebhookView struct {
-	ID             string    `json:"id"`
-	TeamID         string    `json:"teamId"`
-	Name           string    `json:"name"`
-	URL            string    `json:"url"`
-	Enabled        bool      `json:"enabled"`
-	Events         []string  `json:"events"`
-	CreatedAt      time.Time `json:"createdAt"`
-	DisabledReason string    `json:"disabledReason,omitempty"`
-}
-
-// WebhookViewOf renders w.
-func WebhookViewOf(w *store.Webhook) WebhookView {
+// WebhookViewOf renders w as shown (the document's Webhook): never its
+// secret.
+func WebhookViewOf(w *store.Webhook) apitypes.Webhook {
 	ev := w.Events
 	if ev == nil {
 		ev = []string{}
 	}
-	return WebhookView{ID: w.ID, TeamID: w.OrgID, Name: w.Name, URL: w.URL, Enabled: w.Enabled, Events: ev,
-		CreatedAt: w.CreatedAt, DisabledReason: w.DisabledReason}
+	return apitypes.Webhook{Id: w.ID, TeamId: w.OrgID, Name: w.Name, Url: w.URL, Enabled: w.Enabled, Events: ev,
+		CreatedAt: w.CreatedAt, DisabledReason: optString(w.DisabledReason)}
+}
+
+// optString is s for an optional property: nil (absent) when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// optInt is n for an optional property: nil (absent) when 0.
+func optInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 // minSecret is the shortest signature secret accepted: a guessable secret
@@ -86,11 +86,11 @@ func (s *Service) apply(r *http.Request, w *store.Webhook, b *WebhookBody) error
 		w.Secret = *b.SignatureSecret
 	}
 	// Last: the other fields are checked before the URL's host is resolved.
-	if b.URL != nil {
-		if err := checkTarget(r.Context(), *b.URL, s.cfg.Delivery.AllowPrivate); err != nil {
+	if b.Url != nil {
+		if err := checkTarget(r.Context(), *b.Url, s.cfg.Delivery.AllowPrivate); err != nil {
 			return httpx.Invalid("url", err.Error())
 		}
-		w.URL = *b.URL
+		w.URL = *b.Url
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func (s *Service) apply(r *http.Request, w *store.Webhook, b *WebhookBody) error
 // org (POST /events/webhooks, here and on the E2B edge).
 func (s *Service) CreateWebhook(r *http.Request, b *WebhookBody) (*store.Webhook, error) {
 	switch {
-	case b.URL == nil:
+	case b.Url == nil:
 		return nil, httpx.Invalid("url", "required")
 	case b.SignatureSecret == nil:
 		return nil, httpx.Invalid("signatureSecret", "required: deliveries are signed with it (e2b-signature)")
@@ -137,7 +137,7 @@ func (s *Service) handleWebhookList(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	out := make([]WebhookView, len(hooks))
+	out := make([]apitypes.Webhook, len(hooks))
 	for i, h := range hooks {
 		out[i] = WebhookViewOf(h)
 	}
@@ -191,45 +191,27 @@ func (s *Service) handleWebhookDelete(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
-// DeliveryView is one entry of a webhook's delivery log.
-type DeliveryView struct {
-	ID          string     `json:"id"`
-	EventID     string     `json:"eventId"`
-	EventType   string     `json:"eventType"`
-	SandboxID   string     `json:"sandboxId"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	LastStatus  int        `json:"lastStatus,omitempty"`
-	LastError   string     `json:"lastError,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	NextAttempt *time.Time `json:"nextAttemptAt,omitempty"`
-	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
-	// AttemptLog is every attempt made, oldest first.
-	AttemptLog []AttemptView `json:"attemptLog"`
+// attemptView renders one attempt of a delivery (the document's
+// WebhookAttempt): when the POST started, how long it took, the receiver's
+// status (absent: no answer) and why it failed (absent: a 2xx).
+func attemptView(a *store.Attempt) apitypes.WebhookAttempt {
+	v := apitypes.WebhookAttempt{Id: a.ID, At: a.At.UTC(), DurationMs: a.Duration.Milliseconds(), StatusCode: optInt(a.StatusCode), Error: optString(a.Error)}
+	if a.ErrorClass != "" {
+		c := apitypes.WebhookAttemptErrorClass(a.ErrorClass)
+		v.ErrorClass = &c
+	}
+	return v
 }
 
-// AttemptView is one attempt of a delivery: when the POST started, how
-// long it took, the receiver's status (absent: no answer) and why it
-// failed (absent: a 2xx).
-type AttemptView struct {
-	ID         string    `json:"id"`
-	At         time.Time `json:"at"`
-	DurationMs int64     `json:"durationMs"`
-	StatusCode int       `json:"statusCode,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	ErrorClass string    `json:"errorClass,omitempty"`
-}
-
-func attemptView(a *store.Attempt) AttemptView {
-	return AttemptView{ID: a.ID, At: a.At.UTC(), DurationMs: a.Duration.Milliseconds(), StatusCode: a.StatusCode, Error: a.Error, ErrorClass: a.ErrorClass}
-}
-
-func deliveryView(d *store.Delivery) DeliveryView {
-	v := DeliveryView{ID: d.ID, EventID: d.EventID, EventType: d.EventType, SandboxID: d.SandboxID, Status: d.Status,
-		Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt, AttemptLog: []AttemptView{}}
+// deliveryView renders one entry of a webhook's delivery log (the
+// document's WebhookDelivery); its attempt log is filled by the caller.
+func deliveryView(d *store.Delivery) apitypes.WebhookDelivery {
+	v := apitypes.WebhookDelivery{Id: d.ID, EventId: d.EventID, EventType: d.EventType, SandboxId: d.SandboxID,
+		Status: apitypes.WebhookDeliveryStatus(d.Status), Attempts: d.Attempts, LastStatus: optInt(d.LastStatus),
+		LastError: optString(d.LastError), CreatedAt: d.CreatedAt, AttemptLog: []apitypes.WebhookAttempt{}}
 	if d.Status == store.DeliveryPending {
 		n := d.NextAt
-		v.NextAttempt = &n
+		v.NextAttemptAt = &n
 	}
 	if !d.DeliveredAt.IsZero() {
 		t := d.DeliveredAt
@@ -255,7 +237,7 @@ func (s *Service) handleDeliveries(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	out := make([]DeliveryView, len(ds))
+	out := make([]apitypes.WebhookDelivery, len(ds))
 	at := make(map[string]int, len(ds))
 	ids := make([]string, len(ds))
 	for i, d := range ds {

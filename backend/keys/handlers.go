@@ -2,7 +2,6 @@ package keys
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/gorilla/mux"
 
@@ -84,21 +83,8 @@ func (s *Service) handleRevokeKey(w http.ResponseWriter, r *http.Request, org st
 	return nil
 }
 
-type orgRequest struct {
-	Org     string           `json:"org"`
-	Credits *float64         `json:"credits"`
-	Quotas  admission.Quotas `json:"quotas"`
-}
-
-type orgJSON struct {
-	Org       string           `json:"org"`
-	Credits   billing.Credits  `json:"credits"`
-	Quotas    admission.Quotas `json:"quotas"`
-	CreatedAt time.Time        `json:"createdAt"`
-}
-
 func (s *Service) handleCreateOrg(w http.ResponseWriter, r *http.Request) error {
-	var req orgRequest
+	var req apitypes.CreateOrg
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -110,11 +96,15 @@ func (s *Service) handleCreateOrg(w http.ResponseWriter, r *http.Request) error 
 		}
 		micro = m
 	}
-	o, err := s.CreateOrg(r.Context(), OrgSpec{Name: req.Org, CreditsMicro: micro, Quotas: req.Quotas})
+	var quotas admission.Quotas
+	if req.Quotas != nil {
+		quotas = *req.Quotas
+	}
+	o, err := s.CreateOrg(r.Context(), OrgSpec{Name: req.Org, CreditsMicro: micro, Quotas: quotas})
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusCreated, orgJSON{Org: o.Name, Credits: billing.Credits(o.CreditsMicro), Quotas: req.Quotas, CreatedAt: o.CreatedAt})
+	httpx.WriteJSON(w, http.StatusCreated, apitypes.OrgInfo{Org: o.Name, Credits: billing.Credits(o.CreditsMicro), Quotas: quotas, CreatedAt: o.CreatedAt})
 	return nil
 }
 
@@ -123,13 +113,13 @@ func (s *Service) handleListOrgs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]orgJSON, len(orgs))
+	out := make([]apitypes.OrgInfo, len(orgs))
 	for i, o := range orgs {
 		q, err := s.Quotas(r.Context(), o.ID)
 		if err != nil {
 			return err
 		}
-		out[i] = orgJSON{Org: o.Name, Credits: billing.Credits(o.CreditsMicro), Quotas: q, CreatedAt: o.CreatedAt}
+		out[i] = apitypes.OrgInfo{Org: o.Name, Credits: billing.Credits(o.CreditsMicro), Quotas: q, CreatedAt: o.CreatedAt}
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil

@@ -4,13 +4,13 @@
 package ndjson
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"mime"
 	"net/http"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
@@ -28,24 +28,13 @@ func Wanted(r *http.Request) bool {
 	return false
 }
 
-// Event is one line of a process stream (API.md §6).
-type Event struct {
-	Type     string `json:"type"`
-	PID      *int   `json:"pid,omitempty"`
-	Data     string `json:"data,omitempty"`
-	DataB64  string `json:"dataB64,omitempty"`
-	ExitCode *int   `json:"exitCode,omitempty"`
-	// Code and Detail describe a failure after the stream began (type "error").
-	Code   int    `json:"code,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	// Reason says why a stream ended early (type "end": "sandbox paused",
-	// "sandbox deleted", ...); Detail then says what to do next.
-	Reason string `json:"reason,omitempty"`
-}
+// Event is one line of a process stream (API.md §6): the document's
+// ProcessEvent.
+type Event = apitypes.ProcessEvent
 
 // TypeEnd is the last line of a stream cut short because its sandbox left
 // running (paused, deleted, timed out).
-const TypeEnd = "end"
+const TypeEnd = apitypes.ProcessEventTypeEnd
 
 // Writer writes a 200 stream of JSON lines, flushing each one as it is
 // produced. Output chunks split inside a UTF-8 character are re-joined, so
@@ -84,13 +73,13 @@ func (n *Writer) Line(v any) error {
 func (n *Writer) Event(ev compute.ProcessEvent) error {
 	switch ev.Type {
 	case compute.EventStart:
-		return n.Line(Event{Type: ev.Type, PID: &ev.PID})
+		return n.Line(Event{Type: apitypes.ProcessEventType(ev.Type), Pid: &ev.PID})
 	case compute.EventExit:
 		if err := n.Flush(); err != nil {
 			return err
 		}
 		n.Exited = true
-		return n.Line(Event{Type: ev.Type, ExitCode: &ev.ExitCode})
+		return n.Line(Event{Type: apitypes.ProcessEventType(ev.Type), ExitCode: &ev.ExitCode})
 	}
 	data := append(n.carry[ev.Type], ev.Data...)
 	n.carry[ev.Type] = nil
@@ -113,9 +102,9 @@ func (n *Writer) data(typ string, data []byte) error {
 		return nil
 	}
 	if utf8.Valid(data) {
-		return n.Line(Event{Type: typ, Data: string(data)})
+		return n.Line(Event{Type: apitypes.ProcessEventType(typ), Data: string(data)})
 	}
-	return n.Line(Event{Type: typ, DataB64: base64.StdEncoding.EncodeToString(data)})
+	return n.Line(Event{Type: apitypes.ProcessEventType(typ), DataB64: data}) // encoded as base64
 }
 
 // Flush writes output held back for an incomplete UTF-8 character.
@@ -155,6 +144,6 @@ func (n *Writer) Finish(err error) error {
 	if he == nil {
 		he = &httpx.Error{Code: http.StatusInternalServerError, Detail: "the stream failed; retry the request"}
 	}
-	_ = n.Line(Event{Type: "error", Code: he.Code, Detail: he.Detail})
+	_ = n.Line(Event{Type: apitypes.ProcessEventTypeError, Code: he.Code, Detail: he.Detail})
 	return nil
 }

@@ -95,7 +95,7 @@ func (s *Service) listTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	tasks := s.catalog.List(org)
 	latest := latestOf(tasks)
-	out := make([]TaskView, 0, len(tasks))
+	out := make([]apitypes.Task, 0, len(tasks))
 	for _, t := range tasks {
 		out = append(out, taskView(t, latest[t]))
 	}

@@ -10,53 +10,22 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 )
 
-// TaskView is a catalog entry (GET /tasks, GET /tasks/{ref}).
-type TaskView struct {
-	Ref            string                   `json:"ref"`
-	Org            string                   `json:"org"`
-	Name           string                   `json:"name"`
-	Version        string                   `json:"version"`
-	Latest         bool                     `json:"latest"`
-	Description    string                   `json:"description"`
-	Instruction    string                   `json:"instruction"`
-	Inputs         map[string]catalog.Input `json:"inputs"`
-	Services       []ServiceView            `json:"services"`
-	Expose         map[string]int           `json:"expose"`
-	ExecuteService string                   `json:"execute_service"`
-	E2BTemplates   map[string]string        `json:"e2b_templates"`
-	// Network is what the services reach beyond the environment's network.
-	Network NetworkView `json:"network"`
-}
-
-// NetworkView is a task's declared egress (task.yaml network).
-type NetworkView struct {
-	AllowOut []string `json:"allowOut"`
-}
-
-// ServiceView is one service of a task; Port is its exposed container port
-// (null when it is not exposed).
-type ServiceView struct {
-	Name        string   `json:"name"`
-	Port        *int     `json:"port"`
-	Build       bool     `json:"build"`
-	Healthcheck bool     `json:"healthcheck"`
-	DependsOn   []string `json:"depends_on"`
-}
-
-func taskView(t *catalog.Task, latest bool) TaskView {
-	inputs := make(map[string]catalog.Input, len(t.Inputs))
+// taskView renders a catalog entry (GET /tasks, GET /tasks/{ref}) as the
+// document's Task; a secret input's default is never shown.
+func taskView(t *catalog.Task, latest bool) apitypes.Task {
+	inputs := make(map[string]apitypes.TaskInput, len(t.Inputs))
 	for k, in := range t.Inputs {
 		if in.Secret {
 			in.Default = "" // the default flag is the answer: never shown
 		}
-		inputs[k] = in
+		inputs[k] = apitypes.TaskInput{Default: in.Default, Description: in.Description, Required: in.Required, Secret: in.Secret}
 	}
-	v := TaskView{Ref: t.Ref(), Org: t.Org, Name: t.Name, Version: t.Version, Latest: latest, Description: t.Description,
+	v := apitypes.Task{Ref: t.Ref(), Org: t.Org, Name: t.Name, Version: t.Version, Latest: latest, Description: t.Description,
 		Instruction: t.Instruction, Inputs: inputs, Expose: nonNil(t.Expose), ExecuteService: t.ExecuteService,
-		E2BTemplates: nonNil(t.E2BTemplates), Services: []ServiceView{},
-		Network: NetworkView{AllowOut: nonNilSlice(t.Network.AllowOut)}}
+		E2bTemplates: nonNil(t.E2BTemplates), Services: []apitypes.TaskService{},
+		Network: apitypes.TaskNetwork{AllowOut: nonNilSlice(t.Network.AllowOut)}}
 	for _, s := range t.Services {
-		sv := ServiceView{Name: s.Name, Build: s.Build, Healthcheck: s.Healthcheck, DependsOn: nonNilSlice(s.DependsOn)}
+		sv := apitypes.TaskService{Name: s.Name, Build: s.Build, Healthcheck: s.Healthcheck, DependsOn: nonNilSlice(s.DependsOn)}
 		if s.Port != 0 {
 			p := s.Port
 			sv.Port = &p

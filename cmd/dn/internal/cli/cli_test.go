@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -148,7 +149,7 @@ func TestWaiterFallsBackToBackoffWhenLongPollIsRefused(t *testing.T) {
 	final, err := w.run(context.Background(), "building", envFinal, func(_ context.Context, _ string, hold time.Duration) (string, error) {
 		polls = append(polls, hold)
 		if hold > 0 {
-			return "", &client.APIError{StatusCode: 400, Detail: "wait: unknown query parameter"}
+			return "", &client.APIError{StatusCode: 400, Envelope: apitypes.Error{Detail: "wait: unknown query parameter"}}
 		}
 		return "ready", nil
 	})

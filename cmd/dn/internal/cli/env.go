@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 	"github.com/dreadnode/terraform-provider-dreadnode/cmd/dn/internal/config"
 )
@@ -165,16 +166,16 @@ func (a *app) waitEnv(ctx context.Context, c *client.Client, org, ws string, env
 
 func (a *app) printEnvSummary(e *client.Environment) {
 	fmt.Fprintf(a.io.Out, "Environment %s is %s (task %s).\n", e.ID, e.State, e.TaskRef)
-	if e.ExpiresAt != "" {
-		fmt.Fprintf(a.io.Out, "Expires: %s\n", e.ExpiresAt)
+	if e.ExpiresAt != nil {
+		fmt.Fprintf(a.io.Out, "Expires: %s\n", client.TimeText(e.ExpiresAt))
 	}
 	if len(e.ServiceURLs) > 0 {
 		fmt.Fprintln(a.io.Out, "Service URLs:")
 		printEndpoints(a.io.Out, e.ServiceURLs)
 	}
-	if strings.TrimSpace(e.Instruction) != "" {
+	if in := strings.TrimSpace(deref(e.Instruction)); in != "" {
 		fmt.Fprintln(a.io.Out, "Instruction:")
-		fmt.Fprintln(a.io.Out, indent(strings.TrimSpace(e.Instruction), "  "))
+		fmt.Fprintln(a.io.Out, indent(in, "  "))
 	}
 	if t := e.ErrorText(); t != "" {
 		fmt.Fprintf(a.io.Out, "Error: %s\n", t)
@@ -252,13 +253,14 @@ func (a *app) envStatusCmd() *cobra.Command {
 				return err
 			}
 			out := envStatus{ID: st.ID, State: st.State, ServiceURLs: st.ServiceURLs}
-			if st.ExpiresAt != "" {
-				out.ExpiresAt = &st.ExpiresAt
+			if st.ExpiresAt != nil {
+				at := client.TimeText(st.ExpiresAt)
+				out.ExpiresAt = &at
 			}
 			if a.json {
 				return a.printJSON(out)
 			}
-			_ = a.fields("Environment", st.ID, "State", st.State, "Expires", st.ExpiresAt, "Error", st.ErrorText())
+			_ = a.fields("Environment", st.ID, "State", st.State, "Expires", client.TimeText(st.ExpiresAt), "Error", st.ErrorText())
 			if len(st.ServiceURLs) > 0 {
 				fmt.Fprintln(a.io.Out, "Service URLs:")
 				printEndpoints(a.io.Out, st.ServiceURLs)
@@ -291,7 +293,7 @@ func (a *app) envListCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(envs))
 			for i, e := range envs {
-				rows[i] = []string{e.ID, e.TaskRef, e.State, orDash(e.CreatedAt), orDash(e.ExpiresAt)}
+				rows[i] = []string{e.ID, e.TaskRef, e.State, orDash(client.TimeText(&e.CreatedAt)), orDash(client.TimeText(e.ExpiresAt))}
 			}
 			return a.table([]string{"ID", "TASK", "STATE", "CREATED", "EXPIRES"}, rows)
 		},
@@ -437,12 +439,12 @@ func (a *app) execSink(stdout, stderr io.Writer) func(client.ExecEvent) error {
 	return func(ev client.ExecEvent) error {
 		var w io.Writer
 		switch ev.Type {
-		case "stdout":
+		case apitypes.ProcessEventTypeStdout:
 			w = a.io.Out
 			if a.json {
 				w = stdout
 			}
-		case "stderr":
+		case apitypes.ProcessEventTypeStderr:
 			w = a.io.Err
 			if a.json {
 				w = stderr

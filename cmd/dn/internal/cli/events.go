@@ -35,7 +35,7 @@ printed earlier (within the retention, 7 days by default).`,
 				if a.json {
 					return a.printJSON(ev)
 				}
-				_, err := fmt.Fprintf(a.io.Out, "%s  %-32s  %s  %s\n", ev.Timestamp.Local().Format(time.RFC3339), ev.Type, ev.SandboxID, ev.Cause)
+				_, err := fmt.Fprintf(a.io.Out, "%s  %-32s  %s  %s\n", ev.Timestamp.Local().Format(time.RFC3339), ev.Type, ev.SandboxId, ev.Cause)
 				return err
 			}
 			pause := client.Doubling(backoffMin, backoffMax) // between reconnects; reset by progress

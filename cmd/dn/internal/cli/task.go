@@ -86,9 +86,9 @@ func (a *app) taskInfoCmd() *cobra.Command {
 					}
 				}
 			}
-			if t.Instruction != "" {
+			if in := t.Instruction; in != "" {
 				fmt.Fprintln(a.io.Out, "Instruction:")
-				fmt.Fprintln(a.io.Out, indent(t.Instruction, "  "))
+				fmt.Fprintln(a.io.Out, indent(in, "  "))
 			}
 			return nil
 		},
