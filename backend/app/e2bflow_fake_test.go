@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +120,17 @@ func (f *fakeEnvds) start(id string) (string, string, error) {
 		return "", "", fmt.Errorf("creating the envd container of %s: %w", id, err)
 	}
 	f.t.Cleanup(func() {
+		if f.t.Failed() { // say how the envd's container ended, if it did
+			if in, err := cli.ContainerInspect(context.Background(), c.ID); err == nil && in.State != nil {
+				f.t.Logf("envd container of %s (%s): status %s, exit code %d, OOM killed %v, error %q", id, image,
+					in.State.Status, in.State.ExitCode, in.State.OOMKilled, in.State.Error)
+			}
+			if rc, err := cli.ContainerLogs(context.Background(), c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"}); err == nil {
+				b, _ := io.ReadAll(io.LimitReader(rc, 8<<10))
+				rc.Close()
+				f.t.Logf("its last log lines: %q", b)
+			}
+		}
 		_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
 	})
 	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {

@@ -48,6 +48,12 @@ func (s *Server) proxyConnect(w http.ResponseWriter, r *http.Request, id, sub st
 		writeError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported", "")
 		return
 	}
+	// Full duplex, as E2B's proxy and the backend's router: a Connect
+	// stream's answer begins before its request body ends, and without it
+	// Go's HTTP/1 server closes that body at the first write, which fails
+	// the upstream request and cuts the answer mid-stream (seen under load
+	// as "incomplete envelope: unexpected EOF" in the flow tests).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rec := &statusRecorder{ResponseWriter: w}
 	s.forwardEnvd(rec, r, id, sub)
 	s.record(key, r, rec.status)
