@@ -164,7 +164,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	a.Handler = api.NewHandler(api.Config{
-		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: openAPIDocument, Registry: reg, Limits: cfg.Limits,
+		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
 			a.Keys.Register, a.Events.Register},

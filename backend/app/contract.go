@@ -23,6 +23,9 @@ import (
 // that matched (its path template and method), a map lookup per request.
 type requestContract struct {
 	bodies map[string]*openapi3.Schema // "METHOD /path/{var}" -> the body's schema
+	// served is the document as /openapi.json serves it: the one the checks
+	// use, so a client reads the bounds this deployment enforces.
+	served []byte
 }
 
 // newRequestContract reads the document. minTimeout is the deployment's
@@ -60,6 +63,9 @@ func newRequestContract(minTimeout int) (*requestContract, error) {
 		t := *s.Value.Properties[f.prop].Value
 		t.Min = &lo
 		s.Value.Properties[f.prop] = openapi3.NewSchemaRef("", &t)
+	}
+	if c.served, err = doc.MarshalJSON(); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -67,6 +68,16 @@ func TestContractBoundsFromTheDocument(t *testing.T) {
 	}
 	if err := checkBody(env, []byte(`{"task_ref": "t", "timeout_sec": 29}`)); err == nil {
 		t.Fatal("an environment below the configured minimum accepted")
+	}
+	// The document served at /openapi.json says the same minimum.
+	served, err := openapi3.NewLoader().LoadFromData(c.served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ schema, prop string }{{"CreateSandbox", "timeout"}, {"CreateTaskEnvironment", "timeout_sec"}} {
+		if m := served.Components.Schemas[f.schema].Value.Properties[f.prop].Value.Min; m == nil || *m != 30 {
+			t.Errorf("the served document's %s.%s minimum is %v, want the deployment's 30", f.schema, f.prop, m)
+		}
 	}
 }
 

@@ -8,10 +8,11 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
 
-// openAPIDocument is the API reference served at /openapi.json: the one
-// document the API types are generated from (apitypes/openapi.yaml, merged
-// from backend/app/openapi.yaml and the packages' fragments), converted once
-// at start-up.
+// openAPIDocument is the one document the API types are generated from
+// (apitypes/openapi.yaml, merged from backend/app/openapi.yaml and the
+// packages' fragments) as JSON, converted once at start-up. /openapi.json
+// serves the request contract's copy of it (requestContract.served), whose
+// timeout minimums are the deployment's.
 var openAPIDocument = mustOpenAPIJSON(apitypes.OpenAPIYAML)
 
 func mustOpenAPIJSON(src []byte) []byte {
