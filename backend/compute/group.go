@@ -225,6 +225,17 @@ type GroupMember struct {
 	Image   string
 }
 
+// Alive reports whether the member's instance still runs its service
+// (running, paused, or being restarted by its restart policy): the states
+// Docker reports and the Status values E2B's instances take.
+func (m GroupMember) Alive() bool {
+	switch m.State {
+	case "running", "paused", "restarting":
+		return true
+	}
+	return false
+}
+
 // GroupSnapshot is every instance and network of a provider's owner, by
 // group id.
 type GroupSnapshot struct {

@@ -605,7 +605,7 @@ func (s *Service) deadService(ctx context.Context, e *Env, cs []compute.GroupMem
 		switch {
 		case found == nil:
 			return fmt.Sprintf("service %q stopped unexpectedly: its container was removed outside the backend", svc)
-		case found.State == "running" || found.State == "paused" || found.State == "restarting":
+		case found.Alive():
 			continue
 		default:
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
