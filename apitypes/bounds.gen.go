@@ -2,7 +2,7 @@
 
 package apitypes
 
-// Bounds the document declares on its schemas (see internal/boundsgen).
+// Bounds the document declares on its schemas and parameters (see internal/boundsgen).
 const (
 	ConnectSandboxTimeoutMinimum                = 60
 	ConnectSandboxTimeoutMaximum                = 86400
@@ -49,4 +49,38 @@ const (
 	VolumeMountPathMaxLength                    = 1024
 	WebhookBodyNameMaxLength                    = 256
 	WebhookBodySignatureSecretMinLength         = 16
+	ParamE2BEventsLimitDefault                  = 10
+	ParamE2BEventsLimitMinimum                  = 1
+	ParamE2BEventsLimitMaximum                  = 100
+	ParamE2BEventsOffsetMinimum                 = 0
+	ParamE2BEventsOffsetMaximum                 = 1000000
+	ParamE2BListLimitDefault                    = 100
+	ParamE2BListLimitMinimum                    = 1
+	ParamE2BListLimitMaximum                    = 100
+	ParamE2BLogsLimitDefault                    = 1000
+	ParamE2BLogsLimitMinimum                    = 0
+	ParamE2BV2LogsLimitDefault                  = 1000
+	ParamE2BV2LogsLimitMinimum                  = 0
+	ParamE2BV2LogsLimitMaximum                  = 1000
+	ParamE2BWebhookDeliveriesLimitDefault       = 25
+	ParamE2BWebhookDeliveriesLimitMinimum       = 1
+	ParamE2BWebhookDeliveriesLimitMaximum       = 100
+	ParamEnvironmentsLimitDefault               = 50
+	ParamEnvironmentsLimitMinimum               = 1
+	ParamEnvironmentsLimitMaximum               = 100
+	ParamEnvironmentsPageDefault                = 1
+	ParamEnvironmentsPageMinimum                = 1
+	ParamEnvironmentsPageMaximum                = 1000000
+	ParamEventLimitDefault                      = 50
+	ParamEventLimitMinimum                      = 1
+	ParamEventLimitMaximum                      = 500
+	ParamFSDepthDefault                         = 1
+	ParamFSDepthMinimum                         = 1
+	ParamFSDepthMaximum                         = 64
+	ParamListLimitDefault                       = 50
+	ParamListLimitMinimum                       = 1
+	ParamListLimitMaximum                       = 500
+	ParamSandboxesLimitDefault                  = 100
+	ParamSandboxesLimitMinimum                  = 1
+	ParamSandboxesLimitMaximum                  = 1000
 )

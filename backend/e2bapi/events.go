@@ -43,11 +43,11 @@ func (e *Edge) registerEvents(r *mux.Router) {
 
 // E2B's paging of event listings.
 const (
-	eventsDefaultLimit = 10
-	eventsMaxLimit     = 100
+	eventsDefaultLimit = apitypes.ParamE2BEventsLimitDefault
+	eventsMaxLimit     = apitypes.ParamE2BEventsLimitMaximum
 	// eventsMaxOffset bounds how deep an offset reads (a deeper page is
 	// past any retention's worth of a listing a client pages through).
-	eventsMaxOffset = 1_000_000
+	eventsMaxOffset = apitypes.ParamE2BEventsOffsetMaximum
 )
 
 func (e *Edge) handleEvents(w http.ResponseWriter, r *http.Request) error {
@@ -315,7 +315,7 @@ func (e *Edge) handleWebhookDeliveries(w http.ResponseWriter, r *http.Request) e
 	}
 	q := r.URL.Query()
 	f := store.AttemptFilter{WebhookID: wh.ID}
-	if f.Limit, err = httpx.ParseLimit(q.Get("limit"), 25, 100); err != nil {
+	if f.Limit, err = httpx.ParseLimit(q.Get("limit"), apitypes.ParamE2BWebhookDeliveriesLimitDefault, apitypes.ParamE2BWebhookDeliveriesLimitMaximum); err != nil {
 		return err
 	}
 	if v := q.Get("orderAsc"); v != "" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -121,10 +122,10 @@ func (e *Edge) handleListV2(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return httpx.InvalidQuery("order", "must be asc or desc")
 	}
-	limit := 100
+	limit := apitypes.ParamE2BListLimitDefault
 	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 100 {
-			return httpx.InvalidQuery("limit", "must be an integer between 1 and 100")
+		if limit, err = strconv.Atoi(v); err != nil || limit < apitypes.ParamE2BListLimitMinimum || limit > apitypes.ParamE2BListLimitMaximum {
+			return httpx.InvalidQuery("limit", fmt.Sprintf("must be an integer between %d and %d", apitypes.ParamE2BListLimitMinimum, apitypes.ParamE2BListLimitMaximum))
 		}
 	}
 	recs, err := e.live(r, f)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -30,11 +31,11 @@ type entryJSON struct {
 // here, so each is stamped with the sandbox's start; limit keeps the first.
 func (e *Edge) logs(r *http.Request, maxLimit int) (*store.Record, []entryJSON, error) {
 	q := r.URL.Query()
-	limit := 1000
+	limit := apitypes.ParamE2BLogsLimitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > maxLimit {
-			return nil, nil, httpx.InvalidQuery("limit", "must be an integer between 0 and "+strconv.Itoa(maxLimit))
+		if err != nil || n < apitypes.ParamE2BLogsLimitMinimum || n > maxLimit {
+			return nil, nil, httpx.InvalidQuery("limit", "must be an integer between "+strconv.Itoa(apitypes.ParamE2BLogsLimitMinimum)+" and "+strconv.Itoa(maxLimit))
 		}
 		limit = n
 	}
@@ -74,7 +75,7 @@ func (e *Edge) handleLogsV1(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (e *Edge) handleLogsV2(w http.ResponseWriter, r *http.Request) error {
-	_, entries, err := e.logs(r, 1000)
+	_, entries, err := e.logs(r, apitypes.ParamE2BV2LogsLimitMaximum)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request, sandboxID string)
 	if f.AfterSeq, err = httpx.DecodeCursor(kind, q.Get("cursor")); err != nil {
 		return err
 	}
-	if f.Limit, err = httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit); err != nil {
+	if f.Limit, err = httpx.ParseLimit(q.Get("limit"), apitypes.ParamEventLimitDefault, apitypes.ParamEventLimitMaximum); err != nil {
 		return err
 	}
 	limit := f.Limit

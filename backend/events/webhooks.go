@@ -225,7 +225,7 @@ func (s *Service) handleDeliveries(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	limit, err := httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit)
+	limit, err := httpx.ParseLimit(q.Get("limit"), apitypes.ParamEventLimitDefault, apitypes.ParamEventLimitMaximum)
 	if err != nil {
 		return err
 	}

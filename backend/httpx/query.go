@@ -18,10 +18,11 @@ type Page[T any] struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// Limits of the cursor-paged listings.
+// Limits of the cursor-paged listings, as the document declares them (the
+// ListLimit parameter of the ledger and runtimes listings).
 const (
-	DefaultLimit = 50
-	MaxLimit     = 500
+	DefaultLimit = apitypes.ParamListLimitDefault
+	MaxLimit     = apitypes.ParamListLimitMaximum
 )
 
 // Query parses the query string strictly (a malformed one is 400, not

@@ -109,10 +109,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit := 100
+	limit := apitypes.ParamSandboxesLimitDefault
 	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			return httpx.InvalidQuery("limit", "must be an integer between 1 and 1000")
+		if limit, err = strconv.Atoi(v); err != nil || limit < apitypes.ParamSandboxesLimitMinimum || limit > apitypes.ParamSandboxesLimitMaximum {
+			return httpx.InvalidQuery("limit", fmt.Sprintf("must be an integer between %d and %d", apitypes.ParamSandboxesLimitMinimum, apitypes.ParamSandboxesLimitMaximum))
 		}
 	}
 	desc, err := httpx.ParseOrder(q.Get("order"))

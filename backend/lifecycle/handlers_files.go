@@ -202,10 +202,10 @@ func (s *Service) handleListFS(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	depth := 1
+	depth := apitypes.ParamFSDepthDefault
 	if v := r.URL.Query().Get("depth"); v != "" {
-		if depth, err = strconv.Atoi(v); err != nil || depth < 1 || depth > 64 {
-			return httpx.InvalidQuery("depth", "must be an integer between 1 and 64")
+		if depth, err = strconv.Atoi(v); err != nil || depth < apitypes.ParamFSDepthMinimum || depth > apitypes.ParamFSDepthMaximum {
+			return httpx.InvalidQuery("depth", fmt.Sprintf("must be an integer between %d and %d", apitypes.ParamFSDepthMinimum, apitypes.ParamFSDepthMaximum))
 		}
 	}
 	rec, fs, err := s.needFiles(r)

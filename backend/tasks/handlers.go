@@ -194,11 +194,11 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 			states = append(states, taskenv.State(st))
 		}
 	}
-	page, err := intParam(q.Get("page"), "page", 1, 1, 1_000_000)
+	page, err := intParam(q.Get("page"), "page", apitypes.ParamEnvironmentsPageDefault, apitypes.ParamEnvironmentsPageMinimum, apitypes.ParamEnvironmentsPageMaximum)
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(q.Get("limit"), "limit", 50, 1, 100)
+	limit, err := intParam(q.Get("limit"), "limit", apitypes.ParamEnvironmentsLimitDefault, apitypes.ParamEnvironmentsLimitMinimum, apitypes.ParamEnvironmentsLimitMaximum)
 	if err != nil {
 		return err
 	}
