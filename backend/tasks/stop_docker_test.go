@@ -1,49 +1,25 @@
 package tasks_test
 
 import (
-	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 )
 
-// slowDocker is the Docker engine, slow to remove: Remove waits until the
-// test opens the gate. Close is the test's (the harness makes several
-// Services on one engine).
-type slowDocker struct {
-	tasks.Engine
-	entered chan string
-	gate    chan struct{}
-}
+// keptOpen leaves Close to the test, so the Docker engine outlives the
+// Service for the harness's own cleanup.
+type keptOpen struct{ tasks.Engine }
 
-func (e *slowDocker) Remove(ctx context.Context, envID string) error {
-	_, err := e.RemoveCount(ctx, envID)
-	return err
-}
-
-func (e *slowDocker) RemoveCount(ctx context.Context, envID string) (int, error) {
-	select {
-	case e.entered <- envID:
-	default:
-	}
-	select {
-	case <-e.gate:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	return e.Engine.RemoveCount(ctx, envID)
-}
-
-func (e *slowDocker) Close() error { return nil }
+func (keptOpen) Close() error { return nil }
 
 // withSlowDocker runs the harness's Services on engines slow to remove:
 // each wraps the Docker group provider the harness would give the Service,
-// sharing slow's gate and its report of removals entered.
-func withSlowDocker(t *testing.T, slow *slowDocker) func(*tasks.Config) {
+// its removals held by slow.
+func withSlowDocker(t *testing.T, slow *computetest.RemoveHold) func(*tasks.Config) {
 	return func(c *tasks.Config) {
 		inner := c.Groups
 		c.Groups = func(f tasks.GroupsFor) (tasks.Engine, error) {
@@ -52,7 +28,7 @@ func withSlowDocker(t *testing.T, slow *slowDocker) func(*tasks.Config) {
 				return nil, err
 			}
 			t.Cleanup(func() { eng.Close() }) // after the harness's own cleanup
-			return &slowDocker{Engine: eng, entered: slow.entered, gate: slow.gate}, nil
+			return keptOpen{slow.Wrap(eng)}, nil
 		}
 	}
 }
@@ -63,11 +39,9 @@ func withSlowDocker(t *testing.T, slow *slowDocker) func(*tasks.Config) {
 // ledger API reads it killed only then (running until then).
 func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	t.Parallel()
-	slow := &slowDocker{entered: make(chan string, 16), gate: make(chan struct{})}
+	slow := computetest.NewRemoveHold()
 	h := newHarness(t, withSlowDocker(t, slow))
-	var open sync.Once
-	openGate := func() { open.Do(func() { close(slow.gate) }) }
-	t.Cleanup(openGate) // before the harness's cleanup, which deletes what is left
+	t.Cleanup(slow.Release) // before the harness's cleanup, which deletes what is left
 	id, _ := h.create("acme", "ws", map[string]any{"task_ref": "web-login", "timeout_sec": 600})
 	h.waitState("acme", "ws", id, readyTimeout, "ready")
 	recID, _ := h.get("acme", "ws", id)["sandbox_id"].(string)
@@ -76,17 +50,7 @@ func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	}
 	done := make(chan *response, 1)
 	go func() { done <- h.do("acme", http.MethodDelete, envPath("acme", "ws", "/", id), nil) }()
-	for end := time.Now().Add(time.Minute); ; {
-		select {
-		case got := <-slow.entered:
-			if got != id {
-				continue
-			}
-		case <-time.After(time.Until(end)):
-			t.Fatal("the removal never reached the engine")
-		}
-		break
-	}
+	slow.WaitRemoving(t, id, time.Minute)
 	rec := h.record(recID)
 	if rec.Phase != sandbox.PhaseStopping || rec.KillReason != sandbox.KillTornDown {
 		t.Fatalf("during the removal: record %s (%s), want stopping", rec.Phase, rec.KillReason)
@@ -102,7 +66,7 @@ func TestDeleteEndsRecordOnlyAfterContainersGoneOnDocker(t *testing.T) {
 	if l := h.ledger(recID); l["state"] != string(sandbox.LedgerRunning) || len(h.containers(id)) == 0 {
 		t.Fatalf("ledger during the removal: %v (containers %d), want running with the containers present", l["state"], len(h.containers(id)))
 	}
-	openGate()
+	slow.Release()
 	var d *response
 	select {
 	case d = <-done:

@@ -7,72 +7,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
-
-// slowRemover is an engine slow to remove: Remove waits until the test
-// opens the gate (or fails with err), the environment's containers still
-// present meanwhile.
-type slowRemover struct {
-	*fakeEngine
-	entered chan string
-	gate    chan struct{}
-	mu      sync.Mutex
-	err     error
-}
-
-func newSlowRemover(f *fakeEngine) *slowRemover {
-	return &slowRemover{fakeEngine: f, entered: make(chan string, 16), gate: make(chan struct{})}
-}
-
-func (e *slowRemover) Remove(ctx context.Context, envID string) error {
-	_, err := e.RemoveCount(ctx, envID)
-	return err
-}
-
-func (e *slowRemover) RemoveCount(ctx context.Context, envID string) (int, error) {
-	select {
-	case e.entered <- envID:
-	default:
-	}
-	select {
-	case <-e.gate:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	e.mu.Lock()
-	err := e.err
-	e.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	return e.fakeEngine.RemoveCount(ctx, envID)
-}
-
-func (e *slowRemover) waitEntered(t *testing.T, id string) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
-		select {
-		case got := <-e.entered:
-			if got == id {
-				return
-			}
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	t.Fatalf("the removal of %s never reached the engine", id)
-}
 
 // ledger is the ledger API's (§2, package billing) view of environment
 // id's record, read through its route on the rig's database.
@@ -95,10 +42,12 @@ func (g *taskRig) ledger(id string) map[string]any {
 	return m
 }
 
-func slowRig(t *testing.T) (*taskRig, *slowRemover) {
+// slowRig is a rig whose engine is slow to remove: removals wait on the
+// returned hold (the same engine and hold across restarts).
+func slowRig(t *testing.T) (*taskRig, *computetest.RemoveHold) {
 	g := newTaskRig(t)
-	slow := newSlowRemover(g.eng) // the same engine across restarts
-	g.wrap = func(*fakeEngine) Engine { return slow }
+	slow := computetest.NewRemoveHold()
+	g.wrap = func(f *fakeEngine) Engine { return slow.Wrap(f) }
 	g.restart()
 	return g, slow
 }
@@ -119,7 +68,7 @@ func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
 		code, m := g.do(http.MethodDelete, "/"+id, nil)
 		done <- answer{code, m}
 	}()
-	slow.waitEntered(t, id)
+	slow.WaitRemoving(t, id, 10*time.Second)
 	e, r := g.env(id)
 	if r.Phase != sandbox.PhaseStopping || r.KillReason != sandbox.KillTornDown || r.KilledAt.IsZero() {
 		t.Fatalf("during the removal: record %s (%s, killed at %s), want stopping (torn_down) with billing stopped", r.Phase, r.KillReason, r.KilledAt)
@@ -144,7 +93,7 @@ func TestTaskTeardownEndsOnlyAfterRemoval(t *testing.T) {
 	if l := g.d.Lane(context.Background(), id); l != reconciler.LaneDeadline {
 		t.Fatalf("lane %d, want deadline", l)
 	}
-	close(slow.gate)
+	slow.Release()
 	var a answer
 	select {
 	case a = <-done:
@@ -179,7 +128,7 @@ func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
 	g.eng.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- g.d.Observe(context.Background()) }()
-	slow.waitEntered(t, id)
+	slow.WaitRemoving(t, id, 10*time.Second)
 	e, r := g.env(id)
 	if r.Phase != sandbox.PhaseStopping || r.KillReason != sandbox.KillFailed || e.State != taskenv.StateReady ||
 		!strings.Contains(e.Error, `service "web" stopped unexpectedly`) || len(g.eng.state(id)) == 0 {
@@ -188,7 +137,7 @@ func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
 	if l := g.ledger(id); l["state"] != string(sandbox.LedgerRunning) {
 		t.Fatalf("ledger during the removal: %v, want running (killed once the containers are gone)", l["state"])
 	}
-	close(slow.gate)
+	slow.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -206,12 +155,10 @@ func TestTaskFailureEndsOnlyAfterRemoval(t *testing.T) {
 // leaves it stopping too. The driver finishes both from the database.
 func TestTaskStopFinishedFromTheDatabase(t *testing.T) {
 	g, slow := slowRig(t)
-	close(slow.gate)
+	slow.Release()
 	// Refused: the step reports it, nothing ends.
 	id := g.ready()
-	slow.mu.Lock()
-	slow.err = errors.New("the engine is down")
-	slow.mu.Unlock()
+	slow.FailWith(errors.New("the engine is down"))
 	if code, m := g.do(http.MethodDelete, "/"+id, nil); code != http.StatusOK || m["state"] != "ready" {
 		t.Fatalf("delete: %d %v (accepted; the environment shows ready until its containers are gone)", code, m)
 	}
@@ -224,9 +171,7 @@ func TestTaskStopFinishedFromTheDatabase(t *testing.T) {
 	if _, r := g.env(id); r.Phase != sandbox.PhaseStopping {
 		t.Fatalf("after a refused step: record %s, want stopping", r.Phase)
 	}
-	slow.mu.Lock()
-	slow.err = nil
-	slow.mu.Unlock()
+	slow.FailWith(nil)
 	g.step(id)
 	if e, r := g.env(id); r.Phase != sandbox.PhaseDeleted || e.State != taskenv.StateTornDown || len(g.eng.state(id)) != 0 {
 		t.Fatalf("finished: record %s env %s engine %v", r.Phase, e.State, g.eng.state(id))

@@ -21,8 +21,9 @@ const (
 
 // Groups is an in-memory compute.GroupProvider for unit tests of the code
 // that drives groups (task environments): a group is a map of members, a
-// Bring starts them in dependency order (recorded by Started), failures and
-// a slow removal are set by the test, and no engine is involved. The zero
+// Bring starts them in dependency order (recorded by Started), failures are
+// set by the test (RemoveHold makes it slow to remove), and no engine is
+// involved. The zero
 // value is not usable; call NewGroups.
 type Groups struct {
 	mu      sync.Mutex
@@ -33,12 +34,8 @@ type Groups struct {
 	errs    map[string]error
 	calls   map[string]int
 	logs    map[string][]string // member id -> lines
-	// holdRemove, when set, makes RemoveCount wait until it is closed or
-	// its context ends (a provider slow to remove).
-	holdRemove chan struct{}
-	removing   chan string
-	seq        int
-	builder    bool
+	seq     int
+	builder bool
 }
 
 type groupMember struct {
@@ -54,7 +51,7 @@ var _ compute.GroupProvider = (*Groups)(nil)
 // (Docker) or starts templates (E2B).
 func NewGroups(builder bool) *Groups {
 	return &Groups{groups: map[string]map[string]*groupMember{}, built: map[string]bool{}, errs: map[string]error{},
-		calls: map[string]int{}, logs: map[string][]string{}, removing: make(chan string, 64), builder: builder}
+		calls: map[string]int{}, logs: map[string][]string{}, builder: builder}
 }
 
 // Fail makes every later call of op ("bring", "build", "remove", "pause",
@@ -75,27 +72,6 @@ func (g *Groups) Calls(op string) int {
 	defer g.mu.Unlock()
 	return g.calls[op]
 }
-
-// HoldRemove makes later removals wait until ReleaseRemove (or their
-// context ends); Removing receives the group id of each held removal.
-func (g *Groups) HoldRemove() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.holdRemove = make(chan struct{})
-}
-
-// ReleaseRemove lets held removals go on.
-func (g *Groups) ReleaseRemove() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.holdRemove != nil {
-		close(g.holdRemove)
-		g.holdRemove = nil
-	}
-}
-
-// Removing receives the id of each group whose removal waits on HoldRemove.
-func (g *Groups) Removing() <-chan string { return g.removing }
 
 // Started lists "group/service" in the order the members were started.
 func (g *Groups) Started() []string {
@@ -260,26 +236,13 @@ func (g *Groups) Remove(ctx context.Context, id string) error {
 	return err
 }
 
-// RemoveCount implements compute.GroupProvider; with HoldRemove, it waits
-// before removing anything.
+// RemoveCount implements compute.GroupProvider (RemoveHold makes it slow).
 func (g *Groups) RemoveCount(ctx context.Context, id string) (int, error) {
 	g.mu.Lock()
-	hold := g.holdRemove
 	err := g.begin("remove")
 	g.mu.Unlock()
 	if err != nil {
 		return 0, err
-	}
-	if hold != nil {
-		select {
-		case g.removing <- id:
-		default:
-		}
-		select {
-		case <-hold:
-		case <-ctx.Done():
-			return 0, context.Cause(ctx)
-		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -88,11 +88,12 @@ func TestFakeGroupsSlowRemove(t *testing.T) {
 	if _, err := f.Bring(ctx, twoServices("g5")); err != nil {
 		t.Fatal(err)
 	}
-	f.HoldRemove()
+	hold := computetest.NewRemoveHold()
+	held := hold.Wrap(f)
 	done := make(chan error, 1)
-	go func() { done <- f.Remove(ctx, "g5") }()
+	go func() { done <- held.Remove(ctx, "g5") }()
 	select {
-	case id := <-f.Removing():
+	case id := <-hold.Removing():
 		if id != "g5" {
 			t.Fatalf("removing %s", id)
 		}
@@ -102,7 +103,7 @@ func TestFakeGroupsSlowRemove(t *testing.T) {
 	if f.Members("g5") == nil {
 		t.Fatal("a held removal removed the members")
 	}
-	f.ReleaseRemove()
+	hold.Release()
 	if err := <-done; err != nil || f.Members("g5") != nil {
 		t.Fatalf("released removal: %v, left %v", err, f.Members("g5"))
 	}
