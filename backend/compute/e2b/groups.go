@@ -330,17 +330,28 @@ func (e *Groups) endpoint(sandboxID string, port int) compute.Endpoint {
 // KeepAlive implements compute.GroupKeepAliver: E2B keeps every sandbox of the
 // environment running at least d from now (the provider adds its grace).
 func (e *Groups) KeepAlive(ctx context.Context, envID string, d time.Duration) error {
+	return e.eachIn(ctx, envID, compute.StatusRunning, func(svc string, in compute.Instance) error {
+		if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !compute.IsNotFound(err) {
+			return gperr(err, "setting the time to live of service %q", svc)
+		}
+		return nil
+	})
+}
+
+// eachIn calls f, service by service in name order, for each sandbox of
+// environment envID in status st, until f fails.
+func (e *Groups) eachIn(ctx context.Context, envID string, st compute.Status, f func(svc string, in compute.Instance) error) error {
 	sbs, err := e.sandboxes(ctx, envID)
 	if err != nil {
 		return err
 	}
 	for _, svc := range groupSortedKeys(sbs) {
 		for _, in := range sbs[svc] {
-			if in.Status != compute.StatusRunning {
+			if in.Status != st {
 				continue
 			}
-			if err := e.p.SetTimeout(ctx, in.Ref, d); err != nil && !compute.IsNotFound(err) {
-				return gperr(err, "setting the time to live of service %q", svc)
+			if err := f(svc, in); err != nil {
+				return err
 			}
 		}
 	}
@@ -387,51 +398,33 @@ func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 // Pause implements compute.GroupProvider: all running sandboxes of the environment
 // are paused, or none (those already paused are resumed on a failure).
 func (e *Groups) Pause(ctx context.Context, envID string) error {
-	sbs, err := e.sandboxes(ctx, envID)
-	if err != nil {
-		return err
-	}
 	var done []compute.Ref
-	for _, svc := range groupSortedKeys(sbs) {
-		for _, in := range sbs[svc] {
-			if in.Status != compute.StatusRunning {
-				continue
+	return e.eachIn(ctx, envID, compute.StatusRunning, func(svc string, in compute.Instance) error {
+		err := e.p.Pause(ctx, in.Ref)
+		switch {
+		case err == nil:
+			done = append(done, in.Ref)
+		case compute.KindOf(err) == compute.KindConflict:
+			// Paused meanwhile (E2B's 409): what was asked for.
+		default:
+			for _, ref := range done { // all or nothing
+				_, _ = e.p.Resume(context.WithoutCancel(ctx), ref)
 			}
-			err := e.p.Pause(ctx, in.Ref)
-			switch {
-			case err == nil:
-				done = append(done, in.Ref)
-			case compute.KindOf(err) == compute.KindConflict:
-				// Paused meanwhile (E2B's 409): what was asked for.
-			default:
-				for _, ref := range done { // all or nothing
-					_, _ = e.p.Resume(context.WithoutCancel(ctx), ref)
-				}
-				return gperr(err, "pausing service %q", svc)
-			}
+			return gperr(err, "pausing service %q", svc)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Unpause implements compute.GroupProvider: every paused sandbox of the environment
 // is resumed.
 func (e *Groups) Unpause(ctx context.Context, envID string) error {
-	sbs, err := e.sandboxes(ctx, envID)
-	if err != nil {
-		return err
-	}
-	for _, svc := range groupSortedKeys(sbs) {
-		for _, in := range sbs[svc] {
-			if in.Status != compute.StatusPaused {
-				continue
-			}
-			if _, err := e.p.Resume(ctx, in.Ref); err != nil {
-				return gperr(err, "resuming service %q", svc)
-			}
+	return e.eachIn(ctx, envID, compute.StatusPaused, func(svc string, in compute.Instance) error {
+		if _, err := e.p.Resume(ctx, in.Ref); err != nil {
+			return gperr(err, "resuming service %q", svc)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Exec implements compute.GroupProvider through envd in service's sandbox. The
