@@ -24,21 +24,6 @@ const (
 	egressHostB = "10.254.42.3"
 )
 
-// acceptAll accepts and closes connections on ln until the test ends.
-func acceptAll(t testing.TB, ln net.Listener) int {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // connects reports whether the environment's execute service opens a TCP
 // connection to addr (a drop shows as a timeout).
 func (h *harness) connects(id, token, ip string, port int) bool {
@@ -68,7 +53,7 @@ func (h *harness) hostListener(id string) (gw string, port int, bridge string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return gw, acceptAll(h.t, ln), "br-" + n.ID[:12]
+	return gw, testhosts.AcceptAll(h.t, ln), "br-" + n.ID[:12]
 }
 
 // TestTaskEgress: on a backend whose operator allows the test hosts'

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
-
 	"context"
 	"net"
 	"net/netip"
@@ -13,6 +11,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/testhosts"
 )
 
 // testResolver is a DNS server on 127.0.0.1 answering the names of zone
@@ -154,7 +154,7 @@ func TestEgressDomainNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if canConnect(t, p, s1, gw, serve(t, ln)) {
+	if canConnect(t, p, s1, gw, testhosts.AcceptAll(t, ln)) {
 		t.Errorf("a sandbox with domain names reached the host's %s", gw)
 	}
 

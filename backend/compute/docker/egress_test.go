@@ -28,21 +28,6 @@ func canConnect(t *testing.T, p *Provider, inst compute.Instance, ip string, por
 	return res.ExitCode == 0
 }
 
-// serve accepts and closes connections on ln until the test ends.
-func serve(t *testing.T, ln net.Listener) int {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // gatewayOf is the host's address on the bridge network name.
 func gatewayOf(t *testing.T, p *Provider, name string) (gateway, bridge string) {
 	t.Helper()
@@ -79,7 +64,7 @@ func TestEgressBaselineBlocksTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !canConnect(t, off, mustCreate(t, off, testSpec()), gw0, serve(t, ln0)) {
+	if !canConnect(t, off, mustCreate(t, off, testSpec()), gw0, testhosts.AcceptAll(t, ln0)) {
 		t.Fatal("control: without egress rules a sandbox must reach the host's bridge address (else this test proves nothing)")
 	}
 
@@ -89,7 +74,7 @@ func TestEgressBaselineBlocksTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := serve(t, ln)
+	port := testhosts.AcceptAll(t, ln)
 	before, err := p.EgressViolations(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +183,7 @@ func TestEgressOfflineSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostPort := serve(t, ln)
+	hostPort := testhosts.AcceptAll(t, ln)
 	spec := testSpec()
 	spec.Network.AllowInternetAccess = ptr(false)
 	inst := mustCreate(t, p, spec)

@@ -53,7 +53,12 @@ func Start(t testing.TB, prefix netip.Prefix, n int) (addrs []string, port int) 
 			t.Fatalf("ip %v: %v: %s (is %s used by another test?)", cmd, err, out, prefix)
 		}
 	}
-	ln := listenIn(t, ns)
+	return addrs, AcceptAll(t, listenIn(t, ns))
+}
+
+// AcceptAll accepts and closes connections on ln until the test ends (a
+// test host that only has to be reachable), and returns ln's port.
+func AcceptAll(t testing.TB, ln net.Listener) int {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -64,7 +69,7 @@ func Start(t testing.TB, prefix netip.Prefix, n int) (addrs []string, port int) 
 			c.Close()
 		}
 	}()
-	return addrs, ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // listenIn opens a TCP listener inside the named network namespace.
