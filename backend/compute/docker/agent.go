@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -110,26 +111,25 @@ func (p *Provider) ensureAgentVolume(ctx context.Context, image string) error {
 	filler := a.volume + "-fill"
 	deadline := time.Now().Add(agentFillStale + 30*time.Second)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		resp, err := p.cli.ContainerCreate(ctx,
-			&container.Config{Image: image, Entrypoint: []string{agentPath}, Labels: labels, NetworkDisabled: true},
-			&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: a.volume, Target: "/v",
-				VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}, nil, nil, filler)
+		err := p.fillOnce(ctx, image, filler, labels)
 		if err == nil {
-			err = p.fillAgentVolume(ctx, resp.ID)
-			p.removeFiller(resp.ID)
-			if err == nil {
-				a.ready = true
-			}
-			return err
+			a.ready = true
+			return nil
 		}
 		if !cerrdefs.IsConflict(err) {
-			return fmt.Errorf("creating the container that fills the agent's volume: %w", err)
+			return err
 		}
-		// Another backend is filling it: wait for it to finish (its
-		// container goes), or remove it if it crashed while at it.
+		// The name is taken: another backend is filling the volume, or
+		// one was killed while at it and left its filler. A stale one is
+		// removed; a live or young one is waited for, unless the volume it
+		// mounts is full already (a backend killed after the fill must not
+		// hold every other up until its filler goes stale).
 		if c, ierr := p.cli.ContainerInspect(ctx, filler); ierr == nil {
 			if created, perr := time.Parse(time.RFC3339Nano, c.Created); perr == nil && time.Since(created) > agentFillStale {
 				p.removeFiller(c.ID)
+			} else if _, serr := p.cli.ContainerStatPath(ctx, filler, "/v/ready"); serr == nil {
+				a.ready = true
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
@@ -141,6 +141,42 @@ func (p *Provider) ensureAgentVolume(ctx context.Context, image string) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// labelFillOwner marks a filler container with the attempt that made it,
+// so an attempt whose create failed can tell its own leftover from
+// another backend's filler.
+const labelFillOwner = "dev.dreadnode.agent-fill-owner"
+
+// fillOnce makes the filler container (the name is the lock: a conflict
+// means another backend holds it), fills the volume and removes the
+// filler. The work is shared by every sandbox on the engine, so it does
+// not stop when the create that started it is cancelled: a create
+// cancelled after the engine made the filler would otherwise leave it
+// holding the name until it goes stale.
+func (p *Provider) fillOnce(ctx context.Context, image, filler string, labels map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentFillStale)
+	defer cancel()
+	owner := randomHex(8)
+	labels = maps.Clone(labels)
+	labels[labelFillOwner] = owner
+	resp, err := p.cli.ContainerCreate(ctx,
+		&container.Config{Image: image, Entrypoint: []string{agentPath}, Labels: labels, NetworkDisabled: true},
+		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: p.agent.volume, Target: "/v",
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}, nil, nil, filler)
+	if cerrdefs.IsConflict(err) {
+		return err
+	}
+	if err != nil {
+		// The engine may have made it before the error (a timeout).
+		if c, ierr := p.cli.ContainerInspect(ctx, filler); ierr == nil && c.Config != nil && c.Config.Labels[labelFillOwner] == owner {
+			p.removeFiller(c.ID)
+		}
+		return fmt.Errorf("creating the container that fills the agent's volume: %w", err)
+	}
+	err = p.fillAgentVolume(ctx, resp.ID)
+	p.removeFiller(resp.ID)
+	return err
 }
 
 // fillAgentVolume writes the binary and then "ready" into the volume

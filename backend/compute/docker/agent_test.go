@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -290,5 +292,51 @@ func TestAgentVolume(t *testing.T) {
 	}
 	if !strings.Contains(string(res.Stderr), "Read-only") {
 		t.Fatalf("writing into the agent's volume failed, but not for being read-only: %s", res.Stderr)
+	}
+}
+
+// A filler container left behind once the volume is full (its backend was
+// killed before removing it, or its create was cancelled after the engine
+// had made it) holds no one up: a new backend sees the volume is ready.
+// Without the check on the leftover's volume, ensureAgentVolume waits for
+// the filler to go stale (minutes) and this test's deadline ends it.
+func TestAgentVolumeLeftoverFiller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A binary of its own (one byte more: same program, another volume),
+	// so the leftover made here stands in no other test's way.
+	data, err := os.ReadFile(agentbin.Path(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "dn-agent")
+	if err := os.WriteFile(bin, append(data, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := newProvider(t, Config{AgentBinary: bin})
+	if err := first.ensureAgentVolume(ctx, DefaultBaseImage); err != nil {
+		t.Fatal(err)
+	}
+	vol := first.agent.volume
+	t.Cleanup(func() { _ = first.cli.VolumeRemove(context.Background(), vol, true) })
+	leftover, err := first.cli.ContainerCreate(ctx, &container.Config{Image: DefaultBaseImage, Entrypoint: []string{agentPath}},
+		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/v"}}},
+		nil, nil, vol+"-fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.removeFiller(leftover.ID) })
+
+	second := newProvider(t, Config{AgentBinary: bin})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := second.ensureAgentVolume(wctx, DefaultBaseImage); err != nil {
+		t.Fatalf("a leftover filler of a full volume held the next backend up: %v", err)
+	}
+	inst := mustCreate(t, second, testSpec())
+	url, token := agentURL(t, second, inst)
+	waitHealthy(t, url)
+	if err := listProcesses(url, token); err != nil {
+		t.Fatal(err)
 	}
 }
