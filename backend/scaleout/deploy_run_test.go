@@ -44,7 +44,7 @@ const backendImage = "dreadnode/backend:latest"
 // reaches a sandbox, which publishes no port on the host.
 func TestComposeDeploymentStarts(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	images.EnsureBase(t)
 	cli := dockertest.Client(t)
@@ -339,7 +339,9 @@ func buildContext(t *testing.T, cli *client.Client, dir, tag string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// apt-get inside the build: on a loaded machine with no layer cache it
+	// has taken over 5 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	res, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true})
 	if err != nil {
