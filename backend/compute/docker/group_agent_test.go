@@ -213,3 +213,20 @@ func TestGroupExecWithoutAgentOnDocker(t *testing.T) {
 		t.Fatalf("exec in a service without the agent: %v", err)
 	}
 }
+
+// An exec right after its service (re)started waits for the agent to
+// listen instead of failing with a refused connection.
+func TestGroupExecWaitsForTheAgentOnDocker(t *testing.T) {
+	t.Parallel()
+	g, ctx, id := groupTest(t, "gw")
+	res := bringGroup(ctx, t, g, id, map[string]compute.GroupService{"box": baseService()})
+	now := 0
+	for i := 0; i < 10; i++ {
+		if err := g.cli.ContainerRestart(ctx, res.Containers["box"], container.StopOptions{Timeout: &now}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := g.Exec(ctx, id, "box", []string{"true"}, 20*time.Second, 1<<20); err != nil || r.ExitCode != 0 {
+			t.Fatalf("exec %d right after a restart: %+v %v", i, r, err)
+		}
+	}
+}

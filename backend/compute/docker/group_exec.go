@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
@@ -68,15 +69,17 @@ func (e *Groups) exec(ctx context.Context, envID, service string, argv []string,
 	}
 	start := time.Now()
 	req := compute.ExecRequest{Cmd: argv, Timeout: timeout}
-	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		err = c.ExecStream(ctx, req, nil, track)
-		// An agent still starting (a service Bring has just started)
-		// refuses the connection: nothing ran, so the call is repeated,
-		// for as long as an agent takes to start.
-		if err == nil || began || !errors.Is(err, syscall.ECONNREFUSED) || time.Since(since) > agentReadyTimeout || !sleepCtx(ctx, wait) {
-			break
+	// An agent still starting (in a service Bring has just started)
+	// refuses the connection: nothing ran, so the call is repeated while
+	// the container is young enough for its agent to be starting.
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		err := c.ExecStream(ctx, req, nil, track)
+		if err != nil && !began && errors.Is(err, syscall.ECONNREFUSED) && time.Since(since) < agentReadyTimeout {
+			return struct{}{}, err
 		}
-	}
+		return struct{}{}, backoff.Permanent(err)
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 10 * time.Millisecond, Multiplier: 2, MaxInterval: 500 * time.Millisecond}),
+		backoff.WithMaxElapsedTime(agentReadyTimeout))
 	res.Duration = time.Since(start)
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
