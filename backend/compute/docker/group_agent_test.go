@@ -154,9 +154,19 @@ func TestGroupServiceCommandOnDocker(t *testing.T) {
 		"command":    {Image: img, Command: []string{"c1", "c2"}},
 		"entrypoint": {Image: img, Entrypoint: override},
 		"both":       {Image: img, Entrypoint: override, Command: []string{"c1"}},
-		"user":       {Image: img, User: "nobody"},
-		"nocaps":     {Image: img, User: "nobody", CapDrop: []string{"ALL"}},
+		"user":       {Image: img, User: "nobody", WorkingDir: "/tmp"}, // the image's, /root, is root's
+		"nocaps":     {Image: img, User: "nobody", WorkingDir: "/tmp", CapDrop: []string{"ALL"}},
+		"workdir":    {Image: img, WorkingDir: "/usr", Env: map[string]string{"GREETING": "hi"}},
 	})
+	// Commands run in the service's working directory, with its
+	// environment and none of the agent's, as the engine's exec ran them.
+	r, err := g.Exec(ctx, id, "workdir", []string{"sh", "-c", "pwd; echo $GREETING; env | grep DN_AGENT; true"}, 20*time.Second, 1<<20)
+	if err != nil || string(r.Output) != "/usr\nhi\n" {
+		t.Errorf("exec in a service with a working directory and environment: %q %v", r.Output, err)
+	}
+	if r, err = g.Exec(ctx, id, "user", []string{"pwd"}, 20*time.Second, 1<<20); err != nil || string(r.Output) != "/tmp\n" {
+		t.Errorf("exec as nobody (whose home is /): %q %v, want /tmp", r.Output, err)
+	}
 	for svc, want := range map[string]string{"image": "sleep infinity", "command": "c1 c2", "entrypoint": "ep sh ", "both": "ep c1 ",
 		"user": "sleep infinity", "nocaps": "sleep infinity"} {
 		uid := "0"

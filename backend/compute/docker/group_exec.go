@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,10 +53,11 @@ func (e *Groups) exec(ctx context.Context, envID, service string, argv []string,
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, perr(errors.New("no command given"), "%s", op)
 	}
-	c, since, err := e.agentOf(ctx, envID, service)
+	c, st, err := e.agentOf(ctx, envID, service)
 	if err != nil {
 		return nil, err
 	}
+	since, _ := time.Parse(time.RFC3339Nano, st.State.StartedAt)
 	res := &compute.GroupExecResult{}
 	began := false
 	track := func(ev compute.ProcessEvent) error {
@@ -68,7 +70,9 @@ func (e *Groups) exec(ctx context.Context, envID, service string, argv []string,
 		return emit(ev)
 	}
 	start := time.Now()
-	req := compute.ExecRequest{Cmd: argv, Timeout: timeout}
+	// In the container's working directory, as the engine's exec ran it
+	// (the agent's default is the user's home).
+	req := compute.ExecRequest{Cmd: argv, Timeout: timeout, Cwd: cmp.Or(st.Config.WorkingDir, "/")}
 	// An agent still starting (in a service Bring has just started)
 	// refuses the connection: nothing ran, so the call is repeated while
 	// the container is young enough for its agent to be starting.
@@ -117,21 +121,20 @@ func emitAll(emit compute.Emit, withStart bool, evs ...compute.ProcessEvent) err
 }
 
 // agentOf is a client of the agent of service's running container in
-// environment envID, and when the container started.
-func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Client, time.Time, error) {
+// environment envID, and the container.
+func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Client, container.InspectResponse, error) {
 	st, err := e.running(ctx, envID, service)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, st, err
 	}
 	ip, token := agentEndpoint(st)
 	if token == "" {
-		return nil, time.Time{}, perr(errors.New("its container runs without the in-container agent that runs commands (it was started by an older backend, or by one without DREADNODE_AGENT_BINARY); remove the environment and start it again"),
+		return nil, st, perr(errors.New("its container runs without the in-container agent that runs commands (it was started by an older backend, or by one without DREADNODE_AGENT_BINARY); remove the environment and start it again"),
 			"running a command in service %q", service)
 	}
 	if ip == "" {
-		return nil, time.Time{}, perr(errors.New("its container has no network address to reach its agent at"), "running a command in service %q", service)
+		return nil, st, perr(errors.New("its container has no network address to reach its agent at"), "running a command in service %q", service)
 	}
-	since, _ := time.Parse(time.RFC3339Nano, st.State.StartedAt)
 	return &envd.Client{HTTP: e.agentHTTP, URL: envdURL(ip), Token: token, Agent: true,
 		Name: fmt.Sprintf("service %q", service), Daemon: "the service's agent",
 		Diagnose: func(ctx context.Context, _ string, err error) error {
@@ -143,7 +146,7 @@ func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Clie
 				return rerr
 			}
 			return err
-		}}, since, nil
+		}}, st, nil
 }
 
 // running inspects service's container in environment envID: one of this
