@@ -245,8 +245,9 @@ func diskLimit(mb int) int {
 // taskGroups makes the group provider of task environments: E2B
 // (sandboxes in a scope of their own, so the reconciler's provider never
 // lists them) when DREADNODE_PROVIDER=e2b, else Docker, on the Docker
-// provider's client when that is the sandboxes' provider, each network
-// under the provider's egress rules when it has them.
+// provider's client (and with its agent) when that is the sandboxes'
+// provider, each network under the provider's egress rules when it has
+// them.
 func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		if cfg.Provider == "e2b" {
@@ -262,7 +263,7 @@ func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (t
 			return g, nil
 		}
 		gc := docker.GroupConfig{Host: cfg.DockerHost, Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
-			FilterNetwork: taskNetworkFilter(a.Provider)}
+			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary}
 		if p, ok := a.Provider.(*docker.Provider); ok {
 			return p.Groups(gc)
 		}

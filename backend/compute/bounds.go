@@ -19,15 +19,8 @@ const (
 	// lower depth, or downloads the directory as an archive.
 	MaxListEntries = 10000
 
-	// MaxPendingBytes bounds the stdout a streamed exec of a task
-	// environment's service (compute/docker's PIDGate) holds while it waits for the pid
-	// line its /bin/sh writes on stderr. A shell that never
-	// writes it (replaced, or not a POSIX sh) gets the stream started with
-	// pid 0 once this much output is waiting, and its output flows on.
-	MaxPendingBytes = 256 << 10
-
 	// MaxMessageBytes bounds one message of envd's Connect streams (E2B's
-	// envd, the Docker sandboxes' agent; both send output in chunks of 32
+	// envd, the agent in Docker sandboxes and task services; both send output in chunks of 32
 	// KiB or less; a directory listing is one message).
 	MaxMessageBytes = 4 << 20
 

@@ -26,6 +26,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
@@ -109,10 +110,17 @@ func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
 }
 
 // dockerGroups makes a test Service's Docker group provider from cfg (the
-// Service gives the owner, build timeout and logger).
+// Service gives the owner, build timeout and logger), with the agent built
+// from the code under test unless cfg names one.
 func dockerGroups(cfg docker.GroupConfig) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		cfg.Owner, cfg.BuildTimeout, cfg.Logger = f.Owner, f.BuildTimeout, f.Logger
+		if cfg.AgentBinary == "" {
+			var err error
+			if cfg.AgentBinary, err = agentbin.Build(); err != nil {
+				return nil, err
+			}
+		}
 		return docker.NewGroups(cfg)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -127,7 +128,7 @@ func TestCrashKill9(t *testing.T) {
 		h := newHarnessOn(t, db)
 		h.stopService() // the helper process runs the service; this harness only checks
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-		cmd.Env = append(os.Environ(), "TASKS_HELPER_DB="+h.dbPath, "TASKS_HELPER_CATALOG="+catalogDirs)
+		cmd.Env = append(os.Environ(), "TASKS_HELPER_DB="+h.dbPath, "TASKS_HELPER_CATALOG="+catalogDirs, "TASKS_HELPER_AGENT="+agentbin.Path(t))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	svc, err := tasks.New(tasks.Config{DB: db, CatalogDir: os.Getenv("TASKS_HELPER_CATALOG"), SweepInterval: 200 * time.Millisecond,
-		Groups: dockerGroups(docker.GroupConfig{})})
+		Groups: dockerGroups(docker.GroupConfig{AgentBinary: os.Getenv("TASKS_HELPER_AGENT")})})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -63,6 +65,15 @@ type agentBinary struct {
 	ready bool // the volume was seen filled
 }
 
+// agentHost injects the agent into containers of one engine: the binary
+// and the client of the engine that holds its volume. A Provider and the
+// Groups made from it share one, so the volume is filled once for both.
+type agentHost struct {
+	*agentBinary
+	cli   *client.Client
+	scope string // labels the volume with who made it (the deployment, the groups' owner)
+}
+
 func loadAgent(path string) (*agentBinary, error) {
 	if path == "" {
 		return nil, nil
@@ -97,21 +108,21 @@ const agentFillStale = 2 * time.Minute
 // one archive (extracted in order), so a volume with "ready" holds the
 // whole binary. image is any local image (the sandbox's own): the filler
 // is created, never started.
-func (p *Provider) ensureAgentVolume(ctx context.Context, image string) error {
-	a := p.agent
+func (h *agentHost) ensureVolume(ctx context.Context, image string) error {
+	a := h.agentBinary
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ready {
 		return nil
 	}
-	labels := map[string]string{labelAgentBinary: a.sum, labelScope: p.cfg.Scope}
-	if _, err := p.cli.VolumeCreate(ctx, volume.CreateOptions{Name: a.volume, Labels: labels}); err != nil {
+	labels := map[string]string{labelAgentBinary: a.sum, labelScope: h.scope}
+	if _, err := h.cli.VolumeCreate(ctx, volume.CreateOptions{Name: a.volume, Labels: labels}); err != nil {
 		return fmt.Errorf("creating the agent's volume %s: %w", a.volume, err)
 	}
 	filler := a.volume + "-fill"
 	deadline := time.Now().Add(agentFillStale + 30*time.Second)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		err := p.fillOnce(ctx, image, filler, labels)
+		err := h.fillOnce(ctx, image, filler, labels)
 		if err == nil {
 			a.ready = true
 			return nil
@@ -124,10 +135,10 @@ func (p *Provider) ensureAgentVolume(ctx context.Context, image string) error {
 		// removed; a live or young one is waited for, unless the volume it
 		// mounts is full already (a backend killed after the fill must not
 		// hold every other up until its filler goes stale).
-		if c, ierr := p.cli.ContainerInspect(ctx, filler); ierr == nil {
+		if c, ierr := h.cli.ContainerInspect(ctx, filler); ierr == nil {
 			if created, perr := time.Parse(time.RFC3339Nano, c.Created); perr == nil && time.Since(created) > agentFillStale {
-				p.removeFiller(c.ID)
-			} else if _, serr := p.cli.ContainerStatPath(ctx, filler, "/v/ready"); serr == nil {
+				h.removeFiller(c.ID)
+			} else if _, serr := h.cli.ContainerStatPath(ctx, filler, "/v/ready"); serr == nil {
 				a.ready = true
 				return nil
 			}
@@ -154,44 +165,44 @@ const labelFillOwner = "dev.dreadnode.agent-fill-owner"
 // not stop when the create that started it is cancelled: a create
 // cancelled after the engine made the filler would otherwise leave it
 // holding the name until it goes stale.
-func (p *Provider) fillOnce(ctx context.Context, image, filler string, labels map[string]string) error {
+func (h *agentHost) fillOnce(ctx context.Context, image, filler string, labels map[string]string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentFillStale)
 	defer cancel()
 	owner := randomHex(8)
 	labels = maps.Clone(labels)
 	labels[labelFillOwner] = owner
-	resp, err := p.cli.ContainerCreate(ctx,
+	resp, err := h.cli.ContainerCreate(ctx,
 		&container.Config{Image: image, Entrypoint: []string{agentPath}, Labels: labels, NetworkDisabled: true},
-		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: p.agent.volume, Target: "/v",
+		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: h.volume, Target: "/v",
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true}}}}, nil, nil, filler)
 	if cerrdefs.IsConflict(err) {
 		return err
 	}
 	if err != nil {
 		// The engine may have made it before the error (a timeout).
-		if c, ierr := p.cli.ContainerInspect(ctx, filler); ierr == nil && c.Config != nil && c.Config.Labels[labelFillOwner] == owner {
-			p.removeFiller(c.ID)
+		if c, ierr := h.cli.ContainerInspect(ctx, filler); ierr == nil && c.Config != nil && c.Config.Labels[labelFillOwner] == owner {
+			h.removeFiller(c.ID)
 		}
 		return fmt.Errorf("creating the container that fills the agent's volume: %w", err)
 	}
-	err = p.fillAgentVolume(ctx, resp.ID)
-	p.removeFiller(resp.ID)
+	err = h.fillVolume(ctx, resp.ID)
+	h.removeFiller(resp.ID)
 	return err
 }
 
-// fillAgentVolume writes the binary and then "ready" into the volume
+// fillVolume writes the binary and then "ready" into the volume
 // mounted at /v of the filler, unless "ready" is there already.
-func (p *Provider) fillAgentVolume(ctx context.Context, id string) error {
-	if _, err := p.cli.ContainerStatPath(ctx, id, "/v/ready"); err == nil {
+func (h *agentHost) fillVolume(ctx context.Context, id string) error {
+	if _, err := h.cli.ContainerStatPath(ctx, id, "/v/ready"); err == nil {
 		return nil
 	}
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
 		now := time.Now()
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "dn-agent", Mode: 0o755, Size: int64(len(p.agent.data)), ModTime: now})
+		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "dn-agent", Mode: 0o755, Size: int64(len(h.data)), ModTime: now})
 		if err == nil {
-			_, err = tw.Write(p.agent.data)
+			_, err = tw.Write(h.data)
 		}
 		if err == nil {
 			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ready", Mode: 0o444, ModTime: now})
@@ -201,7 +212,7 @@ func (p *Provider) fillAgentVolume(ctx context.Context, id string) error {
 		}
 		pw.CloseWithError(err)
 	}()
-	err := p.cli.CopyToContainer(ctx, id, "/v", pr, container.CopyToContainerOptions{})
+	err := h.cli.CopyToContainer(ctx, id, "/v", pr, container.CopyToContainerOptions{})
 	pr.Close()
 	if err != nil {
 		return fmt.Errorf("filling the agent's volume: %w", err)
@@ -209,35 +220,68 @@ func (p *Provider) fillAgentVolume(ctx context.Context, id string) error {
 	return nil
 }
 
-func (p *Provider) removeFiller(id string) {
+func (h *agentHost) removeFiller(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// RemoveVolumes removes the anonymous volumes an image's VOLUME made, never a named one.
-	_ = p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_ = h.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 }
 
 // withAgent makes the agent the container's entrypoint, running the
 // command the container would have run (the image's entrypoint with cmd,
-// or with the image's own cmd when cmd is empty), and labels the token.
-func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string, token string) error {
-	img, err := p.cli.ImageInspect(ctx, image)
+// or with the image's own cmd when cmd is empty) as the image's user, and
+// labels the token. The agent writes agentReadyPath once that command
+// started (waitAgent).
+func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string, token string) error {
+	imgCfg, err := h.imageConfig(ctx, image)
 	if err != nil {
 		return err
 	}
-	var main []string
-	if img.Config != nil && img.Config.User != "" && img.Config.User != "root" && img.Config.User != "0" {
-		// The agent runs as root (it reads its root-only token and starts
-		// processes as any user); the main command keeps the image's user.
-		cfg.User = "0"
-		cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+img.Config.User)
+	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, token)
+	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
+	return nil
+}
+
+// imageConfig is what of image's configuration decides its main command
+// and its user.
+func (h *agentHost) imageConfig(ctx context.Context, image string) (*container.Config, error) {
+	img, err := h.cli.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, err
 	}
-	if img.Config != nil {
-		main = append(main, img.Config.Entrypoint...)
+	if img.Config == nil {
+		return &container.Config{}, nil
+	}
+	return &container.Config{User: img.Config.User, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd}, nil
+}
+
+// mainCommand is the command a container runs, merged as the engine
+// merges a container's entrypoint and cmd with its image's: an entrypoint
+// given (non-nil) replaces the image's, and a non-empty one drops the
+// image's cmd too (compose's entrypoint override without a command); an
+// empty cmd takes the image's otherwise.
+func mainCommand(entrypoint, cmd []string, img *container.Config) []string {
+	if len(entrypoint) == 0 {
 		if len(cmd) == 0 {
-			cmd = img.Config.Cmd
+			cmd = img.Cmd
+		}
+		if entrypoint == nil {
+			entrypoint = img.Entrypoint
 		}
 	}
-	main = append(main, cmd...)
+	return append(slices.Clone(entrypoint), cmd...)
+}
+
+// agentEntrypoint makes the agent cfg's entrypoint, with main after "--",
+// and labels the token. user is the user main runs as ("" or root: the
+// agent's own); the agent runs as root (it reads its root-only token and
+// starts processes as any user) and the main command, and the processes
+// it starts, as user.
+func agentEntrypoint(cfg *container.Config, main []string, user, token string) {
+	if !rootUser(user) {
+		cfg.User = "0"
+		cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+user)
+	}
 	cfg.Entrypoint = []string{agentPath}
 	if len(main) > 0 {
 		cfg.Entrypoint = append(cfg.Entrypoint, "--")
@@ -247,12 +291,17 @@ func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, image s
 	cfg.Cmd = nil
 	cfg.Labels[labelAgentToken] = token
 	// The token is in the agent's environment (readable only by the
-	// sandbox's root, in /proc/1/environ, as a root-only file would be);
-	// the agent passes none of its DN_AGENT_ variables on. Nothing runs
-	// through the engine's exec, which would hand the container's
+	// container's root, in /proc/1/environ, as a root-only file would be);
+	// the agent passes none of its DN_AGENT_ variables on. Nothing of ours
+	// runs through the engine's exec, which would hand the container's
 	// environment to its commands.
-	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath, agent.EnvToken+"="+token)
-	return nil
+	cfg.Env = append(cfg.Env, agent.EnvToken+"="+token)
+}
+
+// rootUser reports whether a Docker USER is root, in root's group ("" is
+// the engine's default, root).
+func rootUser(user string) bool {
+	return user == "" || user == "root" || user == "0"
 }
 
 // waitAgent waits until the agent in a started container reports (through
@@ -293,7 +342,7 @@ func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse)
 	if p.agent == nil || c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
 		return nil
 	}
-	return p.ensureAgentVolume(ctx, c.Config.Image)
+	return p.agent.ensureVolume(ctx, c.Config.Image)
 }
 
 // agentReadyTimeout bounds the wait for the agent after the container started.

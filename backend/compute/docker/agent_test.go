@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -123,11 +124,11 @@ func TestAgentReapsOrphans(t *testing.T) {
 
 // noShellImage is a FROM-scratch image holding one static program, /app:
 // it sleeps, or exits with the code given as its argument.
-func noShellImage(t *testing.T, p *Provider) string {
+func noShellImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
 	ref := testImagePrefix + "noshell:latest"
 	ctx := context.Background()
-	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
+	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref
 	}
 	dir := t.TempDir()
@@ -165,7 +166,7 @@ func main() {
 	_ = tw.WriteHeader(&tar.Header{Name: "app", Mode: 0o755, Size: int64(len(bin))})
 	_, _ = tw.Write(bin)
 	_ = tw.Close()
-	rc, err := p.cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: []string{`CMD ["/app"]`}})
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: []string{`CMD ["/app"]`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func goCommand(dir string, name string, args ...string) *osexecpkg.Cmd {
 func TestAgentInImageWithoutShell(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, Config{AgentBinary: agentbin.Path(t)})
-	p.RegisterTemplate(compute.Template{ID: "noshell", CPUCount: 1, MemoryMB: 128}, noShellImage(t, p))
+	p.RegisterTemplate(compute.Template{ID: "noshell", CPUCount: 1, MemoryMB: 128}, noShellImage(t, p.cli))
 	spec := testSpec()
 	spec.Template = "noshell"
 	inst := mustCreate(t, p, spec)
@@ -314,7 +315,7 @@ func TestAgentVolumeLeftoverFiller(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := newProvider(t, Config{AgentBinary: bin})
-	if err := first.ensureAgentVolume(ctx, DefaultBaseImage); err != nil {
+	if err := first.agent.ensureVolume(ctx, DefaultBaseImage); err != nil {
 		t.Fatal(err)
 	}
 	vol := first.agent.volume
@@ -325,12 +326,12 @@ func TestAgentVolumeLeftoverFiller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { first.removeFiller(leftover.ID) })
+	t.Cleanup(func() { first.agent.removeFiller(leftover.ID) })
 
 	second := newProvider(t, Config{AgentBinary: bin})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := second.ensureAgentVolume(wctx, DefaultBaseImage); err != nil {
+	if err := second.agent.ensureVolume(wctx, DefaultBaseImage); err != nil {
 		t.Fatalf("a leftover filler of a full volume held the next backend up: %v", err)
 	}
 	inst := mustCreate(t, second, testSpec())

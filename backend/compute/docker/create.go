@@ -171,10 +171,10 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	if p.agent != nil {
-		if err := p.ensureAgentVolume(ctx, image); err != nil {
+		if err := p.agent.ensureVolume(ctx, image); err != nil {
 			return "", err // the caller's createError names a missing image
 		}
-		if err := p.withAgent(ctx, cfg, image, cmd, randomHex(24)); err != nil {
+		if err := p.agent.withAgent(ctx, cfg, image, cmd, randomHex(24)); err != nil {
 			return "", err
 		}
 		mounts = append(mounts, p.agent.mount())

@@ -126,7 +126,7 @@ type Provider struct {
 	diskKnown *bool       // whether the engine caps writable layers; nil until asked
 	egress    egressState // the host firewall (egress.go)
 
-	agent     *agentBinary // nil unless Config.AgentBinary is set
+	agent     *agentHost   // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
 	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
@@ -164,7 +164,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
-	agent, err := loadAgent(cfg.AgentBinary)
+	bin, err := loadAgent(cfg.AgentBinary)
 	if err != nil {
 		return nil, compute.Errorf(compute.KindInvalid, "new", err, "%v", err)
 	}
@@ -186,8 +186,10 @@ func New(cfg Config) (*Provider, error) {
 		netIDs:     map[string]string{},
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
-		agent:      agent,
 		agentHTTP:  newAgentHTTP(),
+	}
+	if bin != nil {
+		p.agent = &agentHost{agentBinary: bin, cli: cli, scope: cfg.Scope}
 	}
 	for id, t := range cfg.Templates {
 		t.ID = id

@@ -120,14 +120,24 @@ func (p *Provider) Exec(ctx context.Context, ref compute.Ref, req compute.ExecRe
 		res, err = c.Exec(ctx, req)
 		return err
 	})
+	if msg, ok := notRunnable(err); ok {
+		// A command that cannot be found or run is its exit code 127, as
+		// in a shell.
+		return compute.ExecResult{ExitCode: 127, Stderr: []byte(msg + "\n")}, nil
+	}
+	return res, err
+}
+
+// notRunnable reports whether the agent refused to start a command because
+// it cannot be found or run (not a missing cwd, which stays a 400, as on
+// /processes), with the agent's message.
+func notRunnable(err error) (string, bool) {
 	var ce *connect.Error
 	if compute.KindOf(err) == compute.KindInvalid && errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument &&
 		!strings.HasPrefix(ce.Message(), "cwd ") {
-		// A command that cannot be found or run is its exit code 127, as
-		// in a shell (a missing cwd stays a 400, as on /processes).
-		return compute.ExecResult{ExitCode: 127, Stderr: []byte(ce.Message() + "\n")}, nil
+		return ce.Message(), true
 	}
-	return res, err
+	return "", false
 }
 
 // ExecStream implements compute.Processes through the agent's Start stream.

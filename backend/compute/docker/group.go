@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -62,6 +63,13 @@ type GroupConfig struct {
 	// network.allowOut). Its error fails the environment rather than run it
 	// unfiltered.
 	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
+	// AgentBinary is the path of the in-container agent's static Linux
+	// build (DREADNODE_AGENT_BINARY), injected into every service as into a
+	// sandbox (agent.go): Exec and ExecStream run commands through it, so
+	// they need nothing from the service's image. "" starts services as
+	// their images make them, and Exec refuses to run in them.
+	// Provider.Groups shares the provider's agent when it has one.
+	AgentBinary string
 }
 
 // Groups is the Docker compute.GroupProvider. It is safe for concurrent use.
@@ -74,6 +82,8 @@ type Groups struct {
 	buildTO   time.Duration
 	limits    hardening.Limits // defaults of a service's limits
 	filter    func(ctx context.Context, networkID string, allowOut []string) error
+	agent     *agentHost   // nil without GroupConfig.AgentBinary
+	agentHTTP *http.Client // to the services' agents
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -91,21 +101,32 @@ var _ compute.GroupProvider = (*Groups)(nil)
 
 // NewGroups returns Groups with a Docker client of their own.
 func NewGroups(opts GroupConfig) (*Groups, error) {
-	return newGroups(opts, nil)
+	return newGroups(opts, nil, nil, nil)
 }
 
 // Groups returns the groups of opts.Owner on this provider's Docker client
-// (closing them leaves the client open).
+// (closing them leaves the client open), with the provider's agent when it
+// has one (opts.AgentBinary otherwise).
 func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
-	return newGroups(opts, p.cli)
+	return newGroups(opts, p.cli, p.agent, p.agentHTTP)
 }
 
-func newGroups(opts GroupConfig, cli *client.Client) (*Groups, error) {
+func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP *http.Client) (*Groups, error) {
 	if opts.Owner == "" {
 		return nil, errors.New("docker groups: Owner is required")
 	}
+	var bin *agentBinary
+	if agent == nil {
+		var err error
+		if bin, err = loadAgent(opts.AgentBinary); err != nil {
+			return nil, fmt.Errorf("docker groups: %w", err)
+		}
+	}
+	if agentHTTP == nil {
+		agentHTTP = newAgentHTTP()
+	}
 	e := &Groups{cli: cli, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
-		builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
+		agent: agent, agentHTTP: agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -133,6 +154,9 @@ func newGroups(opts GroupConfig, cli *client.Client) (*Groups, error) {
 			return nil, fmt.Errorf("docker groups: connecting to Docker: %w", err)
 		}
 		e.cli, e.ownClient = c, true
+	}
+	if bin != nil {
+		e.agent = &agentHost{agentBinary: bin, cli: e.cli, scope: e.owner}
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.Negotiate(context.Background())

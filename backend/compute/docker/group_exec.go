@@ -1,33 +1,35 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/envd"
 )
-
-// execWrapper runs "$@" under timeout(1) when the image has it, so a command
-// that outlives its budget is killed inside the container, not only
-// abandoned by the backend. $0 is the budget in seconds.
-const execWrapper = `if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 "$0" "$@"; fi; exec "$@"`
 
 // Exec runs argv in the container of service of environment envID with a
 // budget of timeout, collecting up to maxOutput bytes of combined output. A
 // command exceeding the budget is killed and reported with TimedOut and exit
-// code 124. The container needs /bin/sh.
+// code 124. It runs through the service's agent (group_agent.go), so the
+// image needs nothing (no shell, no timeout(1)).
 func (e *Groups) Exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, maxOutput int) (*compute.GroupExecResult, error) {
 	out := &limitedBuffer{max: maxOutput}
-	res, err := e.exec(ctx, envID, service, nil, argv, timeout, out, out)
+	res, err := e.exec(ctx, envID, service, argv, timeout, func(ev compute.ProcessEvent) error {
+		if ev.Type == compute.EventStdout || ev.Type == compute.EventStderr {
+			_, _ = out.Write(ev.Data)
+		}
+		return nil
+	})
 	if res != nil {
 		res.Output, res.Truncated = out.bytes()
 	}
@@ -35,97 +37,132 @@ func (e *Groups) Exec(ctx context.Context, envID, service string, argv []string,
 }
 
 // ExecStream runs argv like Exec but emits its events as they happen: start
-// (with the pid of the command's timeout(1) wrapper), stdout and stderr,
-// exit. The result carries no Output.
+// (with the command's pid, in the container, as the agent reports it),
+// stdout and stderr, exit (124 when the budget ran out). The result carries
+// no Output.
 func (e *Groups) ExecStream(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compute.GroupExecResult, error) {
-	g := NewPIDGate(emit)
-	res, err := e.exec(ctx, envID, service, []string{"sh", "-c", PIDScript, "sh"}, argv, timeout, g.Stdout(), g.Stderr())
-	if err == nil {
-		err = g.Exit(res.ExitCode)
-	}
-	return res, err
+	return e.exec(ctx, envID, service, argv, timeout, emit)
 }
 
-// exec runs prefix, the timeout wrapper and argv, copying the output to
-// stdout and stderr from one goroutine.
-func (e *Groups) exec(ctx context.Context, envID, service string, prefix, argv []string, timeout time.Duration, stdout, stderr io.Writer) (*compute.GroupExecResult, error) {
-	name := GroupContainerName(envID, service)
-	st, err := e.cli.ContainerInspect(ctx, name)
+// exec runs argv with the agent's Start stream (the envd client the
+// sandboxes use: each message it reads is bounded, and the command is
+// killed when the budget passes, ctx ends or emit fails), emitting start,
+// output and exit.
+func (e *Groups) exec(ctx context.Context, envID, service string, argv []string, timeout time.Duration, emit compute.Emit) (*compute.GroupExecResult, error) {
+	op := fmt.Sprintf("running a command in service %q", service)
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, perr(errors.New("no command given"), "%s", op)
+	}
+	c, st, err := e.agentOf(ctx, envID, service)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: service %q has no container", compute.ErrNotRunning, service)
+		return nil, err
+	}
+	since, _ := time.Parse(time.RFC3339Nano, st.State.StartedAt)
+	res := &compute.GroupExecResult{}
+	began := false
+	track := func(ev compute.ProcessEvent) error {
+		switch ev.Type {
+		case compute.EventStart:
+			began = true
+		case compute.EventExit:
+			res.ExitCode = ev.ExitCode
 		}
-		return nil, perr(err, "inspecting service %q", service)
-	}
-	if st.State == nil || !st.State.Running || st.State.Paused || st.Config.Labels[compute.LabelGroupOwner] != e.owner {
-		return nil, fmt.Errorf("%w: service %q is not running", compute.ErrNotRunning, service)
-	}
-	secs := int(timeout / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	cmd := append(append(prefix, "sh", "-c", execWrapper, strconv.Itoa(secs)), argv...)
-	created, err := e.cli.ContainerExecCreate(ctx, st.ID, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return nil, perr(err, "running a command in service %q", service)
+		return emit(ev)
 	}
 	start := time.Now()
-	att, err := e.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, perr(err, "running a command in service %q", service)
-	}
-	defer att.Close()
-	copied := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
-		copied <- err
-	}()
-	// The in-container timeout(1) fires at secs (+2 s to KILL); the backend
-	// gives up a little later in case the image has no timeout(1).
-	backstop := time.NewTimer(timeout + 4*time.Second)
-	defer backstop.Stop()
-	res := &compute.GroupExecResult{}
-	select {
-	case err := <-copied:
-		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-			return nil, perr(err, "reading the command's output")
+	// In the container's working directory, as the engine's exec ran it
+	// (the agent's default is the user's home).
+	req := compute.ExecRequest{Cmd: argv, Timeout: timeout, Cwd: cmp.Or(st.Config.WorkingDir, "/")}
+	// An agent still starting (in a service Bring has just started)
+	// refuses the connection: nothing ran, so the call is repeated while
+	// the container is young enough for its agent to be starting.
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		err := c.ExecStream(ctx, req, nil, track)
+		if err != nil && !began && errors.Is(err, syscall.ECONNREFUSED) && time.Since(since) < agentReadyTimeout {
+			return struct{}{}, err
 		}
-	case <-backstop.C:
-		att.Close()
-		_ = <-copied // the writers are the caller's again
-		res.TimedOut = true
-	case <-ctx.Done():
-		att.Close()
-		_ = <-copied
+		return struct{}{}, backoff.Permanent(err)
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 10 * time.Millisecond, Multiplier: 2, MaxInterval: 500 * time.Millisecond}),
+		backoff.WithMaxElapsedTime(agentReadyTimeout))
+	res.Duration = time.Since(start)
+	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	res.Duration = time.Since(start)
-	if res.TimedOut {
-		res.ExitCode = 124
+	msg, notRun := notRunnable(err)
+	switch {
+	case err == nil:
 		return res, nil
-	}
-	// The stream ends when the process exits; its exit code follows shortly.
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	for {
-		in, err := e.cli.ContainerExecInspect(ictx, created.ID)
-		if err != nil {
-			return nil, perr(err, "reading the command's exit code")
-		}
-		if !in.Running {
-			res.ExitCode = in.ExitCode
-			break
-		}
-		if !sleepCtx(ictx, 20*time.Millisecond) {
-			return nil, perr(ictx.Err(), "reading the command's exit code")
-		}
-	}
-	// timeout(1) exits 124 when it stopped the command with TERM, 137 when it
-	// had to KILL it.
-	if res.Duration >= timeout && (res.ExitCode == 124 || res.ExitCode == 137) {
+	case compute.KindOf(err) == compute.KindTimeout:
+		// The budget ran out: the client killed the command.
 		res.TimedOut, res.ExitCode = true, 124
+		return res, emitAll(track, !began, compute.ProcessEvent{Type: compute.EventExit, ExitCode: 124})
+	case notRun && !began:
+		// A command that cannot be found or run is its exit code 127, as in a shell.
+		res.ExitCode = 127
+		return res, emitAll(track, true, compute.ProcessEvent{Type: compute.EventStderr, Data: []byte(msg + "\n")},
+			compute.ProcessEvent{Type: compute.EventExit, ExitCode: 127})
+	case errors.Is(err, compute.ErrNotRunning):
+		return nil, err
 	}
-	return res, nil
+	return nil, perr(err, "%s", op)
+}
+
+// emitAll emits evs, after a start event without a pid when withStart.
+func emitAll(emit compute.Emit, withStart bool, evs ...compute.ProcessEvent) error {
+	if withStart {
+		evs = append([]compute.ProcessEvent{{Type: compute.EventStart}}, evs...)
+	}
+	for _, ev := range evs {
+		if err := emit(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentOf is a client of the agent of service's running container in
+// environment envID, and the container.
+func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Client, container.InspectResponse, error) {
+	st, err := e.running(ctx, envID, service)
+	if err != nil {
+		return nil, st, err
+	}
+	ip, token := agentEndpoint(st)
+	if token == "" {
+		return nil, st, perr(errors.New("its container runs without the in-container agent that runs commands (it was started by an older backend, or by one without DREADNODE_AGENT_BINARY); remove the environment and start it again"),
+			"running a command in service %q", service)
+	}
+	if ip == "" {
+		return nil, st, perr(errors.New("its container has no network address to reach its agent at"), "running a command in service %q", service)
+	}
+	return &envd.Client{HTTP: e.agentHTTP, URL: envdURL(ip), Token: token, Agent: true,
+		Name: fmt.Sprintf("service %q", service), Daemon: "the service's agent",
+		Diagnose: func(ctx context.Context, _ string, err error) error {
+			// The agent does not answer: a container stopped or paused
+			// under the call is not running, as before the call.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if _, rerr := e.running(dctx, envID, service); errors.Is(rerr, compute.ErrNotRunning) {
+				return rerr
+			}
+			return err
+		}}, st, nil
+}
+
+// running inspects service's container in environment envID: one of this
+// owner's, running and not paused, or compute.ErrNotRunning.
+func (e *Groups) running(ctx context.Context, envID, service string) (container.InspectResponse, error) {
+	st, err := e.cli.ContainerInspect(ctx, GroupContainerName(envID, service))
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return st, fmt.Errorf("%w: service %q has no container", compute.ErrNotRunning, service)
+		}
+		return st, perr(err, "inspecting service %q", service)
+	}
+	if st.State == nil || !st.State.Running || st.State.Paused || st.Config == nil || st.Config.Labels[compute.LabelGroupOwner] != e.owner {
+		return st, fmt.Errorf("%w: service %q is not running", compute.ErrNotRunning, service)
+	}
+	return st, nil
 }
 
 // limitedBuffer keeps the first max bytes written and counts the rest.

@@ -9,13 +9,14 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 
 // newTestGroups is Groups of an owner of their own; whatever the test
 // leaves is removed when it ends.
 func newTestGroups(t *testing.T) *Groups {
 	t.Helper()
-	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4)})
+	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4), AgentBinary: agentbin.Path(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +49,7 @@ func TestGroupSuiteOnDocker(t *testing.T) {
 // its alias) by name on the group's own network.
 func TestGroupDependencyOrderOnDocker(t *testing.T) {
 	t.Parallel()
-	g := newTestGroups(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id := "go" + randomHex(4)
+	g, ctx, id := groupTest(t, "go")
 	db := baseService()
 	db.Command = []string{"sh", "-c", "sleep 2; touch /tmp/ready; exec sleep infinity"}
 	db.Healthcheck = &compute.Healthcheck{Test: []string{"CMD", "test", "-f", "/tmp/ready"}, Interval: 200 * time.Millisecond, Retries: 100}
@@ -99,10 +97,7 @@ func TestGroupDependencyOrderOnDocker(t *testing.T) {
 // logs; a deadline names the service that was not ready.
 func TestGroupFailuresOnDocker(t *testing.T) {
 	t.Parallel()
-	g := newTestGroups(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	id := "gf" + randomHex(4)
+	g, ctx, id := groupTest(t, "gf")
 	bad := baseService()
 	bad.Command = []string{"sh", "-c", "echo dying; exit 3"}
 	// Not ready before its first check: it dies while Bring waits.
@@ -123,10 +118,11 @@ func TestGroupFailuresOnDocker(t *testing.T) {
 	}
 }
 
-// Groups made from a Provider share its Docker client and leave it open.
+// Groups made from a Provider share its Docker client and leave it open,
+// and share its agent (whose volume is filled once for both).
 func TestProviderGroupsShareTheClient(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{Network: testNetwork})
+	p, err := New(Config{Network: testNetwork, AgentBinary: agentbin.Path(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +133,9 @@ func TestProviderGroupsShareTheClient(t *testing.T) {
 	}
 	if g.Client() != p.cli || g.ownClient {
 		t.Fatal("the groups have a client of their own (or would close the provider's)")
+	}
+	if g.agent != p.agent || g.agentHTTP != p.agentHTTP {
+		t.Fatal("the groups have an agent of their own")
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)

@@ -430,6 +430,11 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 	}
 	cctx, cancel := uncancelled(ctx)
 	defer cancel()
+	if e.agent != nil {
+		if err := e.withAgent(cctx, cfg, host, name, s); err != nil {
+			return "", err
+		}
+	}
 	var id string
 	for attempt := 0; ; attempt++ {
 		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)

@@ -267,8 +267,9 @@ var shared *Cluster
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
-// It exits the process with the tests' status.
-func Main(m *testing.M) {
+// It runs after (cleanups of the package's own) once the tests ended, then
+// exits the process with the tests' status.
+func Main(m *testing.M, after ...func()) {
 	c, err := StartCluster()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest:", err)
@@ -276,6 +277,9 @@ func Main(m *testing.M) {
 	}
 	shared = c
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest: stop cluster:", err)
 		if code == 0 {
