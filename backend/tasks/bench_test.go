@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -310,4 +311,73 @@ func BenchmarkPolling(b *testing.B) {
 		b.ReportMetric(float64(reqs[m.name])/float64(b.N), "req/env-"+m.name)
 		b.ReportMetric(float64(lag[m.name].Milliseconds())/float64(b.N), "lag-ms-"+m.name)
 	}
+}
+
+// BenchmarkExecuteVsDockerExec: POST /execute of `true` in the task's
+// execute service (through the backend and the service's agent) against a
+// raw `docker exec true` in the same container, alternating, pairsPerOp
+// pairs per iteration. Reports both medians and their ratio.
+func BenchmarkExecuteVsDockerExec(b *testing.B) {
+	const pairsPerOp = 20
+	h := newHarness(b)
+	warm(b, h)
+	id, token := h.create("acme", "bench", map[string]any{"task_ref": benchTask})
+	defer h.do("acme", http.MethodDelete, envPath("acme", "bench", "/", id), nil)
+	h.waitState("acme", "bench", id, readyTimeout, "ready")
+	var cid string
+	for _, c := range h.containers(id) {
+		if c.Labels["dev.dreadnode.service"] == "attacker" {
+			cid = c.ID
+		}
+	}
+	if cid == "" {
+		b.Fatal("no container of the execute service")
+	}
+	ctx := context.Background()
+	raw := func() {
+		c, err := h.cli.ContainerExecCreate(ctx, cid, container.ExecOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		att, err := h.cli.ContainerExecAttach(ctx, c.ID, container.ExecAttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, att.Reader)
+		att.Close()
+		for { // the exit code follows the end of the stream
+			in, err := h.cli.ContainerExecInspect(ctx, c.ID)
+			if err != nil || !in.Running {
+				break
+			}
+		}
+	}
+	svc := func() {
+		if r := h.execute("acme", "bench", id, token, map[string]any{"command": []string{"true"}}); r.Code != http.StatusOK {
+			b.Fatalf("execute: %d %s", r.Code, r.Body)
+		}
+	}
+	var svcTimes, rawTimes []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N*pairsPerOp; i++ {
+		pair := []func(){
+			func() { start := time.Now(); raw(); rawTimes = append(rawTimes, time.Since(start)) },
+			func() { start := time.Now(); svc(); svcTimes = append(svcTimes, time.Since(start)) },
+		}
+		if i%2 == 1 {
+			pair[0], pair[1] = pair[1], pair[0]
+		}
+		for _, m := range pair {
+			m()
+		}
+	}
+	b.StopTimer()
+	median := func(ds []time.Duration) float64 {
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return float64(ds[len(ds)/2].Microseconds()) / 1000
+	}
+	svcMs, rawMs := median(svcTimes), median(rawTimes)
+	b.ReportMetric(svcMs, "execute-p50-ms")
+	b.ReportMetric(rawMs, "docker-exec-p50-ms")
+	b.ReportMetric(svcMs/rawMs, "ratio")
 }
