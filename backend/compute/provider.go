@@ -82,6 +82,10 @@ type Endpoint struct {
 type Ref struct {
 	ID   string
 	Data string
+	// Record is the id of the record the instance serves (the sandbox's id
+	// the user knows), for messages only: providers key on ID, and say
+	// "sandbox <Record>" rather than their own id when it is set.
+	Record string
 	// Provider names the provider owning the instance when several serve one
 	// deployment (see package multi); single providers ignore it.
 	Provider string

@@ -79,7 +79,7 @@ type Record struct {
 
 // Ref is the provider address of the record's instance.
 func (r *Record) Ref() compute.Ref {
-	return compute.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider}
+	return compute.Ref{ID: r.ProviderID, Data: r.ProviderData, Provider: r.Provider, Record: r.ID}
 }
 
 // RuntimeAt is the total time the record spent running up to now. Running

@@ -251,6 +251,9 @@ func (p *Provider) createError(op, image string, err error) error {
 func (p *Provider) start(ctx context.Context, op, id string, isolated bool, labels map[string]string) error {
 	err := p.cli.ContainerStart(ctx, id, container.StartOptions{})
 	if err == nil {
+		// Its address may have had another holder: point the host at it
+		// before anything dials it (neighbour.go).
+		claimStarted(ctx, p.cli, id)
 		err = p.serveSandboxDNS(ctx, id, labels) // at once: its first query may follow its start
 	}
 	if err == nil && p.agent != nil {

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,12 +30,12 @@ import (
 // container's label; nothing runs through the engine's exec. Only the tar
 // archive routes keep the engine's archive API.
 
-// agentHTTP is the client every call to an agent goes through: a short
-// dial timeout (an address that does not answer is a sandbox that is
-// gone), no overall timeout (streams last as long as their callers).
+// agentHTTP is the client every call to an agent goes through: a dial
+// that waits for the agent to be reachable (agentdial.go), no overall
+// timeout (streams last as long as their callers).
 func newAgentHTTP() *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialAgent,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     30 * time.Second,
 		// The agent answers at once; a header that takes this long means
@@ -50,16 +51,16 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 	if err != nil {
 		return nil, classify(op, err)
 	}
-	if err := stateError(op, ref.ID, c); err != nil {
+	if err := stateError(op, sandboxName(ref), c); err != nil {
 		return nil, err
 	}
 	ip, token := agentEndpoint(c)
 	if token == "" {
 		return nil, compute.Errorf(compute.KindInvalid, op, nil,
-			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", ref.ID)
+			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", sandboxName(ref))
 	}
 	if ip == "" {
-		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", ref.ID)
+		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", sandboxName(ref))
 	}
 	a := envdAddr{url: "http://" + net.JoinHostPort(ip, strconv.Itoa(agent.Port)), token: token}
 	p.envds.put(ref.ID, a) // for agentCall, and the router's Envd
@@ -69,7 +70,7 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 // agentAt is a client of the agent at a.
 func (p *Provider) agentAt(ref compute.Ref, a envdAddr) *envd.Client {
 	return &envd.Client{HTTP: p.agentHTTP, URL: a.url, Token: a.token,
-		Name: "sandbox " + ref.ID, Daemon: "the sandbox agent", Agent: true,
+		Name: "sandbox " + sandboxName(ref), Daemon: "the sandbox agent", Agent: true,
 		Diagnose: func(ctx context.Context, op string, err error) error {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
@@ -77,12 +78,16 @@ func (p *Provider) agentAt(ref compute.Ref, a envdAddr) *envd.Client {
 			if ierr != nil {
 				return classify(op, ierr)
 			}
-			if serr := stateError(op, ref.ID, c); serr != nil {
+			if serr := stateError(op, sandboxName(ref), c); serr != nil {
 				return serr
 			}
 			return err
 		}}
 }
+
+// sandboxName names ref's sandbox in messages: the id its user knows, not
+// the container's (unknown to the caller when the provider is used alone).
+func sandboxName(ref compute.Ref) string { return cmp.Or(ref.Record, ref.ID) }
 
 // stateError is KindConflict for a sandbox that is not running.
 func stateError(op, id string, c container.InspectResponse) error {

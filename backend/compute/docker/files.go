@@ -28,7 +28,7 @@ func (p *Provider) ReadFile(ctx context.Context, ref compute.Ref, name string) (
 	var buf compute.CappedBuffer
 	buf.Max = compute.MaxFileBytes
 	if _, err := io.Copy(&buf, io.LimitReader(rc, compute.MaxFileBytes)); err != nil {
-		return nil, compute.Errorf(compute.KindUnavailable, op, err, "reading %s from sandbox %s: %v", name, ref.ID, err)
+		return nil, compute.Errorf(compute.KindUnavailable, op, err, "reading %s from sandbox %s: %v", name, sandboxName(ref), err)
 	}
 	return buf.Bytes(), nil
 }

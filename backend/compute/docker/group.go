@@ -208,6 +208,9 @@ func (e *Groups) labels(t compute.GroupTarget, service string) map[string]string
 		compute.LabelGroup:      t.ID,
 		compute.LabelGroupOwner: e.owner,
 		compute.LabelTask:       t.TaskRef,
+		// The owner is the deployment (tasks.New): the label every
+		// container and network of a deployment carries (README).
+		compute.LabelDeployment: e.owner,
 	}
 	if service != "" {
 		l[compute.LabelService] = service

@@ -458,6 +458,7 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 	if err := e.cli.ContainerStart(cctx, id, container.StartOptions{}); err != nil {
 		return id, perr(err, "starting service %q", name)
 	}
+	claimStarted(cctx, e.cli, id) // neighbour.go
 	return id, nil
 }
 

@@ -27,7 +27,7 @@ func (p *Provider) get(ctx context.Context, op, id string) (compute.Instance, er
 
 // List implements compute.Provider: every container labelled managed in this
 // provider's scope (see the package doc), except unclaimed warm-pool containers (they belong to no record, so the orphan
-// sweep must not see them). List answers from one list call, so CPUCount,
+// sweep must not see them) and task services (Groups own them). List answers from one list call, so CPUCount,
 // MemoryMB, StartedAt and ExitReason are left empty; Get has them.
 func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 	cs, err := p.cli.ContainerList(ctx, container.ListOptions{
@@ -44,8 +44,8 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		if strings.HasPrefix(name, poolPrefix) {
-			continue
+		if strings.HasPrefix(name, poolPrefix) || c.Labels[compute.LabelGroup] != "" {
+			continue // a task service carries the deployment's label too, but is its group's (group.go)
 		}
 		inst := compute.Instance{
 			Ref:      compute.Ref{ID: c.ID},

@@ -190,7 +190,8 @@ func (p *Provider) runRouteHelper(ctx context.Context, id string) error {
 	hardening.Apply(hc, "NET_ADMIN")
 	hardening.HelperLimits.Set(&hc.Resources)
 	resp, err := p.cli.ContainerCreate(ctx,
-		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript}}, hc, nil, nil, "")
+		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript},
+			Labels: map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope}}, hc, nil, nil, "")
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,9 @@ func toEvent(m events.Message) (compute.Event, bool) {
 	if strings.HasPrefix(name, poolPrefix) {
 		return compute.Event{}, false // unclaimed pool container: no record to wake
 	}
+	if m.Actor.Attributes[compute.LabelGroup] != "" {
+		return compute.Event{}, false // a task service: its group watches it (Groups.Watch)
+	}
 	ev := compute.Event{RecordID: recordID(name, m.Actor.Attributes), Ref: compute.Ref{ID: m.Actor.ID}}
 	if m.Action != events.ActionDestroy {
 		ev.Status = compute.StatusExited
