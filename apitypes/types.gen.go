@@ -1421,5 +1421,8 @@ type TooLarge = Error
 // Unauthorized The envelope of every non-2xx answer.
 type Unauthorized = Error
 
+// Unavailable The envelope of every non-2xx answer.
+type Unavailable = Error
+
 // UnsupportedMediaType The envelope of every non-2xx answer.
 type UnsupportedMediaType = Error

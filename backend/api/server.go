@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -164,6 +165,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		if err := check(ctx); err != nil {
 			checks[name], status = err.Error(), http.StatusServiceUnavailable
 		}
+	}
+	if status != http.StatusOK {
+		var failed []string
+		for name, c := range checks {
+			if c != "ok" {
+				failed = append(failed, name+": "+c)
+			}
+		}
+		sort.Strings(failed)
+		httpx.LogServerError(r, status, "not ready: "+strings.Join(failed, "; "), nil)
 	}
 	httpx.WriteJSON(w, status, map[string]any{"status": map[bool]string{true: "ready", false: "not_ready"}[status == 200],
 		"checks": checks, "provider": s.cfg.Provider.Name()})

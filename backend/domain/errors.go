@@ -99,9 +99,21 @@ type QueueFullError struct {
 
 func (e *QueueFullError) Error() string { return e.Detail }
 
-// UnavailableError: a dependency (the compute provider) cannot answer now;
-// retrying later may succeed.
-type UnavailableError struct{ Detail string }
+// UnavailableError: a dependency (the compute provider, a sandbox's agent)
+// cannot answer now; retrying later may succeed.
+type UnavailableError struct {
+	Detail string
+	// RetryAfter is when trying again makes sense (the answer's
+	// Retry-After, in whole seconds rounded up). Zero means
+	// DefaultUnavailableRetry: most of these failures are brief (a sandbox's
+	// agent restarting, a network under churn).
+	RetryAfter time.Duration
+}
+
+// DefaultUnavailableRetry is the Retry-After of an UnavailableError that
+// sets none: soon, since most such failures pass within seconds, yet not
+// at once, so a busy dependency is not hammered.
+const DefaultUnavailableRetry = time.Second
 
 func (e *UnavailableError) Error() string { return e.Detail }
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
 // errorJSON is E2B's Error body.
@@ -17,7 +20,9 @@ type errorJSON struct {
 // Errors renders every error answer under the edge (the API-key check's,
 // unknown routes' and the handlers' alike) as E2B's {code, message}: the
 // shared handlers write the native envelope, and this rewrites it, so the
-// two APIs share one map from failures to status codes.
+// two APIs share one map from failures to status codes. Headers (a 503's
+// or 429's Retry-After) pass through. It logs nothing: a 5xx was logged
+// where it was written (httpx.Handler), once.
 func Errors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ew := &errorWriter{ResponseWriter: w}
@@ -70,6 +75,11 @@ func (w *errorWriter) flush() {
 	}
 	b, _ := json.Marshal(out)
 	h := w.ResponseWriter.Header()
+	if w.status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		// httpx sets it on its 503s; one written otherwise still tells an
+		// E2B client when to retry, as E2B's own 503s do.
+		h.Set("Retry-After", httpx.RetryAfterSeconds(domain.DefaultUnavailableRetry))
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.ResponseWriter.WriteHeader(w.status)

@@ -63,6 +63,24 @@ func OrgHandler(h func(w http.ResponseWriter, r *http.Request, org string) error
 	}
 }
 
+// LogServerError logs, once per answer, a 5xx the server answered with the
+// detail the client was told and the cause (err, nil when there is none
+// beyond the detail), at WARN: the operator's only record of a sandbox's
+// agent that could not be reached or a command that timed out. Handler
+// calls it for the errors it maps; code that writes its own 5xx (a
+// stream's last "error" line, a proxy's 502) calls it itself. An
+// un-mapped 500 is logged at ERROR by Handler instead, and a request its
+// client abandoned (499) at DEBUG: neither comes here.
+func LogServerError(r *http.Request, status int, detail string, err error) {
+	// The path names the sandbox (/sandboxes/{id}/exec); the detail says
+	// what the client was told.
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "detail", detail}
+	if err != nil && err.Error() != detail {
+		attrs = append(attrs, "err", err)
+	}
+	slog.WarnContext(r.Context(), "request failed", attrs...)
+}
+
 // Handler adapts a handler that returns an error to http.Handler.
 type Handler func(w http.ResponseWriter, r *http.Request) error
 
@@ -73,6 +91,9 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch he := AsError(err); {
 	case he != nil: // an *Error or a domain error, wrapped or not
+		if he.Code >= 500 {
+			LogServerError(r, he.Code, he.Detail, err)
+		}
 		WriteErr(w, he)
 	case r.Context().Err() != nil:
 		// The client went away (or its deadline passed): not a server error.

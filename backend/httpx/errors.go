@@ -155,7 +155,13 @@ func AsError(err error) *Error {
 		e.Header = http.Header{"Retry-After": {strconv.Itoa(int(full.RetryAfter / time.Second))}}
 		return e
 	case errors.As(err, &unavail):
-		return NewError(http.StatusServiceUnavailable, "provider_unavailable", unavail.Detail)
+		d := unavail.RetryAfter
+		if d <= 0 {
+			d = domain.DefaultUnavailableRetry
+		}
+		e := NewError(http.StatusServiceUnavailable, "provider_unavailable", unavail.Detail)
+		e.Header = http.Header{"Retry-After": {RetryAfterSeconds(d)}}
+		return e
 	case errors.As(err, &prov):
 		return NewError(http.StatusBadGateway, "provider_error", prov.Detail)
 	case errors.As(err, &start):
@@ -164,6 +170,13 @@ func AsError(err error) *Error {
 		return NewError(http.StatusGatewayTimeout, "timeout", timeout.Detail)
 	}
 	return nil
+}
+
+// RetryAfterSeconds is d as a Retry-After header's value: whole seconds,
+// rounded up (a client that waits less is early), at least 1 (0 invites a
+// retry at once).
+func RetryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 // WriteJSON writes v with status.

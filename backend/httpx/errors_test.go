@@ -16,6 +16,16 @@ import (
 // Every domain error a service returns has one answer on the wire: its
 // status, its envelope (code, type, detail, errors) and headers. The map is
 // the only place that knows them; this table is the wire contract it keeps.
+// Retry-After is whole seconds, rounded up, never below 1.
+func TestRetryAfterSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "1", -time.Second: "1", time.Millisecond: "1", time.Second: "1",
+		1001 * time.Millisecond: "2", 30 * time.Second: "30"} {
+		if got := RetryAfterSeconds(d); got != want {
+			t.Errorf("RetryAfterSeconds(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestDomainErrorMap(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -56,7 +66,9 @@ func TestDomainErrorMap(t *testing.T) {
 		{name: "queue full", err: &domain.QueueFullError{Detail: "queue full", RetryAfter: 30 * time.Second}, status: 429,
 			typ: "queue_full", detail: "queue full", header: http.Header{"Retry-After": {"30"}}},
 		{name: "unavailable", err: &domain.UnavailableError{Detail: "docker is down"}, status: 503, typ: "provider_unavailable",
-			detail: "docker is down"},
+			detail: "docker is down", header: http.Header{"Retry-After": {"1"}}},
+		{name: "unavailable with a retry", err: fmt.Errorf("exec: %w", &domain.UnavailableError{Detail: "cannot reach the agent", RetryAfter: 2500 * time.Millisecond}),
+			status: 503, typ: "provider_unavailable", detail: "cannot reach the agent", header: http.Header{"Retry-After": {"3"}}},
 		{name: "provider", err: &domain.ProviderError{Detail: "refused"}, status: 502, typ: "provider_error", detail: "refused"},
 		{name: "start failed", err: &domain.StartFailedError{Detail: "no start"}, status: 502, typ: "start_failed", detail: "no start"},
 		{name: "timeout", err: &domain.TimeoutError{Detail: "too slow"}, status: 504, typ: "timeout", detail: "too slow"},

@@ -301,7 +301,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := ndjson.New(w)
+	out := ndjson.New(w, r)
 	g := s.guardStream(r.Context(), rec.ID)
 	defer g.stop()
 	err = fs.WatchDir(g.ctx, rec.Ref(), p, func(ev compute.FileEvent) error { return out.Line(ev) })

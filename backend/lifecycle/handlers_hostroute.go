@@ -120,12 +120,12 @@ func (s *Service) handleHostRoute(w http.ResponseWriter, r *http.Request) error 
 	rec, err := s.db.GetRecord(r.Context(), a.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask):
-		return gone(w, a.id, fmt.Sprintf("sandbox %q was not found: no sandbox has this id (check the id in the host name %s or the %s header)",
+		return gone(w, r, a.id, fmt.Sprintf("sandbox %q was not found: no sandbox has this id (check the id in the host name %s or the %s header)",
 			a.id, r.Host, sandboxIDHeader))
 	case err != nil:
 		return err
 	case !rec.Phase.Live():
-		return gone(w, a.id, fmt.Sprintf("sandbox %q is %s: no traffic reaches an ended sandbox; create another", a.id, rec.PublicState()))
+		return gone(w, r, a.id, fmt.Sprintf("sandbox %q is %s: no traffic reaches an ended sandbox; create another", a.id, rec.PublicState()))
 	}
 	if r.URL.Query().Has(tokenParam) {
 		return browserLogin(w, r, rec)
@@ -165,9 +165,10 @@ func browserLogin(w http.ResponseWriter, r *http.Request, rec *store.Record) err
 	return nil
 }
 
-// gone answers the 502 of a sandbox the router cannot reach: this API's
-// envelope plus E2B's sandboxId and message.
-func gone(w http.ResponseWriter, id, detail string) error {
+// gone answers (and logs) the 502 of a sandbox the router cannot reach:
+// this API's envelope plus E2B's sandboxId and message.
+func gone(w http.ResponseWriter, r *http.Request, id, detail string) error {
+	httpx.LogServerError(r, http.StatusBadGateway, detail, nil) // written here, not by httpx.Handler
 	// The envelope is embedded by value: an embedded *httpx.Error would
 	// promote its MarshalJSON and drop E2B's fields.
 	httpx.WriteJSON(w, http.StatusBadGateway, struct {

@@ -49,7 +49,7 @@ func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) 
 
 // streamExec answers /exec with Accept: application/x-ndjson.
 func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.Record, req compute.ExecRequest) error {
-	out := ndjson.New(w)
+	out := ndjson.New(w, r)
 	g := s.guardStream(r.Context(), rec.ID)
 	defer g.stop()
 	ps, ok := s.processes()
@@ -240,7 +240,7 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	out := ndjson.New(w)
+	out := ndjson.New(w, r)
 	g := s.guardStream(r.Context(), rec.ID)
 	defer g.stop()
 	err = ps.ProcessOutput(g.ctx, rec.Ref(), pid, follow, out.Event)

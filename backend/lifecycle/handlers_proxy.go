@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -128,9 +129,18 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			hostOnlyCookies(res.Header)
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			httpx.WriteErr(w, httpx.NewError(http.StatusBadGateway, "upstream_unreachable",
-				fmt.Sprintf("nothing answered on port %d of sandbox %s: %v", port, id, err)))
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				// The client left: nobody reads the answer, and it is not the
+				// sandbox's failure (httpx.Handler's 499, logged as it does).
+				slog.DebugContext(r.Context(), "request abandoned by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+				httpx.WriteErr(w, httpx.ClientClosed())
+				return
+			}
+			e := httpx.NewError(http.StatusBadGateway, "upstream_unreachable",
+				fmt.Sprintf("nothing answered on port %d of sandbox %s: %v", port, id, err))
+			httpx.LogServerError(r, e.Code, e.Detail, err) // written here, not by httpx.Handler
+			httpx.WriteErr(w, e)
 		},
 	}
 	// A streaming client (Connect's server streams over HTTP/1.1) may end

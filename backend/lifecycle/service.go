@@ -473,6 +473,9 @@ func providerErr(what string, err error) error {
 	case compute.KindTimeout:
 		return &domain.TimeoutError{Detail: msg}
 	case compute.KindUnavailable:
+		// A 503 with Retry-After (domain.DefaultUnavailableRetry): mostly a
+		// sandbox's agent that could not be reached under churn, which
+		// passes within seconds.
 		return &domain.UnavailableError{Detail: msg}
 	}
 	return &domain.ProviderError{Detail: msg}

@@ -43,15 +43,16 @@ type Writer struct {
 	Started bool // the 200 and at least one line are out
 	Exited  bool // the process's "exit" line is out (it is last)
 	w       http.ResponseWriter
+	r       *http.Request
 	rc      *http.ResponseController
 	enc     *json.Encoder
 	carry   map[string][]byte
 }
 
-// New prepares a stream; the status line goes out with the first line, so
-// a failure before it is still an ordinary JSON error.
-func New(w http.ResponseWriter) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), enc: json.NewEncoder(w), carry: map[string][]byte{}}
+// New prepares a stream answering r; the status line goes out with the
+// first line, so a failure before it is still an ordinary JSON error.
+func New(w http.ResponseWriter, r *http.Request) *Writer {
+	return &Writer{w: w, r: r, rc: http.NewResponseController(w), enc: json.NewEncoder(w), carry: map[string][]byte{}}
 }
 
 // line writes one object and flushes it; an error means the client is gone.
@@ -131,7 +132,7 @@ func (n *Writer) End(ev Event) error {
 
 // Finish ends a stream with err: as the JSON error answer when nothing was
 // sent yet, else as a last line of type "error" with the same code and
-// detail (the status line is gone).
+// detail (the status line is gone), logged when its code is a 5xx.
 func (n *Writer) Finish(err error) error {
 	if err == nil {
 		return nil
@@ -143,6 +144,11 @@ func (n *Writer) Finish(err error) error {
 	he := httpx.AsError(err) // an *httpx.Error or a domain error
 	if he == nil {
 		he = &httpx.Error{Code: http.StatusInternalServerError, Detail: "the stream failed; retry the request"}
+	}
+	if he.Code >= 500 {
+		// The handler returns nil after this line, so httpx.Handler,
+		// which logs the 5xx it writes, never sees it.
+		httpx.LogServerError(n.r, he.Code, he.Detail, err)
 	}
 	_ = n.Line(Event{Type: apitypes.ProcessEventTypeError, Code: he.Code, Detail: he.Detail})
 	return nil

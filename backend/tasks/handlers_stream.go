@@ -20,7 +20,7 @@ type StreamExecer interface {
 // events of §6 (start, stdout, stderr, exit). A failure before the first
 // event is an ordinary JSON error; after it, the stream's last line.
 func (s *Service) executeStream(w http.ResponseWriter, r *http.Request, e *Env, req ExecRequest) error {
-	out := ndjson.New(w)
+	out := ndjson.New(w, r)
 	err := s.ExecuteStream(r.Context(), e, req, out.Event)
 	if err == nil || r.Context().Err() != nil {
 		return nil

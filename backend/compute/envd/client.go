@@ -15,8 +15,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -107,4 +109,47 @@ func connectMessage(err error) string {
 		return ce.Message()
 	}
 	return err.Error()
+}
+
+// Unreachable reports whether err (from this package, or from an HTTP or
+// Connect call to the daemon, wrapped or not) is a failure to connect to
+// the daemon at all: the dial failed (connection refused, no route, host
+// unreachable, or timed out while connecting), so not one byte of the
+// request reached the daemon and nothing ran. Such a call may be retried
+// safely, even one that is not idempotent (a Start, an upload). Any
+// failure after the connection was made (reset, EOF, no answer in time)
+// is not unreachable: the daemon may have acted on the request.
+//
+// Connect maps a dial timeout to CodeDeadlineExceeded or CodeUnavailable;
+// the cause stays reachable through connect.Error's Unwrap, which is what
+// is looked at here, never the code. A Client's Diagnose may replace the
+// error with its own finding (the sandbox is paused), which is not
+// unreachable.
+func Unreachable(err error) bool {
+	return dialError(err) != nil
+}
+
+// dialError is the failed dial in err's chain, nil if there is none.
+func dialError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return op
+	}
+	// A refused connection happens only while connecting, whatever wraps it
+	// (a custom dialer need not return a *net.OpError).
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return nil
+}
+
+// unreachable is the error of a call that could not connect to the daemon
+// (dial is dialError's answer): KindUnavailable, for the sandbox may be
+// starting, paused or gone, which diagnose tells when it can.
+func (c *Client) unreachable(ctx context.Context, op string, err, dial error) error {
+	return c.diagnose(ctx, op, compute.Errorf(compute.KindUnavailable, op, err,
+		"cannot reach %s in %s: %v; nothing was sent to it, so retrying is safe: retry in a few seconds, and if it persists check that the sandbox is running",
+		c.daemon(), c.Name, dial))
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -37,7 +38,7 @@ func (c *Client) fsError(ctx context.Context, op string, name string, err error)
 	case connect.CodePermissionDenied:
 		return compute.Errorf(compute.KindConflict, op, err, "permission denied: %s", name)
 	}
-	return c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{op, name}}, err, true)
+	return c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{op, name}}, time.Time{}, err, true)
 }
 
 func entryInfo(e *filesystem.EntryInfo) compute.FileInfo {
@@ -145,6 +146,10 @@ func (c *Client) filesHTTP(ctx context.Context, op, method, name string, body io
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, compute.Errorf(compute.KindTimeout, op, err, "%s of %s was cancelled: %v", op, name, ctx.Err())
+		}
+		if dial := dialError(err); dial != nil {
+			// The dial's own words, not the *url.Error's (method, URL and query).
+			return nil, c.unreachable(ctx, op, err, dial)
 		}
 		return nil, c.diagnose(ctx, op, compute.Errorf(compute.KindUnavailable, op, err, "cannot reach %s in %s: %v", c.daemon(), c.Name, err))
 	}

@@ -46,6 +46,7 @@ func (c *Client) Start(ctx context.Context, req *connect.Request[process.StartRe
 // compute.KindTimeout with the output so far.
 func (c *Client) Exec(ctx context.Context, req compute.ExecRequest) (compute.ExecResult, error) {
 	const op = "exec"
+	start := time.Now() // a timeout's message states the time that passed
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return compute.ExecResult{}, compute.Errorf(compute.KindInvalid, op, nil, "no command given")
 	}
@@ -56,7 +57,7 @@ func (c *Client) Exec(ctx context.Context, req compute.ExecRequest) (compute.Exe
 	defer cancel()
 	stream, err := c.Start(runCtx, c.StartRequest(req.Cmd, req.Env, req.Cwd))
 	if err != nil {
-		return compute.ExecResult{}, c.connectError(ctx, runCtx, op, req, err, false)
+		return compute.ExecResult{}, c.connectError(ctx, runCtx, op, req, start, err, false)
 	}
 	defer stream.Close()
 	var (
@@ -100,7 +101,7 @@ func (c *Client) Exec(ctx context.Context, req compute.ExecRequest) (compute.Exe
 	if started && (timedOut || ctx.Err() != nil) {
 		c.kill(ctx, pid)
 	}
-	return res, c.connectError(ctx, runCtx, op, req, serr, started)
+	return res, c.connectError(ctx, runCtx, op, req, start, serr, started)
 }
 
 // kill sends SIGKILL to a process left running after its caller gave up.
@@ -117,23 +118,36 @@ func (c *Client) kill(ctx context.Context, pid uint32) {
 	_, _ = c.processes().SendSignal(kctx, r)
 }
 
-func (c *Client) connectError(ctx, runCtx context.Context, op string, req compute.ExecRequest, err error, started bool) error {
+// connectError maps a failed call to envd's process service (req's command,
+// begun at start) to the user's terms. A call that could not connect at
+// all is KindUnavailable before any timeout is considered: Connect reports
+// a dial timeout as CodeDeadlineExceeded, and a command that never reached
+// the daemon did not time out.
+func (c *Client) connectError(ctx, runCtx context.Context, op string, req compute.ExecRequest, start time.Time, err error, started bool) error {
 	cmd := strings.Join(req.Cmd, " ")
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return compute.Errorf(compute.KindTimeout, op, err, "command %q did not finish before the caller's deadline", cmd)
+			return compute.Errorf(compute.KindTimeout, op, err, "command %q did not finish before the caller's deadline%s", cmd, after(start))
 		}
 		return compute.Errorf(compute.KindInternal, op, ctx.Err(), "command %q was cancelled", cmd)
 	}
+	if dial := dialError(err); dial != nil {
+		return c.unreachable(ctx, op, err, dial)
+	}
 	if runCtx.Err() != nil || (req.Timeout > 0 && connect.CodeOf(err) == connect.CodeDeadlineExceeded) {
-		return compute.Errorf(compute.KindTimeout, op, err, "command %q did not finish within its timeout of %s and was killed", cmd, req.Timeout)
+		if !started {
+			return compute.Errorf(compute.KindTimeout, op, err, "command %q was not reported started within its timeout of %s: %s in %s sent no start event%s",
+				cmd, req.Timeout, c.daemon(), c.Name, after(start))
+		}
+		return compute.Errorf(compute.KindTimeout, op, err, "command %q was killed after %s: it did not finish within its timeout of %s",
+			cmd, elapsed(start), req.Timeout)
 	}
 	msg := connectMessage(err)
 	switch connect.CodeOf(err) {
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		return compute.Errorf(compute.KindAuth, op, err, "%s in %s refused the access token or user: %s", c.daemon(), c.Name, msg)
 	case connect.CodeDeadlineExceeded:
-		return compute.Errorf(compute.KindTimeout, op, err, "command %q timed out: %s", cmd, msg)
+		return compute.Errorf(compute.KindTimeout, op, err, "%s in %s did not answer in time%s: %s", c.daemon(), c.Name, after(start), msg)
 	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition:
 		return compute.Errorf(compute.KindInvalid, op, err, "command %q could not run in %s: %s", cmd, c.Name, msg)
 	case connect.CodeResourceExhausted:
@@ -153,6 +167,24 @@ func (c *Client) connectError(ctx, runCtx context.Context, op string, req comput
 		return compute.Errorf(compute.KindInvalid, op, err, "command %q could not be started in %s: %s", cmd, c.Name, msg)
 	}
 	return compute.Errorf(compute.KindInternal, op, err, "command %q in %s failed: %s", cmd, c.Name, msg)
+}
+
+// elapsed is the time since start as a message states it: to the
+// millisecond under a second, else to a tenth of a second ("1m0.2s").
+func elapsed(start time.Time) time.Duration {
+	d := time.Since(start)
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+// after is " (after <elapsed>)" for a message, "" when start is unknown.
+func after(start time.Time) string {
+	if start.IsZero() {
+		return ""
+	}
+	return " (after " + elapsed(start).String() + ")"
 }
 
 // exitCode reads an end event the way a shell would: 128+N after signal N.
@@ -201,6 +233,7 @@ func events(receive func() bool, msg func() *process.ProcessEvent, emit compute.
 // command is killed (SIGKILL) when ctx ends, the timeout passes or emit fails.
 func (c *Client) ExecStream(ctx context.Context, req compute.ExecRequest, stdin io.Reader, emit compute.Emit) error {
 	const op = "exec"
+	start := time.Now()
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return compute.Errorf(compute.KindInvalid, op, nil, "no command given")
 	}
@@ -213,7 +246,7 @@ func (c *Client) ExecStream(ctx context.Context, req compute.ExecRequest, stdin 
 	sr.Msg.Stdin = proto.Bool(stdin != nil)
 	stream, err := c.Start(runCtx, sr)
 	if err != nil {
-		return c.connectError(ctx, runCtx, op, req, err, false)
+		return c.connectError(ctx, runCtx, op, req, start, err, false)
 	}
 	defer stream.Close()
 	started := false
@@ -236,7 +269,7 @@ func (c *Client) ExecStream(ctx context.Context, req compute.ExecRequest, stdin 
 	if serr == nil {
 		serr = errors.New("the output stream ended without an end event")
 	}
-	return c.connectError(ctx, runCtx, op, req, serr, pid != 0)
+	return c.connectError(ctx, runCtx, op, req, start, serr, pid != 0)
 }
 
 func selector(pid int) *process.ProcessSelector {
@@ -283,13 +316,14 @@ func (c *Client) processError(ctx context.Context, op string, pid int, err error
 	case connect.CodeFailedPrecondition, connect.CodeInvalidArgument:
 		return compute.Errorf(compute.KindConflict, op, err, "process %d in %s: %s", pid, c.Name, msg)
 	}
-	return c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{"pid " + strconv.Itoa(pid)}}, err, true)
+	return c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{"pid " + strconv.Itoa(pid)}}, time.Time{}, err, true)
 }
 
 // StartProcess starts a process that runs on after the start event, when
 // the stream is closed.
 func (c *Client) StartProcess(ctx context.Context, req compute.ProcessRequest) (compute.Process, error) {
 	const op = "start process"
+	start := time.Now()
 	if len(req.Cmd) == 0 || req.Cmd[0] == "" {
 		return compute.Process{}, compute.Errorf(compute.KindInvalid, op, nil, "no command given")
 	}
@@ -302,7 +336,7 @@ func (c *Client) StartProcess(ctx context.Context, req compute.ProcessRequest) (
 	}
 	stream, err := c.Start(sctx, sr)
 	if err != nil {
-		return compute.Process{}, c.connectError(ctx, sctx, op, compute.ExecRequest{Cmd: req.Cmd}, err, false)
+		return compute.Process{}, c.connectError(ctx, sctx, op, compute.ExecRequest{Cmd: req.Cmd}, start, err, false)
 	}
 	defer stream.Close()
 	for stream.Receive() {
@@ -314,7 +348,7 @@ func (c *Client) StartProcess(ctx context.Context, req compute.ProcessRequest) (
 	if serr == nil {
 		serr = errors.New("no start event")
 	}
-	return compute.Process{}, c.connectError(ctx, sctx, op, compute.ExecRequest{Cmd: req.Cmd}, serr, false)
+	return compute.Process{}, c.connectError(ctx, sctx, op, compute.ExecRequest{Cmd: req.Cmd}, start, serr, false)
 }
 
 // ListProcesses lists the running processes (envd lists no others) and,
@@ -327,7 +361,7 @@ func (c *Client) ListProcesses(ctx context.Context) ([]compute.Process, error) {
 	}
 	res, err := c.processes().List(ctx, req)
 	if err != nil {
-		return nil, c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{"list"}}, err, true)
+		return nil, c.connectError(ctx, ctx, op, compute.ExecRequest{Cmd: []string{"list"}}, time.Time{}, err, true)
 	}
 	ended := map[int]int{}
 	for _, kv := range strings.Split(res.Header().Get(EndedHeader), ",") {
