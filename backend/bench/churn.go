@@ -419,7 +419,7 @@ func churnReport(results []*churnResult, h *churnHolders, wall time.Duration, ra
 			r.most = max(r.most, n)
 		}
 	}
-	var macChanges, fromDenyOut, failAfterChange, failAfterDenyOut int
+	var macChanges, fromDenyOut, failAfterChange, failAfterDenyOut, failToDenyOut int
 	for _, r := range results {
 		if r.prev == nil || r.prev.mac == r.mac {
 			continue
@@ -434,6 +434,9 @@ func churnReport(results []*churnResult, h *churnHolders, wall time.Duration, ra
 			if fromDeny {
 				failAfterDenyOut++
 			}
+			if r.kind == kindDenyOut && r.prev.kind != kindDenyOut {
+				failToDenyOut++
+			}
 		}
 	}
 	fmt.Printf("%-28s %d sandboxes (%s) by %d workers in %.1f s, %d addresses reused %d times; agent-call failures %d/%d (goal 0); first call p50 %.1f ms p99 %.1f ms\n",
@@ -442,8 +445,8 @@ func churnReport(results []*churnResult, h *churnHolders, wall time.Duration, ra
 	fmt.Printf("%-28s bridge %s: %d addresses, %d reused %d times (at most %d uses each), %d handovers to another MAC (%d from a denyOut sandbox to another kind); task networks: %d addresses, %d reused %d times\n",
 		"  addresses", benchNetwork, bridge.addrs, bridge.reused, bridge.times, bridge.most, macChanges, fromDenyOut, task.addrs, task.reused, task.times)
 	if len(failures) > 0 {
-		fmt.Printf("%-28s %d of the %d failures came right after a handover to another MAC, %d after one from a denyOut sandbox\n",
-			"", failAfterChange, len(failures), failAfterDenyOut)
+		fmt.Printf("%-28s %d of the %d failures came right after a handover to another MAC: %d from a denyOut sandbox to another kind, %d from another kind to a denyOut sandbox\n",
+			"", failAfterChange, len(failures), failAfterDenyOut, failToDenyOut)
 	}
 	for k := range nKinds {
 		if len(kindFirst[k]) == 0 {
