@@ -154,6 +154,17 @@ func churnPart(ctx context.Context) {
 		fmt.Printf("%-28s %s built and provisioned once in %.1f s (not counted)\n", "churn warm-up", *churnTask, time.Since(t0).Seconds())
 	}
 
+	// One sandbox lives through the churn, as on any busy deployment: a
+	// bridge that loses its last container loses its carrier and, with it,
+	// every neighbour entry, which would hide a stale one.
+	if code, body := b.do("POST", "/sandboxes", map[string]any{"waitReady": true, "timeout": 3600}); code != http.StatusCreated {
+		fail(fmt.Errorf("churn: the sandbox kept through the churn: %d %s", code, body))
+	} else {
+		var keeper struct{ SandboxID string }
+		_ = json.Unmarshal(body, &keeper)
+		defer b.churnDelete("/sandboxes/"+keeper.SandboxID, http.StatusNoContent)
+	}
+
 	results := make([]*churnResult, *churnN)
 	var next atomic.Int64
 	t0 := time.Now()
