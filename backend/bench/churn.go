@@ -38,6 +38,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
@@ -253,14 +254,14 @@ func (b *backend) churnTaskEnv(ctx context.Context, i int, h *churnHolders) *chu
 	for {
 		code, body, err = b.try("GET", base+"/"+env.ID+"/status?wait=60", nil)
 		var st struct {
-			State string  `json:"state"`
-			Error *string `json:"error"`
+			State taskenv.State `json:"state"`
+			Error *string       `json:"error"`
 		}
 		_ = json.Unmarshal(body, &st)
-		if err == nil && code == http.StatusOK && st.State == "ready" {
+		if err == nil && code == http.StatusOK && st.State == taskenv.StateReady {
 			break
 		}
-		if err != nil || code != http.StatusOK || st.State == "failed" || st.State == "torn_down" || time.Now().After(deadline) {
+		if err != nil || code != http.StatusOK || st.State.Terminal() || time.Now().After(deadline) {
 			r.status, r.err = code, errOr(err, body)
 			return r
 		}
