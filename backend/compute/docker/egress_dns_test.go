@@ -320,7 +320,9 @@ except OSError as e: print("none", e)`, server, name)
 // policy queries it (the control: the resolver rule is what lets it
 // through); a sandbox with denyOut 0.0.0.0/0 does not, over UDP or TCP,
 // nor one that also allows a domain name, which reaches only the backend's
-// forwarder (NXDOMAIN for names outside its allowOut). The queries never
+// forwarder (NXDOMAIN for names outside its allowOut); the forwarder is
+// the only resolver of both (for the one without names, NXDOMAIN for
+// every name, answered without asking upstream). The queries never
 // reach the resolver (counted there per name). In the installed bridge
 // chain, every port-53 accept comes after the sandbox's own verdict.
 func TestEgressDenyAllReachesNoHostResolver(t *testing.T) {
@@ -358,6 +360,22 @@ func TestEgressDenyAllReachesNoHostResolver(t *testing.T) {
 		t.Errorf("a sandbox with denyOut 0.0.0.0/0 queried the host's resolver over TCP (rcode %s)", rcode)
 	}
 
+	// Its only resolver is the backend's forwarder, which answers
+	// NXDOMAIN for every name (none is allowed): lookups fail at once.
+	if rcode := askDirectly(t, p, deny, sandboxDNSAddr.Addr().String(), "open.test"); rcode != "3" {
+		t.Errorf("the forwarder of a sandbox denying everything answered open.test with rcode %s, want 3 (NXDOMAIN)", rcode)
+	}
+	if got := resolve(t, p, deny, "open.test"); got != "" {
+		t.Errorf("a sandbox denying everything resolved open.test to %s", got)
+	}
+	c, err := p.cli.ContainerInspect(context.Background(), deny.Ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.HostConfig.DNS; len(got) != 1 || got[0] != sandboxDNSAddr.Addr().String() {
+		t.Errorf("the embedded DNS of a sandbox denying everything forwards to %v, want only the forwarder %s", got, sandboxDNSAddr.Addr())
+	}
+
 	named := mustCreate(t, p, policySpec("allowed.test"))
 	if rcode := askDirectly(t, p, named, resolverAddr, "allowed.test"); !strings.HasPrefix(rcode, "none") {
 		t.Errorf("a sandbox with denyOut 0.0.0.0/0 and a domain name queried the host's resolver over UDP (rcode %s)", rcode)
@@ -370,6 +388,9 @@ func TestEgressDenyAllReachesNoHostResolver(t *testing.T) {
 	}
 	if got := resolve(t, p, named, "allowed.test"); got != "192.0.2.2" {
 		t.Errorf("allowed.test resolved to %q through the forwarder, want 192.0.2.2", got)
+	}
+	if n := upstream.asked("open.test") + upstream.asked("deny.test"); n != 0 {
+		t.Errorf("the forwarder asked upstream %d times for names no sandbox allows", n)
 	}
 	for _, n := range []string{"deny.test", "deny-tcp.test", "allowed.test", "named-tcp.test"} {
 		if k := hostResolver.asked(n); k != 0 {
