@@ -29,6 +29,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -89,6 +90,9 @@ type Config struct {
 	Egress EgressConfig
 
 	egressRunner egress.Runner // tests: nil runs nft
+	// egressNameservers are the resolvers sandbox bridges reach on port
+	// 53 (tests: a resolver of their own; nil: the host's, hostResolvers).
+	egressNameservers []netip.Addr
 }
 
 // networkOf names the sandbox network of a deployment: its own, so that

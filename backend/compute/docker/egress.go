@@ -80,7 +80,11 @@ func (p *Provider) initEgress() {
 		p.egress.err = err
 		return
 	}
-	fw := egress.New(egress.Config{AllowPrivate: p.cfg.Egress.AllowPrivate, Nameservers: hostResolvers()}, p.cfg.egressRunner)
+	ns := p.cfg.egressNameservers
+	if ns == nil {
+		ns = hostResolvers()
+	}
+	fw := egress.New(egress.Config{AllowPrivate: p.cfg.Egress.AllowPrivate, Nameservers: ns}, p.cfg.egressRunner)
 	if err := fw.Install(ctx); err != nil {
 		p.egress.err = err
 		return

@@ -23,6 +23,13 @@ import (
 // answers only what the sandbox's policy lets through and opens the
 // answers' addresses to that sandbox alone.
 //
+// A sandbox whose denyOut covers every address (0.0.0.0/0) gets the
+// forwarder too, domain names or not: its chain drops DNS to the host's
+// resolvers like anything else (egress.AttachNetwork), so the forwarder is
+// the only resolver it reaches, and it answers NXDOMAIN at once for every
+// name outside allowOut instead of leaving the sandbox's lookups to time
+// out.
+//
 // A sandbox without internet access gets its own loopback as upstream
 // instead, with nothing listening: the engine's embedded DNS still answers
 // the names of its network, and forwards nothing out of the sandbox's
@@ -66,7 +73,7 @@ func namesOf(labels map[string]string) []string {
 }
 
 // startDNS creates the forwarder and, after a restart, serves again the
-// running sandboxes of this deployment that have domain names.
+// running sandboxes of this deployment it serves (usesForwarder).
 func (p *Provider) startDNS(ctx context.Context) {
 	ups := p.cfg.Egress.Upstreams
 	if len(ups) == 0 {
@@ -74,7 +81,7 @@ func (p *Provider) startDNS(ctx context.Context) {
 	}
 	p.egress.dns = egress.NewForwarder(p.egress.fw, ups)
 	cs, err := p.cli.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", labelEgressNames), filters.Arg("label", labelScope+"="+p.cfg.Scope))})
+		filters.Arg("label", labelEgressMAC), filters.Arg("label", labelScope+"="+p.cfg.Scope))})
 	if err != nil {
 		return
 	}
@@ -83,17 +90,34 @@ func (p *Provider) startDNS(ctx context.Context) {
 	}
 }
 
+// deniesAll reports whether a sandbox's denyOut covers every IPv4 address.
+func deniesAll(labels map[string]string) bool {
+	for _, d := range policyOf(labels).Deny {
+		if d.Addr().Is4() && d.Bits() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// usesForwarder reports whether an online sandbox resolves through the
+// backend's forwarder: it has domain names in its allowOut, or denies
+// every address (and so reaches no other resolver).
+func usesForwarder(labels map[string]string) bool {
+	return labels[labelEgressMAC] != "" && (len(namesOf(labels)) > 0 || deniesAll(labels))
+}
+
 // sandboxDNS sets the upstream of the engine's embedded DNS for a sandbox
-// without internet access or with domain names in its allowOut.
+// without internet access or served by the forwarder (usesForwarder).
 func (p *Provider) sandboxDNS(hc *container.HostConfig, labels map[string]string, isolated bool) error {
 	switch {
 	case isolated:
 		hc.DNS = []string{offlineDNS}
-	case labels[labelEgressNames] != "":
+	case usesForwarder(labels):
 		if p.egress.dns == nil {
 			if p.cfg.Egress.Off {
 				return compute.Errorf(compute.KindNetwork, "create", nil,
-					"allowOut's domain names cannot be enforced: egress filtering is off on this backend (DREADNODE_EGRESS=off)")
+					"allowOut/denyOut cannot be enforced: egress filtering is off on this backend (DREADNODE_EGRESS=off)")
 			}
 			return p.egressReady()
 		}
@@ -103,10 +127,10 @@ func (p *Provider) sandboxDNS(hc *container.HostConfig, labels map[string]string
 }
 
 // serveSandboxDNS opens the forwarder's sockets in the namespace of a
-// started sandbox with domain names in its allowOut (idempotent).
+// started sandbox it serves (usesForwarder; idempotent).
 func (p *Provider) serveSandboxDNS(ctx context.Context, id string, labels map[string]string) error {
 	names, mac := namesOf(labels), labels[labelEgressMAC]
-	if len(names) == 0 || mac == "" || p.egress.dns == nil || labels[labelNetwork] == isolatedValue {
+	if !usesForwarder(labels) || p.egress.dns == nil || labels[labelNetwork] == isolatedValue {
 		return nil // an offline sandbox resolves nothing external, allowOut or not
 	}
 	c, err := p.cli.ContainerInspect(ctx, id)
@@ -116,13 +140,10 @@ func (p *Provider) serveSandboxDNS(ctx context.Context, id string, labels map[st
 	if c.State == nil || c.State.Pid == 0 {
 		return nil // not running: served when it runs
 	}
-	cl := egress.Client{MAC: mac, Names: names}
-	for _, d := range policyOf(labels).Deny {
-		cl.DenyAll = cl.DenyAll || (d.Addr().Is4() && d.Bits() == 0)
-	}
+	cl := egress.Client{MAC: mac, Names: names, DenyAll: deniesAll(labels)}
 	if err := p.egress.dns.ServeIn(strings.ToLower(mac), fmt.Sprintf("/proc/%d/ns/net", c.State.Pid), sandboxDNSAddr, cl); err != nil {
 		return compute.Errorf(compute.KindNetwork, "create", err,
-			"could not serve the sandbox's allowOut domain names: %v (the backend must run on the engine's host, in its PID namespace)", err)
+			"could not serve DNS to the sandbox under its allowOut/denyOut: %v (the backend must run on the engine's host, in its PID namespace)", err)
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/testhosts"
 )
@@ -30,8 +33,15 @@ func newTestResolver(t *testing.T, zone map[string]string) *testResolver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTestResolver(t, pc, nil, zone)
+}
+
+// serveTestResolver is newTestResolver on pc and, when not nil, ln (the
+// same server over TCP).
+func serveTestResolver(t *testing.T, pc net.PacketConn, ln net.Listener, zone map[string]string) *testResolver {
+	t.Helper()
 	r := &testResolver{addr: netip.MustParseAddrPort(pc.LocalAddr().String()), asks: map[string]int{}}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		name := strings.ToLower(strings.TrimSuffix(q.Question[0].Name, "."))
@@ -47,12 +57,18 @@ func newTestResolver(t *testing.T, zone map[string]string) *testResolver {
 				A: net.ParseIP(ip)})
 		}
 		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	})
+	srvs := []*dns.Server{{PacketConn: pc, Handler: h}}
+	if ln != nil {
+		srvs = append(srvs, &dns.Server{Listener: ln, Handler: h})
+	}
+	for _, srv := range srvs {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go func() { _ = srv.ActivateAndServe() }()
+		<-started
+		t.Cleanup(func() { _ = srv.Shutdown() })
+	}
 	return r
 }
 
@@ -280,5 +296,120 @@ func TestEgressDomainNamesAfterRestart(t *testing.T) {
 	}
 	if n := len(p.egress.dns.Serving()); n != 0 {
 		t.Errorf("Delete left the forwarder serving %d sandboxes", n)
+	}
+}
+
+// askDirectlyTCP is askDirectly over TCP ("none" when no answer came: a
+// dropped connection).
+func askDirectlyTCP(t *testing.T, p *Provider, inst compute.Instance, server, name string) string {
+	t.Helper()
+	res := exec(t, p, inst, "python3", "-c", `import socket,sys
+q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + b"".join(bytes([len(l)]) + l.encode() for l in sys.argv[2].split(".")) + b"\x00\x00\x01\x00\x01"
+try:
+    s = socket.create_connection((sys.argv[1], 53), timeout=3)
+    s.sendall(len(q).to_bytes(2, "big") + q)
+    print(s.recv(4096)[5] & 15)
+except OSError as e: print("none", e)`, server, name)
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// TestEgressDenyAllReachesNoHostResolver: the "host's resolver" is a test
+// DNS server of our own (UDP and TCP port 53 on a test host of a private
+// range the backend does not allow: only the resolver rule lets sandboxes
+// reach it, as it does the host's private resolvers). A sandbox without a
+// policy queries it (the control: the resolver rule is what lets it
+// through); a sandbox with denyOut 0.0.0.0/0 does not, over UDP or TCP,
+// nor one that also allows a domain name, which reaches only the backend's
+// forwarder (NXDOMAIN for names outside its allowOut); the forwarder is
+// the only resolver of both (for the one without names, NXDOMAIN for
+// every name, answered without asking upstream). The queries never
+// reach the resolver (counted there per name). In the installed bridge
+// chain, every port-53 accept comes after the sandbox's own verdict.
+func TestEgressDenyAllReachesNoHostResolver(t *testing.T) {
+	prefix := netip.MustParsePrefix(fmt.Sprintf("10.254.%d.0/24", 100+rand.IntN(100)))
+	ns, addrs := testhosts.Hosts(t, prefix, 1)
+	resolverAddr := addrs[0]
+	var pc net.PacketConn
+	var ln net.Listener
+	testhosts.In(t, ns, func() (err error) {
+		if pc, err = net.ListenPacket("udp", net.JoinHostPort(resolverAddr, "53")); err != nil {
+			return err
+		}
+		ln, err = net.Listen("tcp", net.JoinHostPort(resolverAddr, "53"))
+		return err
+	})
+	hostResolver := serveTestResolver(t, pc, ln, map[string]string{"open.test": "192.0.2.1", "open-tcp.test": "192.0.2.1"})
+	upstream := newTestResolver(t, map[string]string{"allowed.test": "192.0.2.2"}) // the forwarder's
+	name := testNetwork + "-egress-dns-deny"
+	p := newProvider(t, Config{Network: name, Egress: EgressConfig{Upstreams: []netip.AddrPort{upstream.addr}},
+		egressNameservers: []netip.Addr{netip.MustParseAddr(resolverAddr)}})
+
+	open := mustCreate(t, p, testSpec())
+	if rcode := askDirectly(t, p, open, resolverAddr, "open.test"); rcode != "0" {
+		t.Fatalf("control: a sandbox without a policy must query the host's resolver %s over UDP (rcode %s)", resolverAddr, rcode)
+	}
+	if rcode := askDirectlyTCP(t, p, open, resolverAddr, "open-tcp.test"); rcode != "0" {
+		t.Fatalf("control: a sandbox without a policy must query the host's resolver %s over TCP (rcode %s)", resolverAddr, rcode)
+	}
+
+	deny := mustCreate(t, p, policySpec())
+	if rcode := askDirectly(t, p, deny, resolverAddr, "deny.test"); !strings.HasPrefix(rcode, "none") {
+		t.Errorf("a sandbox with denyOut 0.0.0.0/0 queried the host's resolver over UDP (rcode %s)", rcode)
+	}
+	if rcode := askDirectlyTCP(t, p, deny, resolverAddr, "deny-tcp.test"); !strings.HasPrefix(rcode, "none") {
+		t.Errorf("a sandbox with denyOut 0.0.0.0/0 queried the host's resolver over TCP (rcode %s)", rcode)
+	}
+
+	// Its only resolver is the backend's forwarder, which answers
+	// NXDOMAIN for every name (none is allowed): lookups fail at once.
+	if rcode := askDirectly(t, p, deny, sandboxDNSAddr.Addr().String(), "open.test"); rcode != "3" {
+		t.Errorf("the forwarder of a sandbox denying everything answered open.test with rcode %s, want 3 (NXDOMAIN)", rcode)
+	}
+	if got := resolve(t, p, deny, "open.test"); got != "" {
+		t.Errorf("a sandbox denying everything resolved open.test to %s", got)
+	}
+	c, err := p.cli.ContainerInspect(context.Background(), deny.Ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.HostConfig.DNS; len(got) != 1 || got[0] != sandboxDNSAddr.Addr().String() {
+		t.Errorf("the embedded DNS of a sandbox denying everything forwards to %v, want only the forwarder %s", got, sandboxDNSAddr.Addr())
+	}
+
+	named := mustCreate(t, p, policySpec("allowed.test"))
+	if rcode := askDirectly(t, p, named, resolverAddr, "allowed.test"); !strings.HasPrefix(rcode, "none") {
+		t.Errorf("a sandbox with denyOut 0.0.0.0/0 and a domain name queried the host's resolver over UDP (rcode %s)", rcode)
+	}
+	if rcode := askDirectlyTCP(t, p, named, resolverAddr, "named-tcp.test"); !strings.HasPrefix(rcode, "none") {
+		t.Errorf("a sandbox with denyOut 0.0.0.0/0 and a domain name queried the host's resolver over TCP (rcode %s)", rcode)
+	}
+	if rcode := askDirectly(t, p, named, sandboxDNSAddr.Addr().String(), "deny.test"); rcode != "3" {
+		t.Errorf("the forwarder answered deny.test, outside the sandbox's allowOut (rcode %s, want 3, NXDOMAIN)", rcode)
+	}
+	if got := resolve(t, p, named, "allowed.test"); got != "192.0.2.2" {
+		t.Errorf("allowed.test resolved to %q through the forwarder, want 192.0.2.2", got)
+	}
+	if n := upstream.asked("open.test") + upstream.asked("deny.test"); n != 0 {
+		t.Errorf("the forwarder asked upstream %d times for names no sandbox allows", n)
+	}
+	for _, n := range []string{"deny.test", "deny-tcp.test", "allowed.test", "named-tcp.test"} {
+		if k := hostResolver.asked(n); k != 0 {
+			t.Errorf("the host's resolver was asked %s %d times by a sandbox denying everything", n, k)
+		}
+	}
+
+	_, bridge := gatewayOf(t, p, name)
+	chain := nftList(t, "chain", "inet", egress.Table, "n-"+bridge)
+	verdict := -1
+	for i, line := range strings.Split(chain, "\n") {
+		switch {
+		case strings.Contains(line, "vmap @sandboxes") && verdict < 0:
+			verdict = i
+		case strings.Contains(line, "dport 53") && strings.HasSuffix(strings.TrimSpace(line), "accept") && verdict < 0:
+			t.Errorf("the bridge's chain accepts port 53 before the sandbox's own verdict (line %d):\n%s", i, chain)
+		}
+	}
+	if !strings.Contains(chain, resolverAddr) {
+		t.Errorf("the bridge's chain does not name the test resolver %s:\n%s", resolverAddr, chain)
 	}
 }

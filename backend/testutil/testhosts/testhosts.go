@@ -23,6 +23,17 @@ import (
 // port their listener accepts (and closes) connections on.
 func Start(t testing.TB, prefix netip.Prefix, n int) (addrs []string, port int) {
 	t.Helper()
+	ns, addrs := Hosts(t, prefix, n)
+	var ln net.Listener
+	In(t, ns, func() (err error) { ln, err = net.Listen("tcp", "0.0.0.0:0"); return err })
+	return addrs, AcceptAll(t, ln)
+}
+
+// Hosts makes the hosts of Start with no listener: it returns the name of
+// their network namespace (open servers there with In) and their
+// addresses.
+func Hosts(t testing.TB, prefix netip.Prefix, n int) (ns string, addrs []string) {
+	t.Helper()
 	if !prefix.Addr().Is4() || prefix.Bits() != 24 {
 		t.Fatalf("testhosts: %s is not an IPv4 /24", prefix)
 	}
@@ -53,7 +64,7 @@ func Start(t testing.TB, prefix netip.Prefix, n int) (addrs []string, port int) 
 			t.Fatalf("ip %v: %v: %s (is %s used by another test?)", cmd, err, out, prefix)
 		}
 	}
-	return addrs, AcceptAll(t, listenIn(t, ns))
+	return ns, addrs
 }
 
 // AcceptAll accepts and closes connections on ln until the test ends (a
@@ -72,8 +83,10 @@ func AcceptAll(t testing.TB, ln net.Listener) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// listenIn opens a TCP listener inside the named network namespace.
-func listenIn(t testing.TB, ns string) net.Listener {
+// In runs open (which opens sockets: they keep the namespace) inside the
+// network namespace ns of Hosts, on a thread of its own; the test fails
+// with open's error.
+func In(t testing.TB, ns string, open func() error) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -90,12 +103,11 @@ func listenIn(t testing.TB, ns string) net.Listener {
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		t.Fatal(err)
 	}
-	ln, lerr := net.Listen("tcp", "0.0.0.0:0")
+	oerr := open()
 	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 		panic("testhosts: cannot return to the test's network namespace: " + err.Error()) // the thread must not be reused
 	}
-	if lerr != nil {
-		t.Fatal(lerr)
+	if oerr != nil {
+		t.Fatal(oerr)
 	}
-	return ln
 }

@@ -101,7 +101,7 @@ type Client struct {
 }
 
 // Forwarder is the DNS server of sandboxes with domain names in allowOut
-// (see above). It serves each sandbox on sockets of its own, opened inside
+// or a denyOut covering every address (see above). It serves each sandbox on sockets of its own, opened inside
 // the sandbox's network namespace (ServeIn): the engine's embedded DNS
 // reaches them without leaving the namespace, so no host port is open to
 // sandboxes and a query's sandbox is known by the socket it came to, never

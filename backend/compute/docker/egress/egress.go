@@ -12,10 +12,13 @@
 //	  bridge (set @bridges); replies of established flows pass; then the
 //	  bridge's own chain via the verdict map @nets.
 //	n-<bridge>: traffic staying on the bridge is Docker's to judge (ICC);
-//	  link-local is dropped, DNS to the host's resolvers passes (the
-//	  engine's embedded DNS forwards from the sandbox's namespace), private
-//	  ranges the operator did not allow are dropped, then the sandbox's
-//	  own chain via the verdict map @sandboxes keyed by its MAC address.
+//	  link-local is dropped; DNS to the host's resolvers (the engine's
+//	  embedded DNS forwards from the sandbox's namespace) meets the
+//	  sandbox's own chain first, and passes only if that chain has no
+//	  verdict on it (a sandbox denying everything reaches no resolver);
+//	  private ranges the operator did not allow are dropped, then the
+//	  sandbox's own chain via the verdict map @sandboxes keyed by its MAC
+//	  address. A packet meets its sandbox's chain at most once.
 //	s-<mac>: the sandbox's allowOut (accepted first: it wins) and denyOut.
 //	input (hook input): a sandbox bridge reaches no address of the host
 //	  itself, only replies to connections the host opened.
@@ -192,11 +195,24 @@ func (f *Firewall) attachNetwork(ctx context.Context, bridge string, offline boo
 	if env != nil && len(*env) == 0 {
 		ns4, ns6 = nil, nil // an environment declaring nothing resolves no external name
 	}
-	if len(ns4) > 0 {
-		rule("ip daddr { %s } meta l4proto { tcp, udp } th dport 53 accept", strings.Join(ns4, ", "))
-	}
-	if len(ns6) > 0 {
-		rule("ip6 daddr { %s } meta l4proto { tcp, udp } th dport 53 accept", strings.Join(ns6, ", "))
+	// DNS to the host's resolvers passes for sandboxes without a verdict
+	// of their own on it. A sandbox's own chain judges it first (a deny
+	// covering the resolver, denyOut 0.0.0.0/0, drops it: deny means deny,
+	// DNS included); its chain ends without a verdict otherwise, and the
+	// accept that follows applies. Only then the private drop, which a
+	// resolver on a private address must get past.
+	for _, ns := range []struct {
+		family string
+		addrs  []string
+	}{{"ip", ns4}, {"ip6", ns6}} {
+		if len(ns.addrs) == 0 {
+			continue
+		}
+		match := fmt.Sprintf("%s daddr { %s } meta l4proto { tcp, udp } th dport 53", ns.family, strings.Join(ns.addrs, ", "))
+		if env == nil {
+			rule("%s ether saddr vmap @sandboxes", match)
+		}
+		rule("%s accept", match)
 	}
 	allow4, allow6 := split(f.cfg.AllowPrivate)
 	priv4, priv6 := split(PrivateRanges)

@@ -77,6 +77,12 @@ func TestAttachRendersBaseline(t *testing.T) {
 			t.Errorf("script lacks %q:\n%s", want, script)
 		}
 	}
+	// The sandbox's own verdict comes before any port-53 accept: a
+	// sandbox denying everything reaches no resolver.
+	dnsVerdict := strings.Index(script, "ip daddr { 10.255.255.53 } meta l4proto { tcp, udp } th dport 53 ether saddr vmap @sandboxes\n")
+	if accept := strings.Index(script, "dport 53 accept"); dnsVerdict < 0 || accept < dnsVerdict {
+		t.Errorf("port 53 to the resolvers is accepted before the sandbox's own verdict:\n%s", script)
+	}
 	if err := f.AttachNetwork(context.Background(), `br-x"; flush ruleset`, false); err == nil {
 		t.Fatal("an unusable bridge name must be refused")
 	}
