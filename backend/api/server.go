@@ -244,7 +244,7 @@ func (s *server) auth(next http.Handler) http.Handler {
 		if !s.limits.allow(w, r, k.ID) {
 			return
 		}
-		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope})
+		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope, ExpiresAt: k.ExpiresAt})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

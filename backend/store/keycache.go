@@ -30,6 +30,8 @@ func newKeyEntry(k *APIKey) *keyEntry {
 		revoked: k.RevokedAt != nil, loaded: time.Now(), touched: new(atomic.Int64)}
 	if k.ExpiresAt != nil {
 		e.expires = k.ExpiresAt.UnixNano()
+		at := *k.ExpiresAt
+		e.auth.ExpiresAt = &at
 	}
 	if k.LastUsedAt != nil {
 		e.touched.Store(k.LastUsedAt.UnixNano())

@@ -155,10 +155,11 @@ const bootstrapKeyName = "bootstrap"
 
 // KeyAuth is what a request's key grants.
 type KeyAuth struct {
-	ID     string
-	OrgID  string
-	Scope  string
-	Prefix string
+	ID        string
+	OrgID     string
+	Scope     string
+	Prefix    string
+	ExpiresAt *time.Time // nil: never
 }
 
 // keyTouchEvery bounds how often a key's last_used_at is written: once a
