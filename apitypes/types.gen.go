@@ -497,7 +497,7 @@ type ConnectSandbox struct {
 
 // CreateAPIKey defines model for CreateAPIKey.
 type CreateAPIKey struct {
-	// ExpiresAt when the key stops working (in the future); null: never
+	// ExpiresAt when the key stops working (in the future); null: never. A key made with an expiring key must expire no later than it.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 
 	// Name what the key is for (1 to 100 characters)

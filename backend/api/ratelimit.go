@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +36,10 @@ const (
 // route class, and per client address for failed authentication.
 type RateLimits struct {
 	Class map[string]Rate
-	// AuthFailures bounds the refused keys one address may try: once its
-	// bucket is empty, an unknown key is refused (429) without a database
-	// lookup.
+	// AuthFailures bounds the refused keys one address (an IPv6 /64) may
+	// try: once its bucket is empty, a refused key answers 429, and one no
+	// key has the prefix of costs no lookup by its hash. A valid key still
+	// works from that address: the address may be shared.
 	AuthFailures Rate
 }
 
@@ -195,13 +197,23 @@ func (l *limiter) authFailed(addr string, now time.Time) {
 }
 
 // clientAddr is the address limits of failed authentication apply to:
-// the TCP peer. Behind a proxy every client shares the proxy's address
-// (the README says so); X-Forwarded-For is not trusted, since any client
-// could set it to dodge the limit.
+// the TCP peer, and for IPv6 its /64 (one host, or one subscriber, is
+// commonly given a whole /64, so a client could otherwise take a fresh
+// address, and a fresh bucket, per guess). Behind a proxy every client
+// shares the proxy's address (the README says so); X-Forwarded-For is not
+// trusted, since any client could set it to dodge the limit.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	return netip.PrefixFrom(ip, 64).Masked().String()
 }

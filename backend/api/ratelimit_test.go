@@ -32,3 +32,25 @@ func TestRouteClass(t *testing.T) {
 		}
 	}
 }
+
+// Refused keys are counted per IPv4 address and per IPv6 /64: a client
+// with a /64 cannot take a fresh bucket per guess. (Seen failing with the
+// whole IPv6 address as the bucket: four buckets for one /64.)
+func TestClientAddrBucketsIPv6Per64(t *testing.T) {
+	for remote, want := range map[string]string{
+		"192.0.2.7:1234":                "192.0.2.7",
+		"[::ffff:192.0.2.7]:1234":       "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:1234":   "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff::1]:9": "2001:db8:1:2::/64",
+		"[2001:db8:1:2::1%eth0]:9":      "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:9":           "2001:db8:1:3::/64",
+		"[::1]:80":                      "::/64",
+		"not-an-address":                "not-an-address",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		if got := clientAddr(r); got != want {
+			t.Errorf("clientAddr(%q) = %q, want %q", remote, got, want)
+		}
+	}
+}

@@ -199,25 +199,29 @@ func (s *server) auth(next http.Handler) http.Handler {
 			return
 		}
 		addr, now := clientAddr(r), time.Now()
-		var k store.KeyAuth
-		var err error
-		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
-			// Over its limit of refused keys: only a key already known
-			// (cached) still works; anything else costs no lookup.
-			var ok bool
-			if k, ok = s.cfg.DB.CachedAuth(key); !ok {
+		lim, blocked := s.limits.authBlocked(addr, now)
+		if blocked {
+			// Over its limit of refused keys. The address may be shared (a
+			// NAT, a proxy, the host every sandbox's traffic leaves from),
+			// so a valid key is still served; a key that cannot be one
+			// (no key has its prefix) is refused without a lookup.
+			if _, cached := s.cfg.DB.CachedAuth(key); !cached && !s.cfg.DB.MayBeKey(r.Context(), key) {
 				s.refusals.log(addr, key, "too many refused keys from this address")
-				tooMany(w, lim, now, "too many requests with invalid API keys from this address; wait for Retry-After, then check DREADNODE_API_KEY")
+				tooMany(w, lim, now, tooManyRefused)
 				return
 			}
-		} else {
-			k, err = s.cfg.DB.Authenticate(r.Context(), key)
 		}
+		k, err := s.cfg.DB.Authenticate(r.Context(), key)
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrKeyRevoked) || errors.Is(err, store.ErrKeyExpired) {
 			s.limits.authFailed(addr, now)
 			why := err.Error()
 			if errors.Is(err, store.ErrNotFound) {
 				why = "unknown key"
+			}
+			if blocked {
+				s.refusals.log(addr, key, why+"; too many refused keys from this address")
+				tooMany(w, lim, now, tooManyRefused)
+				return
 			}
 			s.refusals.log(addr, key, why)
 		}
@@ -244,10 +248,14 @@ func (s *server) auth(next http.Handler) http.Handler {
 		if !s.limits.allow(w, r, k.ID) {
 			return
 		}
-		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope})
+		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope, ExpiresAt: k.ExpiresAt})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// tooManyRefused is the 429 detail for an address over its limit of
+// refused keys.
+const tooManyRefused = "too many requests with invalid API keys from this address; wait for Retry-After, then check DREADNODE_API_KEY"
 
 // readOnly reports whether a request of this method only reads. Writes
 // are every other method (create, pause, delete, exec, file writes), so a
@@ -272,12 +280,14 @@ func (s *server) adminAuth(next http.Handler) http.Handler {
 func (s *server) operatorOnly(next http.Handler, detail string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		addr, now := clientAddr(r), time.Now()
-		if lim, blocked := s.limits.authBlocked(addr, now); blocked {
-			tooMany(w, lim, now, "too many requests with invalid keys from this address; wait for Retry-After")
-			return
-		}
 		key := apiKey(r)
+		// The comparison costs nothing: the operator key works even from
+		// an address over its limit of refused keys (it may be shared).
 		if s.cfg.AdminKey == "" || !ids.Matches(key, store.HashSecret(s.cfg.AdminKey)) {
+			if lim, blocked := s.limits.authBlocked(addr, now); blocked {
+				tooMany(w, lim, now, "too many requests with invalid keys from this address; wait for Retry-After")
+				return
+			}
 			if key != "" {
 				s.limits.authFailed(addr, now)
 				s.refusals.log(addr, key, "not the operator key")

@@ -152,6 +152,45 @@ func TestExpiredKeyRefused(t *testing.T) {
 	})
 }
 
+// Issue 34: a key cannot outlive the key that made it. A key expiring in
+// 2 s asks for a key without expiry, and for one a second after its own
+// expiry: 400 naming expiresAt and the latest time allowed. The key it may
+// make (expiring with it) dies with it. (Seen failing without the bound in
+// keys.withinMaker: 201 for the key without expiry, which answered 200
+// after its maker expired.)
+func TestKeyCannotOutliveTheKeyThatMadeIt(t *testing.T) {
+	ta := newReplica(t, filepath.Join(t.TempDir(), "db"), e2bfake.New(t), false, withAdmin)
+	until := time.Now().Add(2 * time.Second).UTC()
+	_, parent := adminKey(t, ta, "org1", map[string]any{"name": "short", "expiresAt": until.Format(time.RFC3339Nano)})
+	path := "/api/v1/org/org1/keys"
+	for name, body := range map[string]map[string]any{
+		"no expiry":   {"name": "forever"},
+		"a later one": {"name": "later", "expiresAt": until.Add(time.Second).Format(time.RFC3339Nano)},
+	} {
+		r := ta.reqKey(parent, http.MethodPost, path, body)
+		if r.code != http.StatusBadRequest || !strings.Contains(string(r.body), "expiresAt") || !strings.Contains(string(r.body), until.Format(time.RFC3339Nano)) {
+			t.Fatalf("an expiring key making a key with %s: %d %s, want 400 naming expiresAt and %s", name, r.code, r.body, until.Format(time.RFC3339Nano))
+		}
+	}
+	r := ta.reqKey(parent, http.MethodPost, path, map[string]any{"name": "child", "expiresAt": until.Format(time.RFC3339Nano)})
+	if r.code != http.StatusCreated {
+		t.Fatalf("an expiring key making a key that expires with it: %d %s", r.code, r.body)
+	}
+	child := r.json(t)["key"].(string)
+	if r := ta.reqKey(child, http.MethodGet, path, nil); r.code != http.StatusOK {
+		t.Fatalf("the child before its maker expires: %d %s", r.code, r.body)
+	}
+	waitCode(t, ta, parent, path, http.StatusUnauthorized, 5*time.Second)
+	if r := ta.reqKey(child, http.MethodGet, path, nil); r.code != http.StatusUnauthorized {
+		t.Fatalf("the child after its maker expired: %d %s, want 401", r.code, r.body)
+	}
+	// A key without expiry is not bounded by it.
+	_, lasting := adminKey(t, ta, "org1", map[string]any{"name": "lasting"})
+	if r := ta.reqKey(lasting, http.MethodPost, path, map[string]any{"name": "also-lasting"}); r.code != http.StatusCreated {
+		t.Fatalf("a key without expiry making one without expiry: %d %s", r.code, r.body)
+	}
+}
+
 // §11: a read key is refused (403 read_only_key) on every write route,
 // and still reads. The routes come from the served OpenAPI document: every
 // operation but GET that an org's key authenticates (the document's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 )
@@ -27,6 +28,9 @@ type keyKey struct{}
 type Key struct {
 	ID    string
 	Scope string // "full" or "read"
+	// ExpiresAt is when the key stops working (nil: never); a key it
+	// makes may not outlive it.
+	ExpiresAt *time.Time
 }
 
 // WithKey returns ctx carrying the request's key.

@@ -51,6 +51,9 @@ func (s *Service) handleCreateKey(w http.ResponseWriter, r *http.Request, org st
 	if req.Scope != nil {
 		spec.Scope = string(*req.Scope)
 	}
+	if k := httpx.RequestKey(r); k.ID != "" { // an org's key; the operator's routes carry none
+		spec.MadeBy = &Maker{Scope: k.Scope, ExpiresAt: k.ExpiresAt}
+	}
 	k, secret, err := s.CreateKey(r.Context(), org, spec)
 	if err != nil {
 		return err

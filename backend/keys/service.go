@@ -90,6 +90,15 @@ type KeySpec struct {
 	Name      string
 	Scope     string // "" is full
 	ExpiresAt *time.Time
+	// MadeBy is the key making this one (nil: the operator, who is not
+	// bounded). The new key may not outlive it nor have a wider scope.
+	MadeBy *Maker
+}
+
+// Maker is the key that makes another: what bounds the key it makes.
+type Maker struct {
+	Scope     string
+	ExpiresAt *time.Time // nil: never
 }
 
 // CreateKey makes a key for org and returns it with its secret (shown
@@ -109,6 +118,9 @@ func (s *Service) CreateKey(ctx context.Context, org string, spec KeySpec) (*sto
 	if spec.ExpiresAt != nil && !spec.ExpiresAt.After(time.Now()) {
 		return nil, "", domain.Invalid("expiresAt", "must be in the future")
 	}
+	if err := withinMaker(spec.MadeBy, scope, spec.ExpiresAt); err != nil {
+		return nil, "", err
+	}
 	if _, err := s.db.OrgByName(ctx, org); errors.Is(err, store.ErrNotFound) {
 		return nil, "", domain.NotFound("organization", org)
 	} else if err != nil {
@@ -121,6 +133,32 @@ func (s *Service) CreateKey(ctx context.Context, org string, spec KeySpec) (*sto
 	}
 	s.log.Info("API key created", "org", org, "key", k.ID, "prefix", k.Prefix, "scope", scope)
 	return k, secret, nil
+}
+
+// withinMaker refuses a key that would outlive, or grant more than, the
+// key making it: otherwise a short-lived key could mint a key without
+// expiry and so keep its holder in after it expired. Revoking a key does
+// not revoke the keys it made (shared/API.md §11 makes no such tie, and
+// an org rotating its keys makes the new key with the old one before
+// revoking it); expiry bounds them because it is known when they are made.
+func withinMaker(m *Maker, scope string, expiresAt *time.Time) error {
+	if m == nil {
+		return nil
+	}
+	if m.Scope == store.ScopeRead && scope != store.ScopeRead {
+		return domain.Invalid("scope", `must be "read": the key making it has scope "read", and a key cannot grant more than the key that made it`)
+	}
+	if m.ExpiresAt == nil {
+		return nil
+	}
+	latest := m.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	if expiresAt == nil {
+		return domain.Invalid("expiresAt", "is required, at "+latest+" or earlier: the key making this one expires then, and a key cannot outlive the key that made it (or make it with a key that does not expire)")
+	}
+	if expiresAt.After(*m.ExpiresAt) {
+		return domain.Invalid("expiresAt", "must be at "+latest+" or earlier: the key making this one expires then, and a key cannot outlive the key that made it (or make it with a key that does not expire)")
+	}
+	return nil
 }
 
 // Keys lists org's keys that still exist (not revoked).

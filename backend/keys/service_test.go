@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,56 @@ func TestServiceValidatesAndNeverStoresTheSecret(t *testing.T) {
 	}
 	if err := s.Revoke(ctx, "acme", "key_nosuch"); !errors.As(err, &notFound) {
 		t.Fatalf("revoking an unknown key: %v, want not found", err)
+	}
+}
+
+// A key cannot make a key that outlives it or grants more than it: an
+// expiring key's key must expire no later (400 naming expiresAt, saying
+// the latest time allowed); a read key's key must be read. The operator
+// (no maker) is not bounded. (Seen failing without withinMaker: the
+// expiring key made a key without expiry.)
+func TestKeyCannotOutliveOrOutrankItsMaker(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := New(db, nil)
+	if _, err := s.CreateOrg(ctx, OrgSpec{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).UTC()
+	later, earlier := until.Add(time.Nanosecond), until.Add(-time.Minute)
+	expiring := &Maker{Scope: store.ScopeFull, ExpiresAt: &until}
+	for _, c := range []struct {
+		name, field string
+		spec        KeySpec
+	}{
+		{"no expiry from an expiring key", "expiresAt", KeySpec{Name: "x", MadeBy: expiring}},
+		{"a later expiry", "expiresAt", KeySpec{Name: "x", ExpiresAt: &later, MadeBy: expiring}},
+		{"full from a read key", "scope", KeySpec{Name: "x", MadeBy: &Maker{Scope: store.ScopeRead}}},
+		{"full (the default) from a read key", "scope", KeySpec{Name: "x", Scope: "", MadeBy: &Maker{Scope: store.ScopeRead}}},
+	} {
+		_, _, err := s.CreateKey(ctx, "acme", c.spec)
+		var inv *domain.InvalidError
+		if !errors.As(err, &inv) || inv.Field != c.field {
+			t.Errorf("%s: %v, want an invalid-input error naming %s", c.name, err, c.field)
+			continue
+		}
+		if c.field == "expiresAt" && !strings.Contains(inv.Msg, until.Format(time.RFC3339Nano)) {
+			t.Errorf("%s: %q does not say the latest expiry allowed (%s)", c.name, inv.Msg, until.Format(time.RFC3339Nano))
+		}
+	}
+	for name, spec := range map[string]KeySpec{
+		"the maker's own expiry":       {Name: "same", ExpiresAt: &until, MadeBy: expiring},
+		"an earlier expiry":            {Name: "earlier", ExpiresAt: &earlier, MadeBy: expiring},
+		"read from a read key":         {Name: "r", Scope: store.ScopeRead, MadeBy: &Maker{Scope: store.ScopeRead}},
+		"no expiry from a lasting key": {Name: "lasting", MadeBy: &Maker{Scope: store.ScopeFull}},
+		"no expiry from the operator":  {Name: "op"},
+	} {
+		if _, _, err := s.CreateKey(ctx, "acme", spec); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,8 @@ func newKeyEntry(k *APIKey) *keyEntry {
 		revoked: k.RevokedAt != nil, loaded: time.Now(), touched: new(atomic.Int64)}
 	if k.ExpiresAt != nil {
 		e.expires = k.ExpiresAt.UnixNano()
+		at := *k.ExpiresAt
+		e.auth.ExpiresAt = &at
 	}
 	if k.LastUsedAt != nil {
 		e.touched.Store(k.LastUsedAt.UnixNano())
@@ -90,4 +93,65 @@ func (c *keyCache) reset() {
 	c.m = map[string]*keyEntry{}
 	c.gen++
 	c.mu.Unlock()
+}
+
+// prefixRefreshEvery bounds how often keyPrefixes reloads: a key made on
+// another replica is seen by this one's filter within it.
+const prefixRefreshEvery = time.Second
+
+// keyPrefixes is the set of the prefixes (KeyPrefix) of the keys that are
+// not revoked. An address over its limit of refused keys is still served a
+// valid key, but a key whose prefix is no key's cannot be valid: it is
+// refused without a lookup by its hash. The set costs one query per
+// prefixRefreshEvery at most, however many keys are guessed.
+type keyPrefixes struct {
+	mu     sync.Mutex
+	m      map[string]struct{}
+	loaded time.Time
+}
+
+func (p *keyPrefixes) add(prefix string) {
+	p.mu.Lock()
+	if p.m != nil {
+		p.m[prefix] = struct{}{}
+	}
+	p.mu.Unlock()
+}
+
+// MayBeKey reports whether key may be a valid key: false only when no key
+// that was not revoked at most prefixRefreshEvery ago has its prefix (keys
+// made on this replica count at once). It looks no key up by its hash; when
+// the prefixes cannot be read it answers true (the caller then looks the
+// key up, as it would without the filter).
+func (db *DB) MayBeKey(ctx context.Context, key string) bool {
+	p := &db.prefixes
+	prefix := KeyPrefix(key)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m != nil && time.Since(p.loaded) < prefixRefreshEvery {
+		_, ok := p.m[prefix]
+		_, unrecorded := p.m[""] // a key from before migration 00011 has no prefix: any may be it
+		return ok || unrecorded
+	}
+	db.keyLookups.Add(1)
+	rows, err := db.r.QueryContext(ctx, `SELECT prefix FROM api_keys WHERE revoked_at IS NULL`)
+	if err != nil {
+		return true
+	}
+	defer rows.Close()
+	m := map[string]struct{}{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return true
+		}
+		m[s] = struct{}{}
+	}
+	if rows.Err() != nil {
+		return true
+	}
+	p.m, p.loaded = m, time.Now()
+	_, ok := m[prefix]
+	_, unrecorded := m[""]
+	return ok || unrecorded
 }

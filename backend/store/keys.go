@@ -78,6 +78,9 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *APIKey, secret string) error 
 	k.Prefix, k.CreatedAt = KeyPrefix(secret), time.Now().UTC()
 	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at, id, name, prefix, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		HashSecret(secret), k.OrgID, k.CreatedAt.UnixNano(), k.ID, k.Name, k.Prefix, k.Scope, keyTimeArg(k.ExpiresAt))
+	if err == nil {
+		db.prefixes.add(k.Prefix)
+	}
 	return err
 }
 
@@ -155,10 +158,11 @@ const bootstrapKeyName = "bootstrap"
 
 // KeyAuth is what a request's key grants.
 type KeyAuth struct {
-	ID     string
-	OrgID  string
-	Scope  string
-	Prefix string
+	ID        string
+	OrgID     string
+	Scope     string
+	Prefix    string
+	ExpiresAt *time.Time // nil: never
 }
 
 // keyTouchEvery bounds how often a key's last_used_at is written: once a
@@ -212,7 +216,7 @@ func (db *DB) CachedAuth(key string) (KeyAuth, bool) {
 }
 
 // KeyLookups counts the key lookups that went to the database (cache
-// misses), for tests and metrics.
+// misses, and MayBeKey's loads of the prefixes), for tests and metrics.
 func (db *DB) KeyLookups() int64 { return db.keyLookups.Load() }
 
 // Orgs lists every org, by name.

@@ -112,3 +112,58 @@ func TestKeyCacheRefusesAPutFromBeforeADrop(t *testing.T) {
 		t.Fatal("a put after the drop was not cached")
 	}
 }
+
+// MayBeKey answers false only for a key no key that is not revoked has the
+// prefix of, and costs at most one load a second however many keys it is
+// asked about; a key made on another replica passes it within a second, a
+// revoked one stops passing within a second.
+func TestMayBeKeyFiltersByKnownPrefixes(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		a, err := Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if _, _, err := a.EnsureOrg(ctx, "acme", 0); err != nil {
+			t.Fatal(err)
+		}
+		before := b.KeyLookups()
+		for i := 0; i < 500; i++ {
+			if b.MayBeKey(ctx, "dn_key_guess"+strconv.Itoa(i)) {
+				t.Fatalf("guess %d may be a key", i)
+			}
+		}
+		if n := b.KeyLookups() - before; n > 2 {
+			t.Fatalf("500 guesses cost %d loads, want 1 (2 if a second passed)", n)
+		}
+		secret := "dn_key_0123456789abcdef0123456789abcdef"
+		k := &APIKey{ID: "key_1", OrgID: "acme", Name: "ci", Scope: ScopeFull}
+		if err := a.CreateAPIKey(ctx, k, secret); err != nil {
+			t.Fatal(err)
+		}
+		if !a.MayBeKey(ctx, secret) {
+			t.Fatal("a key made on this replica does not pass its filter at once")
+		}
+		within := func(what string, want bool) {
+			t.Helper()
+			deadline := time.Now().Add(3 * time.Second)
+			for b.MayBeKey(ctx, secret) != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the other replica's filter still answers %v", what, !want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		within("a key made on another replica", true)
+		if err := a.RevokeAPIKey(ctx, "acme", "key_1"); err != nil {
+			t.Fatal(err)
+		}
+		within("a revoked key", false)
+	})
+}

@@ -71,6 +71,9 @@ func (db *DB) EnsureAPIKey(ctx context.Context, orgID, key string) error {
 	hash := HashSecret(key)
 	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at, id, name, prefix, scope) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
 		hash, orgID, time.Now().UnixNano(), "key_"+hash[:20], bootstrapKeyName, KeyPrefix(key), ScopeFull)
+	if err == nil {
+		db.prefixes.add(KeyPrefix(key))
+	}
 	return err
 }
 
