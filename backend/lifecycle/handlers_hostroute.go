@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
@@ -62,7 +63,7 @@ type hostAddress struct {
 func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 	host := hostOf(r.Host)
 	domain := hostOf(s.cfg.SandboxDomain)
-	if label, ok := strings.CutSuffix(host, "."+domain); ok && !strings.Contains(label, ".") {
+	if label, rest, ok := strings.Cut(host, "."); ok && rest == domain {
 		// {port}-{sandboxID}[-{clientID}]; any other name under the
 		// domain (sandbox.<domain>, www.<domain>) is not a sandbox's.
 		p, rest, ok := strings.Cut(label, "-")
@@ -182,8 +183,14 @@ func gone(w http.ResponseWriter, r *http.Request, id, detail string) error {
 // checkTraffic checks the sandbox's access token: X-Access-Token (this
 // API's, and what E2B's SDKs send to envd) or E2b-Traffic-Access-Token
 // (what E2B's clients send to a sandbox port), or, byHost, a browser's
-// traffic cookie.
-func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
+// traffic cookie. On envd's port (envd) a sandbox created through /e2b
+// follows E2B's envd: without secure it takes no token (envdOpen); with
+// secure its envdAccessToken (envdTok, EnvdToken) counts beside the
+// access token. A native sandbox takes its access token on every port.
+func checkTraffic(r *http.Request, rec *store.Record, byHost, envd bool, envdTok string) error {
+	if envd && envdOpen(rec) {
+		return nil
+	}
 	tok := r.Header.Get("X-Access-Token")
 	if tok == "" {
 		tok = r.Header.Get(trafficTokenHeader)
@@ -195,6 +202,9 @@ func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
 		return httpx.NewError(http.StatusUnauthorized, "missing_access_token",
 			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+
 				trafficTokenHeader+" header; in a browser, open this URL once with ?"+tokenParam+"=TOKEN")
+	}
+	if envd && envdTok != "" && hmac.Equal([]byte(strings.TrimSpace(tok)), []byte(envdTok)) {
+		return nil
 	}
 	if !ids.Matches(tok, rec.AccessTokenHash) {
 		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the access token does not match this sandbox; connect returns a fresh token")
