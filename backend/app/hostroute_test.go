@@ -394,7 +394,8 @@ func checkInternalRoute(t *testing.T, r hostAnswer, p string) {
 // TestHostRoutingE2BOpenEnvd: as on E2B, envd's port of a sandbox created
 // through /e2b without secure takes no token (E2B's SDKs send none), while
 // its other ports and a natively created sandbox's envd still take the
-// access token.
+// access token; the host form {port}-{id}.{any domain} reaches a known
+// sandbox, and the API's own hosts stay the API's.
 func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
@@ -408,7 +409,7 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 	c := hostClient(ta, nil)
 	base := ta.srv.URL
 
-	for _, host := range []string{"49983-" + id + ".localhost", "49983-" + id + "-dreadnode.localhost"} {
+	for _, host := range []string{"49983-" + id + ".localhost", "49983-" + id + "-dreadnode.sandboxes.example.test", "49983-" + id + ".other.example"} {
 		if r := hostDo(t, c, "GET", base+"/health", host); r.code != http.StatusNoContent || r.hdr.Get("X-Envd-Version") == "" {
 			t.Errorf("envd /health of a non-secure E2B sandbox by %s without a token: %s", host, r)
 		}
@@ -426,7 +427,7 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 		t.Errorf("port 8080 of a non-secure E2B sandbox without a token: want 401, got %s", r)
 	}
 	// A native sandbox's envd takes its token, under any domain.
-	for _, host := range []string{"49983-" + native + ".localhost"} {
+	for _, host := range []string{"49983-" + native + ".localhost", "49983-" + native + ".other.example"} {
 		if r := hostDo(t, c, "GET", base+"/health", host); r.code != http.StatusUnauthorized {
 			t.Errorf("envd of a native sandbox by %s without a token: want 401, got %s", host, r)
 		}
@@ -434,8 +435,8 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 			t.Errorf("envd of a native sandbox by %s with its token: %s", host, r)
 		}
 	}
-	// The API's own hosts stay the API's.
-	for _, host := range []string{"127.0.0.1", "localhost", "api.example.test", "8080-x"} {
+	// Hosts that are not a known sandbox's {port}-{id}: the API answers.
+	for _, host := range []string{"49983-nosuchsandbox.other.example", "127.0.0.1", "localhost", "api.example.test", "8080-x"} {
 		if r := hostDo(t, c, "GET", base+"/sandboxes/"+id, host, "X-API-Key", ta.key); r.code != http.StatusOK || !strings.Contains(string(r.body), id) {
 			t.Errorf("GET /sandboxes/%s with Host %s: want the API's 200, got %s", id, host, r)
 		}

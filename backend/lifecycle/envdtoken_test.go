@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,46 @@ func TestEnvdTokenDerived(t *testing.T) {
 	}
 	if !envdOpen(g.get(t, open)) || envdOpen(g.get(t, native)) || envdOpen(g.get(t, a)) {
 		t.Fatal("envdOpen: only the non-secure E2B sandbox is open")
+	}
+}
+
+// hostTarget: {port}-{id}[-{clientID}].{any domain} is a sandbox's only for a
+// known id; the configured domain keeps its own rules; the API's hosts are
+// never a sandbox's.
+func TestHostTargetForeignDomains(t *testing.T) {
+	g := newSvcRig(t)
+	c, err := g.s.Create(context.Background(), g.org, Spec{TimeoutSec: 300}, CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := c.Record.ID
+	for _, tc := range []struct {
+		host    string
+		matched bool
+		port    int
+	}{
+		{"49983-" + id + ".localhost", true, 49983},
+		{"49983-" + id + ".localhost:8080", true, 49983},
+		{"8080-" + id + "-dreadnode.example.test", true, 8080},
+		{"3000-" + id + ".a.b.example.", true, 3000},
+		{"49983-nosuch.localhost", true, 49983}, // the configured domain: routed, then 502 (gone)
+		{"49983-nosuch.example.test", false, 0}, // elsewhere an unknown id is the API's
+		{"70000-" + id + ".example.test", false, 0},
+		{"0-" + id + ".example.test", false, 0},
+		{"+80-" + id + ".example.test", false, 0},
+		{"x-" + id + ".example.test", false, 0},
+		{"www." + id + ".example.test", false, 0},
+		{"49983-" + id, false, 0},
+		{"127.0.0.1:8080", false, 0},
+		{"localhost:8080", false, 0},
+		{"[::1]:8080", false, 0},
+		{"api.example.test", false, 0},
+	} {
+		r := httptest.NewRequest("GET", "/health", nil)
+		r.Host = tc.host
+		a, matched := g.s.hostTarget(r)
+		if matched != tc.matched || (matched && a.err == nil && a.port != tc.port) {
+			t.Errorf("Host %s: matched %v port %d (%v), want %v port %d", tc.host, matched, a.port, a.err, tc.matched, tc.port)
+		}
 	}
 }

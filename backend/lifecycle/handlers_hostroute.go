@@ -21,7 +21,8 @@ import (
 )
 
 // Host-based routing, as E2B's proxy does: a request whose Host is
-// {port}-{sandboxID}[-{clientID}].{SandboxDomain}, or whose Host is
+// {port}-{sandboxID}[-{clientID}].{SandboxDomain} (or that form under any
+// other domain, for a known sandbox id: foreignHost), or whose Host is
 // localhost, an IP address or sandbox.{SandboxDomain} and which carries
 // E2b-Sandbox-Id and E2b-Sandbox-Port, goes to that port of the sandbox
 // (the same route, token check and dialing as /sandboxes/{id}/proxy/{port}).
@@ -75,6 +76,8 @@ func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 			}
 			return hostAddress{id: id, port: port}, true
 		}
+	} else if a, ok := s.foreignHost(r, host); ok {
+		return a, true
 	}
 	if host != "localhost" && host != "sandbox."+domain && net.ParseIP(host) == nil {
 		return hostAddress{}, false
@@ -92,6 +95,34 @@ func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 		return hostAddress{err: invalidHeader(sandboxPortHeader, fmt.Sprintf("must be a port (1..65535), got %q", rawPort))}, true
 	}
 	return hostAddress{id: id, port: port}, true
+}
+
+// foreignHost reads {port}-{sandboxID}[-{clientID}].{anything}: E2B's proxy
+// routes that form whatever the domain (packages/shared/pkg/proxy/host.go),
+// so a sandbox is reachable under a name other than SandboxDomain (another
+// DNS name of this listener, a tunnel's). Outside SandboxDomain the host
+// may be the backend's own, so it is a sandbox's only when its first label
+// is a port (1..65535) and a known sandbox's id; any other host (localhost,
+// an IP address, api.example.com) is the API's.
+func (s *Service) foreignHost(r *http.Request, host string) (hostAddress, bool) {
+	label, rest, ok := strings.Cut(host, ".")
+	if !ok || rest == "" {
+		return hostAddress{}, false
+	}
+	p, rest, ok := strings.Cut(label, "-")
+	if !ok || rest == "" {
+		return hostAddress{}, false
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || port < 1 {
+		return hostAddress{}, false
+	}
+	id, _, _ := strings.Cut(rest, "-")
+	rec, err := s.db.GetRecord(r.Context(), id)
+	if err != nil || rec.Kind == sandbox.KindTask {
+		return hostAddress{}, false
+	}
+	return hostAddress{id: id, port: int(port)}, true
 }
 
 // invalidHeader is a 400 naming a request header.
