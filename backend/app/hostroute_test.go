@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -289,8 +290,9 @@ func TestHostRoutingEnvd(t *testing.T) {
 	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true})
 	m := r.json(t)
 	id, tok, domain := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"]), fmt.Sprint(m["domain"])
-	if r.code != http.StatusCreated || domain != "localhost" || m["trafficAccessToken"] != tok {
-		t.Fatalf("POST /e2b/sandboxes: want 201 with domain localhost and the token as trafficAccessToken, got %d %s", r.code, r.body)
+	traffic := fmt.Sprint(m["trafficAccessToken"])
+	if r.code != http.StatusCreated || domain != "localhost" || m["trafficAccessToken"] == nil || traffic == tok {
+		t.Fatalf("POST /e2b/sandboxes: want 201 with domain localhost and a trafficAccessToken besides the envdAccessToken, got %d %s", r.code, r.body)
 	}
 	c := hostClient(ta, nil)
 	base, host := ta.srv.URL, "49983-"+id+"."+domain
@@ -325,6 +327,13 @@ func TestHostRoutingEnvd(t *testing.T) {
 		if r := stat(hdr...); r.code != http.StatusUnauthorized {
 			t.Errorf("Stat via %v without a token: want 401, got %s", hdr, r)
 		}
+		// The access token counts on envd's port too; another token does not.
+		if r := stat(append(hdr, "X-Access-Token", traffic)...); r.code != http.StatusOK {
+			t.Errorf("Stat via %v with the trafficAccessToken: %s", hdr, r)
+		}
+		if r := stat(append(hdr, "X-Access-Token", "sbx_envd_"+strings.Repeat("0", 64))...); r.code != http.StatusForbidden {
+			t.Errorf("Stat via %v with a wrong token: want 403, got %s", hdr, r)
+		}
 	}
 	// A process as E2B's SDK starts one: the Connect client over the host
 	// name, as E2B's default user "user" (dreadnode/base has it), its
@@ -354,13 +363,82 @@ func TestHostRoutingEnvd(t *testing.T) {
 		t.Errorf("bash as user through the router: stdout %q, end %v, err %v", out.String(), end, st.Err())
 	}
 
-	// The orchestrator's routes (envd.yaml x-internal) and routes outside
-	// envd's contract are refused by name. (Seen failing with the check off:
-	// /init reached the agent, which answered 404.)
-	for _, p := range []string{"/init", "/freeze", "/fsfreeze", "/debug/pprof", "/process.Process/"} {
+	// The orchestrator's routes (envd.yaml x-internal) answer E2B's proxy's
+	// 404 whatever the token (E2B's TestInitIsNotReachableThroughTheSandboxURL);
+	// routes outside envd's contract are refused by name. (Seen failing
+	// with the check off: /init reached the agent, which answered 404
+	// without E2B's message.)
+	for _, p := range []string{"/init", "/freeze", "/fsfreeze", "/files/../init"} {
+		for _, hdr := range [][]string{nil, {"X-Access-Token", "wrong"}, {"X-Access-Token", tok}} {
+			checkInternalRoute(t, hostDo(t, c, "POST", base+p, host, hdr...), p)
+		}
+	}
+	for _, p := range []string{"/debug/pprof", "/process.Process/"} {
 		r := hostDo(t, c, "POST", base+p, host, "X-Access-Token", tok)
 		if r.code != http.StatusForbidden || !strings.Contains(string(r.body), p) {
 			t.Errorf("POST %s on port 49983: want 403 naming it, got %s", p, r)
+		}
+	}
+}
+
+// checkInternalRoute: r is E2B's proxy's 404 for an envd control-plane route.
+func checkInternalRoute(t *testing.T, r hostAnswer, p string) {
+	t.Helper()
+	var m map[string]any
+	if r.code != http.StatusNotFound || json.Unmarshal(r.body, &m) != nil ||
+		!strings.Contains(fmt.Sprint(m["message"]), "reserved for the E2B control plane") || m["path"] != path.Clean(p) {
+		t.Errorf("POST %s on port 49983: want E2B's 404 (reserved for the E2B control plane), got %s", p, r)
+	}
+}
+
+// TestHostRoutingE2BOpenEnvd: as on E2B, envd's port of a sandbox created
+// through /e2b without secure takes no token (E2B's SDKs send none), while
+// its other ports and a natively created sandbox's envd still take the
+// access token; the host form {port}-{id}.{any domain} reaches a known
+// sandbox, and the API's own hosts stay the API's.
+func TestHostRoutingE2BOpenEnvd(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
+	m := r.json(t)
+	id := fmt.Sprint(m["sandboxID"])
+	if r.code != http.StatusCreated || m["envdAccessToken"] != nil || m["trafficAccessToken"] == nil {
+		t.Fatalf("POST /e2b/sandboxes without secure: want 201 without envdAccessToken, got %d %s", r.code, r.body)
+	}
+	native, nativeTok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
+	c := hostClient(ta, nil)
+	base := ta.srv.URL
+
+	for _, host := range []string{"49983-" + id + ".localhost", "49983-" + id + "-dreadnode.sandboxes.example.test", "49983-" + id + ".other.example"} {
+		if r := hostDo(t, c, "GET", base+"/health", host); r.code != http.StatusNoContent || r.hdr.Get("X-Envd-Version") == "" {
+			t.Errorf("envd /health of a non-secure E2B sandbox by %s without a token: %s", host, r)
+		}
+		if r := hostDo(t, c, "GET", base+"/files?path=/etc/hostname&username=user", host); r.code != http.StatusOK {
+			t.Errorf("envd GET /files of a non-secure E2B sandbox by %s without a token: %s", host, r)
+		}
+		checkInternalRoute(t, hostDo(t, c, "POST", base+"/init", host), "/init")
+	}
+	// The same through E2B's routing headers.
+	if r := hostDo(t, c, "GET", base+"/health", "", "E2b-Sandbox-Id", id, "E2b-Sandbox-Port", "49983"); r.code != http.StatusNoContent {
+		t.Errorf("envd /health by headers without a token: %s", r)
+	}
+	// Another port of it still takes the access token.
+	if r := hostDo(t, c, "GET", base+"/", "8080-"+id+".localhost"); r.code != http.StatusUnauthorized {
+		t.Errorf("port 8080 of a non-secure E2B sandbox without a token: want 401, got %s", r)
+	}
+	// A native sandbox's envd takes its token, under any domain.
+	for _, host := range []string{"49983-" + native + ".localhost", "49983-" + native + ".other.example"} {
+		if r := hostDo(t, c, "GET", base+"/health", host); r.code != http.StatusUnauthorized {
+			t.Errorf("envd of a native sandbox by %s without a token: want 401, got %s", host, r)
+		}
+		if r := hostDo(t, c, "GET", base+"/health", host, "X-Access-Token", nativeTok); r.code != http.StatusNoContent {
+			t.Errorf("envd of a native sandbox by %s with its token: %s", host, r)
+		}
+	}
+	// Hosts that are not a known sandbox's {port}-{id}: the API answers.
+	for _, host := range []string{"49983-nosuchsandbox.other.example", "127.0.0.1", "localhost", "api.example.test", "8080-x"} {
+		if r := hostDo(t, c, "GET", base+"/sandboxes/"+id, host, "X-API-Key", ta.key); r.code != http.StatusOK || !strings.Contains(string(r.body), id) {
+			t.Errorf("GET /sandboxes/%s with Host %s: want the API's 200, got %s", id, host, r)
 		}
 	}
 }

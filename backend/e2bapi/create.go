@@ -61,7 +61,7 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 		return lifecycle.Spec{}, httpx.Invalid("templateID", "is required, e.g. \"base\"")
 	}
 	sp := lifecycle.Spec{TemplateID: *b.TemplateID, TimeoutSec: e2bDefaultTimeout, Metadata: b.Metadata, EnvVars: b.EnvVars,
-		AutoPause: b.AutoPause, AutoResume: b.AutoResume != nil && b.AutoResume.Enabled}
+		AutoPause: b.AutoPause, AutoResume: b.AutoResume != nil && b.AutoResume.Enabled, E2BSecure: &b.Secure}
 	if b.Timeout != nil {
 		if *b.Timeout < 0 {
 			return sp, httpx.Invalid("timeout", "must be 0 or more seconds")
@@ -134,11 +134,11 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 		}
 		return httpx.NewError(http.StatusInternalServerError, "sandbox_create_failed", fmt.Sprintf("sandbox %s did not start: %s", rec.ID, detail))
 	}
-	token := ""
-	if body.Secure {
-		token = created.AccessToken
+	envdToken, err := e.lc.EnvdToken(r.Context(), rec) // "" without secure
+	if err != nil {
+		return err
 	}
-	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, token, created.AccessToken))
+	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, envdToken, created.AccessToken))
 	return nil
 }
 

@@ -126,6 +126,14 @@ func TestE2BClientLifecycle(t *testing.T) {
 	if d.State != e2bclient.Running || (*d.Metadata)["role"] != "first" || d.AllowInternetAccess == nil || *d.AllowInternetAccess {
 		t.Errorf("GET answered %+v", d)
 	}
+	// A secure sandbox's envd token is derived: GET answers create's (E2B's
+	// integration tests dereference it), and it is not the traffic token.
+	if d.EnvdAccessToken == nil || *d.EnvdAccessToken != *sb.EnvdAccessToken {
+		t.Errorf("GET answered envdAccessToken %v, create %q", d.EnvdAccessToken, *sb.EnvdAccessToken)
+	}
+	if sb.TrafficAccessToken == nil || *sb.TrafficAccessToken == *sb.EnvdAccessToken {
+		t.Errorf("create answered trafficAccessToken %v beside envdAccessToken %q", sb.TrafficAccessToken, *sb.EnvdAccessToken)
+	}
 	// An old SDK's "<sandboxID>-<clientID>" names the same sandbox.
 	if d := e.get(id + "-" + sb.ClientID); d.SandboxID != id {
 		t.Errorf("GET of %s-%s answered sandbox %s", id, sb.ClientID, d.SandboxID)
@@ -146,6 +154,9 @@ func TestE2BClientLifecycle(t *testing.T) {
 	second := raw.Obj(t)["sandboxID"].(string)
 	if _, ok := raw.Obj(t)["envdAccessToken"]; ok {
 		t.Errorf("a create without secure answered an envdAccessToken: %s", raw)
+	}
+	if d := e.get(second); d.EnvdAccessToken != nil {
+		t.Errorf("GET of a sandbox created without secure answered envdAccessToken %q", *d.EnvdAccessToken)
 	}
 	if r := e.env.Req("POST", "/sandboxes/"+second+"/timeout", map[string]any{"timeout": 120, "someFutureField": 1}); r.Code != 400 {
 		t.Errorf("the native API accepted an unknown field: %s", r)
@@ -246,8 +257,9 @@ func TestE2BClientLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.status("POST /resume", rs.HTTPResponse, rs.Body, 201)
-	if rs.JSON201.EnvdAccessToken == nil || e.get(id).State != e2bclient.Running {
-		t.Errorf("resume answered %s", rs.Body)
+	// The envd token survives the resume (E2B's TestSandboxResumeWithSecuredEnvd).
+	if rs.JSON201.EnvdAccessToken == nil || *rs.JSON201.EnvdAccessToken != *sb.EnvdAccessToken || e.get(id).State != e2bclient.Running {
+		t.Errorf("resume answered %s; create's envdAccessToken was %q", rs.Body, *sb.EnvdAccessToken)
 	}
 	connect := func(want int) {
 		t.Helper()
@@ -256,6 +268,15 @@ func TestE2BClientLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.status("POST /connect", res.HTTPResponse, res.Body, want)
+		var got *string
+		if res.JSON200 != nil {
+			got = res.JSON200.EnvdAccessToken
+		} else if res.JSON201 != nil {
+			got = res.JSON201.EnvdAccessToken
+		}
+		if got == nil || *got != *sb.EnvdAccessToken {
+			t.Errorf("connect answered %s; create's envdAccessToken was %q", res.Body, *sb.EnvdAccessToken)
+		}
 	}
 	connect(200)
 	pause(204)

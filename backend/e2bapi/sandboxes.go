@@ -15,7 +15,13 @@ func (e *Edge) handleGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, e.detail(rec))
+	out := e.detail(rec)
+	if tok, err := e.lc.EnvdToken(r.Context(), rec); err != nil {
+		return err
+	} else if tok != "" {
+		out.EnvdAccessToken = &tok
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -115,7 +121,13 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 	if resumed {
 		status = http.StatusCreated
 	}
-	httpx.WriteJSON(w, status, e.short(cur, token, token))
+	// envdAccessToken is derived, so the one create answered (E2B's resume
+	// keeps it too); the access token (trafficAccessToken) is fresh.
+	envdToken, err := e.lc.EnvdToken(r.Context(), cur)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, status, e.short(cur, envdToken, token))
 	return nil
 }
 

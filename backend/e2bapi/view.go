@@ -11,10 +11,11 @@ import (
 // The answers are E2B's shapes, generated from its openapi.yml (e2btypes):
 // Sandbox (create, resume, connect), ListedSandbox and SandboxDetail.
 
-// short is E2B's Sandbox. envdToken is answered as envdAccessToken (a
-// create without secure answers none, as E2B does); traffic, the same
+// short is E2B's Sandbox. envdToken, the derived envd token of a secure
+// sandbox (lifecycle.EnvdToken), is answered as envdAccessToken (a sandbox
+// created without secure has none, as on E2B); traffic, the sandbox's
 // access token, as trafficAccessToken: the router needs it on every
-// sandbox port (E2B's clients send it as E2b-Traffic-Access-Token).
+// sandbox port but envd's (E2B's clients send it as E2b-Traffic-Access-Token).
 func (e *Edge) short(r *store.Record, envdToken, traffic string) e2btypes.Sandbox {
 	d := e.cfg.Domain
 	out := e2btypes.Sandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion, Domain: &d}

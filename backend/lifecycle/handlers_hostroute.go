@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
@@ -20,7 +21,8 @@ import (
 )
 
 // Host-based routing, as E2B's proxy does: a request whose Host is
-// {port}-{sandboxID}[-{clientID}].{SandboxDomain}, or whose Host is
+// {port}-{sandboxID}[-{clientID}].{SandboxDomain} (or that form under any
+// other domain, for a known sandbox id: foreignHost), or whose Host is
 // localhost, an IP address or sandbox.{SandboxDomain} and which carries
 // E2b-Sandbox-Id and E2b-Sandbox-Port, goes to that port of the sandbox
 // (the same route, token check and dialing as /sandboxes/{id}/proxy/{port}).
@@ -62,7 +64,7 @@ type hostAddress struct {
 func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 	host := hostOf(r.Host)
 	domain := hostOf(s.cfg.SandboxDomain)
-	if label, ok := strings.CutSuffix(host, "."+domain); ok && !strings.Contains(label, ".") {
+	if label, rest, ok := strings.Cut(host, "."); ok && rest == domain {
 		// {port}-{sandboxID}[-{clientID}]; any other name under the
 		// domain (sandbox.<domain>, www.<domain>) is not a sandbox's.
 		p, rest, ok := strings.Cut(label, "-")
@@ -74,6 +76,8 @@ func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 			}
 			return hostAddress{id: id, port: port}, true
 		}
+	} else if a, ok := s.foreignHost(r, host); ok {
+		return a, true
 	}
 	if host != "localhost" && host != "sandbox."+domain && net.ParseIP(host) == nil {
 		return hostAddress{}, false
@@ -91,6 +95,34 @@ func (s *Service) hostTarget(r *http.Request) (hostAddress, bool) {
 		return hostAddress{err: invalidHeader(sandboxPortHeader, fmt.Sprintf("must be a port (1..65535), got %q", rawPort))}, true
 	}
 	return hostAddress{id: id, port: port}, true
+}
+
+// foreignHost reads {port}-{sandboxID}[-{clientID}].{anything}: E2B's proxy
+// routes that form whatever the domain (packages/shared/pkg/proxy/host.go),
+// so a sandbox is reachable under a name other than SandboxDomain (another
+// DNS name of this listener, a tunnel's). Outside SandboxDomain the host
+// may be the backend's own, so it is a sandbox's only when its first label
+// is a port (1..65535) and a known sandbox's id; any other host (localhost,
+// an IP address, api.example.com) is the API's.
+func (s *Service) foreignHost(r *http.Request, host string) (hostAddress, bool) {
+	label, rest, ok := strings.Cut(host, ".")
+	if !ok || rest == "" {
+		return hostAddress{}, false
+	}
+	p, rest, ok := strings.Cut(label, "-")
+	if !ok || rest == "" {
+		return hostAddress{}, false
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil || port < 1 {
+		return hostAddress{}, false
+	}
+	id, _, _ := strings.Cut(rest, "-")
+	rec, err := s.db.GetRecord(r.Context(), id)
+	if err != nil || rec.Kind == sandbox.KindTask {
+		return hostAddress{}, false
+	}
+	return hostAddress{id: id, port: int(port)}, true
 }
 
 // invalidHeader is a 400 naming a request header.
@@ -182,8 +214,14 @@ func gone(w http.ResponseWriter, r *http.Request, id, detail string) error {
 // checkTraffic checks the sandbox's access token: X-Access-Token (this
 // API's, and what E2B's SDKs send to envd) or E2b-Traffic-Access-Token
 // (what E2B's clients send to a sandbox port), or, byHost, a browser's
-// traffic cookie.
-func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
+// traffic cookie. On envd's port (envd) a sandbox created through /e2b
+// follows E2B's envd: without secure it takes no token (envdOpen); with
+// secure its envdAccessToken (envdTok, EnvdToken) counts beside the
+// access token. A native sandbox takes its access token on every port.
+func checkTraffic(r *http.Request, rec *store.Record, byHost, envd bool, envdTok string) error {
+	if envd && envdOpen(rec) {
+		return nil
+	}
 	tok := r.Header.Get("X-Access-Token")
 	if tok == "" {
 		tok = r.Header.Get(trafficTokenHeader)
@@ -195,6 +233,9 @@ func checkTraffic(r *http.Request, rec *store.Record, byHost bool) error {
 		return httpx.NewError(http.StatusUnauthorized, "missing_access_token",
 			"send the sandbox's accessToken (from create or connect; E2B's envdAccessToken or trafficAccessToken) in the X-Access-Token or "+
 				trafficTokenHeader+" header; in a browser, open this URL once with ?"+tokenParam+"=TOKEN")
+	}
+	if envd && envdTok != "" && hmac.Equal([]byte(strings.TrimSpace(tok)), []byte(envdTok)) {
+		return nil
 	}
 	if !ids.Matches(tok, rec.AccessTokenHash) {
 		return httpx.NewError(http.StatusForbidden, "invalid_access_token", "the access token does not match this sandbox; connect returns a fresh token")

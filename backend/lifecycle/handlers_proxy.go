@@ -46,18 +46,31 @@ func (s *Service) handleProxy(w http.ResponseWriter, r *http.Request) error {
 // (/sandboxes/{id}/proxy/{port}) and the host ({port}-{id}.{domain})
 // addresses alike. The sandbox's access token is the credential; a paused
 // sandbox is resumed first when autoResume is set; port compute.EnvdPort
-// reaches the sandbox's envd (the agent), with its own token. byHost: the
+// reaches the sandbox's envd (the agent), with its own token; there a
+// sandbox created through /e2b takes E2B's envd rules (checkTraffic) and
+// envd's control-plane routes answer E2B's 404 before any token check
+// (envdInternal). byHost: the
 // request came by host, on the sandbox port's own origin, where the
 // browser's traffic cookie also counts (see handleHostRoute).
 func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Record, port int, path, rawPath string, byHost bool) error {
 	id := rec.ID
-	if err := checkTraffic(r, rec, byHost); err != nil {
-		return err
-	}
 	envd := port == compute.EnvdPort
 	if envd {
 		// envd's routes only, cleaned, so no "/files/../init" slips through.
 		path, rawPath = cleanPath(path), ""
+		if envdInternal[path] { // E2B's proxy refuses these before any token check
+			internalRoute(w, path)
+			return nil
+		}
+	}
+	envdTok, err := s.EnvdToken(r.Context(), rec)
+	if err != nil {
+		return err
+	}
+	if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
+		return err
+	}
+	if envd {
 		if err := envdRouteAllowed(path); err != nil {
 			return err
 		}
@@ -108,7 +121,7 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			target = &url.URL{Scheme: "http", Host: ep.Host + ":" + strconv.Itoa(ep.Port)}
 		}
 	}
-	strip := s.credentialStripper(r, rec)
+	strip := s.credentialStripper(r, rec, envdTok)
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -190,7 +203,7 @@ const maxKeyLookups = 32
 // credentialStripper decides, once per request, which headers carry our
 // credentials, and returns the function that removes them from the
 // outgoing request.
-func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(http.Header) {
+func (s *Service) credentialStripper(r *http.Request, rec *store.Record, envdTok string) func(http.Header) {
 	checked := map[string]bool{} // value -> ours, so repeats cost nothing
 	lookups := 0
 	ours := func(secret string) bool {
@@ -204,7 +217,7 @@ func (s *Service) credentialStripper(r *http.Request, rec *store.Record) func(ht
 		v := true
 		switch {
 		case ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token") ||
-			secret == r.Header.Get(trafficTokenHeader):
+			secret == r.Header.Get(trafficTokenHeader) || (envdTok != "" && secret == envdTok):
 		case lookups >= maxKeyLookups: // over budget: ours, unchecked
 		default:
 			lookups++

@@ -78,6 +78,8 @@ type Spec struct {
 	Network    compute.Network
 	Volumes    []compute.Volume
 	Command    []string
+	// E2BSecure is store.Spec.E2BSecure: set by the E2B edge alone.
+	E2BSecure *bool
 }
 
 // specOf is the sandbox the request asks for, with the defaults filled in.

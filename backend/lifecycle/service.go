@@ -55,6 +55,8 @@ type Service struct {
 	templates map[string]compute.Template
 	tmplErr   error
 	rendered  renderCache
+	seedMu    sync.Mutex
+	envdSeed  []byte // the key of EnvdToken, read once from the database
 }
 
 // New returns a Service.
@@ -181,7 +183,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		TemplateID: spec.TemplateID, Metadata: spec.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
-		Spec:      store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes},
+		Spec:      store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {

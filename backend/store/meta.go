@@ -19,3 +19,20 @@ func (db *DB) DeploymentID(ctx context.Context) (string, error) {
 	err := db.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'deployment_id'`).Scan(&id)
 	return id, err
 }
+
+// EnvdTokenSeed is a random secret made once per database (32 bytes, hex),
+// the key envd access tokens are derived from (lifecycle.EnvdToken): every
+// replica of a deployment derives the same token for a sandbox, and a
+// token never needs storing. It is never logged nor answered.
+func (db *DB) EnvdTokenSeed(ctx context.Context) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO meta (key, value) VALUES ('envd_token_seed', ?) ON CONFLICT (key) DO NOTHING`, hex.EncodeToString(b[:])); err != nil {
+		return "", err
+	}
+	var seed string
+	err := db.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'envd_token_seed'`).Scan(&seed)
+	return seed, err
+}

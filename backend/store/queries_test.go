@@ -45,6 +45,13 @@ func TestStoreQueriesOnEachDialect(t *testing.T) {
 		if id2, _ := db.DeploymentID(ctx); id2 != id1 {
 			t.Fatalf("deployment id changed: %s then %s", id1, id2)
 		}
+		seed, err := db.EnvdTokenSeed(ctx)
+		if err != nil || len(seed) != 64 || seed == id1 {
+			t.Fatalf("EnvdTokenSeed: %d chars, %v", len(seed), err)
+		}
+		if again, _ := db.EnvdTokenSeed(ctx); again != seed {
+			t.Fatal("the envd token seed changed between calls")
+		}
 
 		if err := db.SaveLogs(ctx, "sb", "one"); err != nil {
 			t.Fatal(err)

@@ -28,6 +28,12 @@ type Spec struct {
 	Command []string          `json:"command,omitempty"`
 	Network compute.Network   `json:"network"`
 	Volumes []compute.Volume  `json:"volumeMounts,omitempty"`
+	// E2BSecure is set on a sandbox created through the E2B edge (/e2b):
+	// its create's `secure`. nil is a native sandbox, whose every port
+	// (envd's included) takes the sandbox's access token; false opens envd's
+	// port to any request, as E2B's envd does without a token; true makes
+	// envd's port take the derived envd token (lifecycle.EnvdToken).
+	E2BSecure *bool `json:"e2bSecure,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the
