@@ -70,6 +70,9 @@ type Edge struct {
 	Prefix string
 	Wrap   func(http.Handler) http.Handler
 	Routes Registrar
+	// Public registers the edge's routes that need no key (E2B's
+	// GET /health), under Prefix and Wrap.
+	Public Registrar
 }
 
 type server struct {
@@ -127,6 +130,11 @@ func NewHandler(cfg Config) http.Handler {
 		reg(root)
 	}
 	for _, e := range cfg.Edges {
+		if e.Public != nil {
+			pub := root.PathPrefix(e.Prefix).Subrouter()
+			pub.Use(e.Wrap)
+			e.Public(pub)
+		}
 		sub := root.PathPrefix(e.Prefix).Subrouter()
 		sub.Use(e.Wrap, s.auth)
 		e.Routes(sub)

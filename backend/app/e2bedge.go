@@ -11,5 +11,5 @@ import (
 func (a *App) e2bEdge() api.Edge {
 	edge := e2bapi.New(e2bapi.Config{Lifecycle: a.Lifecycle, DB: a.DB, Domain: a.Config.SandboxDomain,
 		Events: a.Events})
-	return api.Edge{Prefix: e2bapi.Prefix, Wrap: e2bapi.Errors, Routes: edge.Register}
+	return api.Edge{Prefix: e2bapi.Prefix, Wrap: e2bapi.Errors, Routes: edge.Register, Public: edge.RegisterPublic}
 }

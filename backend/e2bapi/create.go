@@ -77,6 +77,9 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 	if len(b.Iam) > 0 && string(b.Iam) != "null" {
 		return sp, unsupported("iam", "E2B's cloud IAM credentials")
 	}
+	if err := b.checkE2BRules(); err != nil {
+		return sp, err
+	}
 	sp.Network.AllowInternetAccess = b.AllowInternetAccess
 	if n := b.Network; n != nil {
 		switch {
@@ -93,6 +96,26 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 		sp.Volumes = append(sp.Volumes, compute.Volume{Name: v.Name, Path: v.Path})
 	}
 	return sp, nil
+}
+
+// checkE2BRules refuses the combinations E2B's create refuses, with its
+// messages (E2B's sandbox_create.go; E2B's tests compare them).
+func (b *newSandbox) checkE2BRules() error {
+	if b.Network != nil && b.Network.AllowPublicTraffic != nil && !*b.Network.AllowPublicTraffic && !b.Secure {
+		// Without its envd token, a sandbox closed to public traffic
+		// would be reachable by anyone who learnt its traffic token.
+		return httpx.NewError(http.StatusBadRequest, "invalid_request",
+			"You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.")
+	}
+	if b.AutoPauseMemory != nil && !*b.AutoPauseMemory {
+		switch {
+		case !b.AutoPause:
+			return httpx.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) applies only to an auto-pause: set autoPause to true, or drop autoPauseMemory")
+		case b.AutoResume != nil && b.AutoResume.Enabled:
+			return httpx.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only pause restarts the sandbox's processes, which a request must not do silently; drop one of them")
+		}
+	}
+	return nil
 }
 
 // handleCreate creates a sandbox and, as E2B does, answers once it runs.

@@ -9,6 +9,7 @@ package e2bapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -63,6 +64,21 @@ func New(cfg Config) *Edge {
 	return &Edge{cfg: cfg, lc: cfg.Lifecycle, db: cfg.DB}
 }
 
+// RegisterPublic adds E2B's routes that need no key to r: GET /health,
+// which E2B's clients and load balancers poll (200, a plain sentence).
+func (e *Edge) RegisterPublic(r *mux.Router) {
+	r.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("Health check successful"))
+	}).Methods(http.MethodGet)
+}
+
+// notFound is E2B's answer for a sandbox id it does not know (or another
+// team's), with why when there is more to say.
+func notFound(id, why string) error {
+	return httpx.NewError(http.StatusNotFound, "not_found", fmt.Sprintf("Sandbox %q doesn't exist or you don't have access to it%s", id, why))
+}
+
 // Register adds E2B's routes to r (a router under Prefix whose requests are
 // authenticated).
 func (e *Edge) Register(r *mux.Router) {
@@ -97,14 +113,13 @@ func (e *Edge) load(ctx context.Context, r *http.Request) (*store.Record, error)
 	id := pathID(r)
 	rec, err := e.db.GetOrgRecord(ctx, httpx.Org(r), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
-		return nil, httpx.NotFound("sandbox", id)
+		return nil, notFound(id, "")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !rec.Phase.Live() {
-		return nil, httpx.NewError(http.StatusNotFound, "not_found", "sandbox \""+id+"\" was not found: it is "+
-			string(rec.PublicState())+"; its record stays readable at GET /sandboxes/"+id+" of the native API")
+		return nil, notFound(id, ": it is "+string(rec.PublicState())+"; its record stays readable at GET /sandboxes/"+id+" of the native API")
 	}
 	return rec, nil
 }

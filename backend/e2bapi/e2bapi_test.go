@@ -356,4 +356,19 @@ func TestE2BErrors(t *testing.T) {
 	e.e2bError("network rules", 400, r.Body, "network.rules")
 	r = e.env.Req("GET", "/e2b/v2/sandboxes?state=starting", nil)
 	e.e2bError("an unknown state", 400, r.Body, "state")
+	// E2B's own words, which E2B's tests compare.
+	e.e2bError("GET of an unknown id (E2B's words)", 404, res.Body, `Sandbox "nosuchsandbox" doesn't exist or you don't have access to it`)
+	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "network": map[string]any{"allowPublicTraffic": false}})
+	e.e2bError("no public traffic without secure", 400, r.Body,
+		"You cannot create a sandbox without public access unless you enable secure envd access via 'secure' flag.")
+	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "autoPause": false, "autoPauseMemory": false})
+	e.e2bError("autoPauseMemory false without autoPause", 400, r.Body, "autoPauseMemory")
+	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "autoPause": true, "autoPauseMemory": false,
+		"autoResume": map[string]any{"enabled": true}})
+	e.e2bError("autoPauseMemory false with autoResume", 400, r.Body, "autoResume")
+	// Health needs no key, as E2B's does.
+	r = e.env.ReqKey("", "GET", "/e2b/health", nil)
+	if r.Code != 200 || string(r.Body) != "Health check successful" {
+		t.Errorf("GET /e2b/health without a key: want 200 \"Health check successful\", got %s", r)
+	}
 }

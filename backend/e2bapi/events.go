@@ -61,7 +61,7 @@ func (e *Edge) handleSandboxEvents(w http.ResponseWriter, r *http.Request) error
 	id := pathID(r)
 	rec, err := e.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
-		return httpx.NotFound("sandbox", id)
+		return notFound(id, "")
 	}
 	if err != nil {
 		return err
