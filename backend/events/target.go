@@ -10,12 +10,43 @@ import (
 )
 
 // Webhook targets follow the sandboxes' egress rules: no loopback,
-// link-local (the cloud metadata service), private, CGNAT, multicast or
-// unspecified address, unless the operator allows private targets
+// link-local (the cloud metadata service), private, CGNAT, multicast,
+// unspecified or other special-purpose address (IANA's registries), unless the operator allows private targets
 // (DREADNODE_WEBHOOK_ALLOW_PRIVATE=true). Checked at registration and again
 // on every connection (DNS can change), on the address actually dialled.
 
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+
+// specialPurpose are the ranges of IANA's IPv4 and IPv6 Special-Purpose
+// Address Registries that are not globally reachable unicast, beyond those
+// the netip predicates already name: a webhook never goes there. The
+// translation ranges (NAT64, 6to4, Teredo) are here because they embed an
+// IPv4 address a gateway would reach for us, a private one included.
+var specialPurpose = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // "this network"
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation (TEST-NET-1)
+		"192.88.99.0/24",  // 6to4 relay anycast
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation (TEST-NET-2)
+		"203.0.113.0/24",  // documentation (TEST-NET-3)
+		"240.0.0.0/4",     // reserved, and the limited broadcast address
+		"::/96",           // IPv4-compatible (deprecated)
+		"64:ff9b::/96",    // NAT64, well-known prefix
+		"64:ff9b:1::/48",  // NAT64, local use
+		"100::/64",        // discard-only
+		"2001::/23",       // IETF protocol assignments (Teredo, benchmarking, ORCHID)
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4
+		"3fff::/20",       // documentation
+		"5f00::/16",       // SRv6 SIDs
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
 
 // deniedAddr says why ip may not be a webhook target, "" when it may.
 func deniedAddr(ip netip.Addr) string {
@@ -29,6 +60,11 @@ func deniedAddr(ip netip.Addr) string {
 		return "a private address"
 	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
 		return "not a unicast address"
+	}
+	for _, p := range specialPurpose {
+		if p.Contains(ip) {
+			return "a special-purpose address (" + p.String() + "), not a public one"
+		}
 	}
 	return ""
 }

@@ -38,7 +38,10 @@ func TestDeliveryRefusesDeniedAddressAtConnect(t *testing.T) {
 // The addresses are classified, never contacted: no packet leaves the test.
 func TestDeniedAddresses(t *testing.T) {
 	for _, a := range []string{"127.0.0.1", "::1", "169.254.169.254", "fe80::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1",
-		"0.0.0.0", "::", "224.0.0.1", "::ffff:127.0.0.1", "fd00::1"} {
+		"0.0.0.0", "::", "224.0.0.1", "::ffff:127.0.0.1", "fd00::1",
+		// IANA's special-purpose ranges (issue 34): seen allowed before.
+		"0.1.2.3", "198.18.0.1", "198.19.255.254", "192.0.0.8", "192.0.2.1", "203.0.113.9", "240.0.0.1", "255.255.255.255",
+		"64:ff9b::a00:1", "64:ff9b:1::1", "2002:a00:1::1", "2001::1", "2001:db8::1", "100::1", "::10.0.0.1"} {
 		if deniedAddr(mustAddr(t, a)) == "" {
 			t.Errorf("%s is allowed", a)
 		}
