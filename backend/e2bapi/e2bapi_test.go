@@ -366,6 +366,17 @@ func TestE2BErrors(t *testing.T) {
 	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "autoPause": true, "autoPauseMemory": false,
 		"autoResume": map[string]any{"enabled": true}})
 	e.e2bError("autoPauseMemory false with autoResume", 400, r.Body, "autoResume")
+	// A NUL or a key no metadata can have is the client's error on both
+	// surfaces (it was a 500: the store could not read the JSON path).
+	for _, path := range []string{"/e2b/sandboxes?metadata=a%3D%2500", "/e2b/v2/sandboxes?metadata=%2524.x%3D1"} {
+		r = e.env.Req("GET", path, nil)
+		e.e2bError("GET "+path, 400, r.Body, "metadata")
+	}
+	for _, path := range []string{"/sandboxes?metadata=a=%00", "/sandboxes?metadata=$.x%5B0%5D=1"} {
+		if r = e.env.Req("GET", path, nil); r.Code != 400 || !strings.Contains(string(r.Body), "metadata") {
+			t.Errorf("GET %s: want 400 naming metadata, got %s", path, r)
+		}
+	}
 	// Health needs no key, as E2B's does.
 	r = e.env.ReqKey("", "GET", "/e2b/health", nil)
 	if r.Code != 200 || string(r.Body) != "Health check successful" {

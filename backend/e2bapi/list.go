@@ -14,6 +14,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -47,7 +48,7 @@ func metadataFilter(q url.Values) (map[string]string, error) {
 		}
 		out[k] = vs[len(vs)-1]
 	}
-	return out, nil
+	return out, lifecycle.CheckMetadataFilter(out)
 }
 
 // live reads the org's live sandboxes matching f, oldest first.

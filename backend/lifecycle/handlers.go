@@ -184,7 +184,25 @@ func parseMetadataFilter(vals []string) (map[string]string, error) {
 			out[k] = val
 		}
 	}
-	return out, nil
+	return out, CheckMetadataFilter(out)
+}
+
+// CheckMetadataFilter refuses a metadata filter no stored metadata can
+// match (a key outside the keys' alphabet, a NUL, a value past the
+// limit), as a 400 naming the query parameter, rather than handing the
+// store a path or a value it cannot read.
+func CheckMetadataFilter(m map[string]string) error {
+	for k, v := range m {
+		switch {
+		case !metaKey.MatchString(k):
+			return httpx.InvalidQuery("metadata", fmt.Sprintf("filter key %q: keys are 1-64 characters of letters, digits, '_', '.', '-', '/'", k))
+		case strings.ContainsRune(v, 0):
+			return httpx.InvalidQuery("metadata", fmt.Sprintf("filter value of %q must not contain NUL", k))
+		case len(v) > maxMetaValue:
+			return httpx.InvalidQuery("metadata", fmt.Sprintf("filter value of %q is longer than any value (at most %d characters)", k, maxMetaValue))
+		}
+	}
+	return nil
 }
 
 // handleGet is the hot polling path: a shared cached record and its cached
