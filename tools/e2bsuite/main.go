@@ -58,10 +58,11 @@ func main() {
 		runRE    = flag.String("run", "", "only the listed tests matching this regexp")
 		parallel = flag.Int("parallel", 2, "-test.parallel of each binary")
 		timeout  = flag.Duration("timeout", 20*time.Minute, "-test.timeout of each binary")
+		jobs     = flag.Int("jobs", 1, "test binaries run at once")
 		logDir   = flag.String("logs", "", "keep the test and backend output here (default: a temporary directory, printed)")
 	)
 	flag.Parse()
-	if err := run(*infra, *listDir, *cacheDir, *runRE, *parallel, *timeout, *logDir); err != nil {
+	if err := run(*infra, *listDir, *cacheDir, *runRE, *parallel, *jobs, *timeout, *logDir); err != nil {
 		var ratchet ratchetError
 		if !errors.As(err, &ratchet) {
 			fmt.Fprintln(os.Stderr, "e2b-suite:", err)
@@ -82,7 +83,7 @@ type test struct{ pkg, name string }
 
 func (t test) String() string { return t.pkg + "/" + t.name }
 
-func run(infra, listDir, cacheDir, runRE string, parallel int, timeout time.Duration, logDir string) error {
+func run(infra, listDir, cacheDir, runRE string, parallel, jobs int, timeout time.Duration, logDir string) error {
 	if infra == "" {
 		infra = filepath.Join("..", "shared", "e2b-infra")
 	}
@@ -143,9 +144,15 @@ func run(infra, listDir, cacheDir, runRE string, parallel int, timeout time.Dura
 		"TESTS_SANDBOX_TEAM_ID="+org,
 		"POSTGRES_CONNECTION_STRING=", "TESTS_ORCHESTRATOR_HOST=",
 	)
-	var passed, failed []string
-	reasons := map[string]string{}
-	for _, p := range packages {
+	type outcome struct {
+		names []string
+		res   map[string]string
+		err   error
+	}
+	outcomes := make([]chan outcome, len(packages))
+	sem := make(chan struct{}, max(jobs, 1))
+	for i, p := range packages {
+		outcomes[i] = make(chan outcome, 1)
 		var names []string
 		for _, t := range tests {
 			if t.pkg == p.name {
@@ -153,16 +160,27 @@ func run(infra, listDir, cacheDir, runRE string, parallel int, timeout time.Dura
 			}
 		}
 		if len(names) == 0 {
+			outcomes[i] <- outcome{}
 			continue
 		}
-		res, err := runPackage(filepath.Join(bin, p.name+".test"), filepath.Join(infra, "tests", "integration", p.dir),
-			names, parallel, timeout, env, filepath.Join(logDir, p.name+".log"))
-		if err != nil {
-			return err
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := runPackage(filepath.Join(bin, p.name+".test"), filepath.Join(infra, "tests", "integration", p.dir),
+				names, parallel, timeout, env, filepath.Join(logDir, p.name+".log"))
+			outcomes[i] <- outcome{names, res, err}
+		}()
+	}
+	var passed, failed []string
+	reasons := map[string]string{}
+	for i, p := range packages {
+		o := <-outcomes[i]
+		if o.err != nil {
+			return o.err
 		}
-		for _, n := range names {
+		for _, n := range o.names {
 			id := test{p.name, n}.String()
-			switch r := res[n]; r {
+			switch r := o.res[n]; r {
 			case "PASS":
 				passed = append(passed, id)
 			default:
@@ -475,24 +493,24 @@ func runPackage(exe, dir string, names []string, parallel int, timeout time.Dura
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	panicked := false
-	current, firstErr, wantNext := "", map[string]string{}, false
+	current, firstErr, wantNext := "", map[string]string{}, 0
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(logf, line)
 		if m := marker.FindStringSubmatch(line); m != nil {
-			current, wantNext = m[1], false
+			current, wantNext = m[1], 0
 		}
-		// testify's "Error:" line and the one after it: the cause shown
+		// testify's "Error:" line and the two after it: the cause shown
 		// with a failed test.
 		if t := strings.TrimSpace(line); current != "" {
-			if wantNext {
-				if t != "" {
+			if wantNext > 0 {
+				if t != "" && !strings.HasPrefix(t, "Test:") && !strings.HasPrefix(t, "Messages:") {
 					firstErr[current] += " " + strings.Join(strings.Fields(t), " ")
 				}
-				wantNext = false
+				wantNext--
 			} else if rest, ok := strings.CutPrefix(t, "Error:"); ok && firstErr[current] == "" {
 				firstErr[current] = strings.Join(strings.Fields(rest), " ")
-				wantNext = true
+				wantNext = 2
 			}
 		}
 		if m := resultLine.FindStringSubmatch(line); m != nil {
