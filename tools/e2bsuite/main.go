@@ -186,7 +186,7 @@ func run(infra, listDir, cacheDir, runRE string, parallel, jobs int, timeout tim
 			default:
 				failed = append(failed, id)
 				if r == "" {
-					r = "not run to its end (the binary exited: panic or timeout; see the log)"
+					r = "not run to its end: the binary exited (a panic in another test, or its timeout)"
 				}
 				reasons[id] = r
 			}
@@ -462,6 +462,7 @@ func removeLabelled(ctx context.Context, label string) {
 
 var (
 	resultLine = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (Test\S*) `)
+	stackFrame = regexp.MustCompile(`^\S+\.(Test\w+)\(`)
 	marker     = regexp.MustCompile(`^=== (?:RUN|CONT|NAME|PAUSE)\s+(Test[^/\s]*)`)
 )
 
@@ -492,7 +493,7 @@ func runPackage(exe, dir string, names []string, parallel int, timeout time.Dura
 	res := map[string]string{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	panicked := false
+	panicked, panicMsg, panicTest := false, "", ""
 	current, firstErr, wantNext := "", map[string]string{}, 0
 	for sc.Scan() {
 		line := sc.Text()
@@ -518,12 +519,20 @@ func runPackage(exe, dir string, names []string, parallel int, timeout time.Dura
 			fmt.Printf("  %s %s\n", m[1], m[2])
 		}
 		if strings.HasPrefix(line, "panic: ") && !panicked {
-			panicked = true
+			panicked, panicMsg = true, strings.TrimPrefix(line, "panic: ")
 			fmt.Printf("  %s\n", line)
+		}
+		// The first test function in the panic's stack is the one that
+		// panicked.
+		if m := stackFrame.FindStringSubmatch(line); panicked && panicTest == "" && m != nil {
+			panicTest = m[1]
 		}
 	}
 	_ = cmd.Wait()
 	for _, n := range names {
+		if n == panicTest {
+			firstErr[n] = "panicked: " + panicMsg
+		}
 		switch res[n] {
 		case "FAIL":
 			cause := firstErr[n]
