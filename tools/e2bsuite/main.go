@@ -505,7 +505,7 @@ func runPackage(exe, dir string, names []string, parallel int, timeout time.Dura
 		// with a failed test.
 		if t := strings.TrimSpace(line); current != "" {
 			if wantNext > 0 {
-				if t != "" && !strings.HasPrefix(t, "Test:") && !strings.HasPrefix(t, "Messages:") {
+				if t != "" && !strings.HasPrefix(t, "Test:") && !strings.HasPrefix(t, "Messages:") && !strings.HasPrefix(t, "---") && !strings.HasPrefix(t, "===") {
 					firstErr[current] += " " + strings.Join(strings.Fields(t), " ")
 				}
 				wantNext--
