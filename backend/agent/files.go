@@ -201,7 +201,7 @@ func writeFile(w http.ResponseWriter, target string, body io.Reader, u identity)
 		httpError(w, dir, err)
 		return false
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".dn-upload-*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+uploadTempInfix+"*")
 	if err != nil {
 		httpError(w, dir, err)
 		return false
@@ -298,4 +298,15 @@ func copyInChunks(dst io.Writer, src io.Reader) (int64, error) {
 			return total, err
 		}
 	}
+}
+
+// uploadTempInfix marks the file an upload is written to before it is
+// renamed into place (so a reader never sees half a file): the watchers
+// leave these out, as envd's clients see only the file itself appear.
+const uploadTempInfix = ".dn-upload-"
+
+// isUploadTemp reports whether p names an upload's temporary file.
+func isUploadTemp(p string) bool {
+	base := filepath.Base(p)
+	return strings.HasPrefix(base, ".") && strings.Contains(base, uploadTempInfix)
 }

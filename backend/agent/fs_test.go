@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -213,5 +215,38 @@ func TestWatchDirRecursive(t *testing.T) {
 	}
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("watching a missing directory: %v", err)
+	}
+}
+
+// An upload written through a temporary file shows to a watcher as its
+// own file appearing, first event and all (E2B's TestWatcher): the
+// temporary file is the agent's, not the user's. Seen failing before: the
+// first event named ".test.txt.dn-upload-…".
+func TestWatchSeesAnUploadAsItsFile(t *testing.T) {
+	a := startAgent(t)
+	dir := t.TempDir()
+	st, err := a.fs.WatchDir(testCtx(t), connect.NewRequest(&filesystem.WatchDirRequest{Path: dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Receive() || st.Msg().GetStart() == nil {
+		t.Fatalf("no start event: %v", st.Err())
+	}
+	res := a.do(t, http.MethodPost, "/files", url.Values{"path": {dir + "/test.txt"}}, "application/octet-stream", strings.NewReader("hello world"))
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("upload: %d", res.StatusCode)
+	}
+	var names []string
+	for st.Receive() {
+		if ev := st.Msg().GetFilesystem(); ev != nil {
+			names = append(names, ev.GetType().String()+" "+ev.GetName())
+			if ev.GetName() == "test.txt" {
+				break
+			}
+		}
+	}
+	if len(names) == 0 || names[0] != "EVENT_TYPE_CREATE test.txt" {
+		t.Errorf("events %q: want the first to be the creation of test.txt", names)
 	}
 }

@@ -106,6 +106,9 @@ func (w *watch) run() {
 }
 
 func (w *watch) handle(ev fsnotify.Event) {
+	if isUploadTemp(ev.Name) {
+		return // an upload in progress: its file appears (Create) when renamed into place
+	}
 	for _, op := range []fsnotify.Op{fsnotify.Create, fsnotify.Write, fsnotify.Remove, fsnotify.Rename, fsnotify.Chmod} {
 		if ev.Op.Has(op) {
 			w.push(op, ev.Name)
