@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -18,10 +19,22 @@ import (
 // Pause implements compute.Provider with a real cgroup freeze; pausing a
 // paused or stopped instance is KindConflict.
 func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
-	if err := p.cli.ContainerPause(ctx, ref.ID); err != nil {
+	// runc gives up a cgroup v1 freeze that does not settle in time (a
+	// process in uninterruptible sleep on a loaded host: "unable to
+	// freeze") and thaws the container again, so the freeze is simply
+	// tried again, a few times, before the pause is said to fail.
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := p.cli.ContainerPause(ctx, ref.ID)
+		if err != nil && !strings.Contains(err.Error(), "unable to freeze") {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}),
+		backoff.WithMaxTries(6))
+	if err != nil {
 		return classify("pause", err)
 	}
-	_, err := p.settle(ctx, "pause", ref.ID, compute.StatusPaused, p.cli.ContainerPause)
+	_, err = p.settle(ctx, "pause", ref.ID, compute.StatusPaused, p.cli.ContainerPause)
 	return err
 }
 
