@@ -262,6 +262,11 @@ func TestHostRouting(t *testing.T) {
 		hostDo(t, c, "GET", base+"/", "", "E2b-Sandbox-Id", unknown, "E2b-Sandbox-Port", "8080")} {
 		checkGone(t, r, unknown, "not found")
 	}
+	// A browser gets E2B's page, not JSON.
+	if r := hostDo(t, c, "GET", base+"/", "8080-"+unknown+"."+domain, "User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"); r.code != http.StatusBadGateway ||
+		r.hdr.Get("Content-Type") != "text/html; charset=utf-8" || !strings.Contains(string(r.body), "The sandbox was not found") {
+		t.Errorf("a browser's request to an unknown sandbox: want E2B's HTML 502, got %s", r)
+	}
 	if r := ta.req("DELETE", "/sandboxes/"+b, nil); r.code/100 != 2 {
 		t.Fatalf("delete: %d %s", r.code, r.body)
 	}
@@ -274,8 +279,8 @@ func checkGone(t *testing.T, r hostAnswer, id, why string) {
 	var m map[string]any
 	if r.code != http.StatusBadGateway || json.Unmarshal(r.body, &m) != nil || m["sandboxId"] != id ||
 		!strings.Contains(fmt.Sprint(m["detail"]), id) || !strings.Contains(fmt.Sprint(m["detail"]), why) ||
-		!strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
-		t.Errorf("sandbox %s: want a JSON 502 naming it (%s), got %s", id, why, r)
+		m["message"] != "The sandbox was not found" || r.hdr.Get("Content-Type") != "application/json; charset=utf-8" {
+		t.Errorf("sandbox %s: want E2B's JSON 502 naming it (%s), got %s", id, why, r)
 	}
 }
 

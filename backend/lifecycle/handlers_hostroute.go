@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
-	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"net"
 	"net/http"
 	"path"
@@ -197,17 +196,10 @@ func browserLogin(w http.ResponseWriter, r *http.Request, rec *store.Record) err
 	return nil
 }
 
-// gone answers (and logs) the 502 of a sandbox the router cannot reach:
-// this API's envelope plus E2B's sandboxId and message.
+// gone answers (and logs) the 502 of a sandbox the router cannot reach
+// (proxyerrors.go).
 func gone(w http.ResponseWriter, r *http.Request, id, detail string) error {
-	httpx.LogServerError(r, http.StatusBadGateway, detail, nil) // written here, not by httpx.Handler
-	// The envelope is embedded by value: an embedded *httpx.Error would
-	// promote its MarshalJSON and drop E2B's fields.
-	httpx.WriteJSON(w, http.StatusBadGateway, struct {
-		apitypes.Error
-		SandboxID string `json:"sandboxId"`
-		Message   string `json:"message"`
-	}{httpx.NewError(http.StatusBadGateway, "sandbox_not_found", detail).Envelope(), id, detail})
+	proxyError(w, r, "sandbox_not_found", id, msgSandboxNotFound, 0, detail, nil)
 	return nil
 }
 

@@ -150,10 +150,8 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 				httpx.WriteErr(w, httpx.ClientClosed())
 				return
 			}
-			e := httpx.NewError(http.StatusBadGateway, "upstream_unreachable",
-				fmt.Sprintf("nothing answered on port %d of sandbox %s: %v", port, id, err))
-			httpx.LogServerError(r, e.Code, e.Detail, err) // written here, not by httpx.Handler
-			httpx.WriteErr(w, e)
+			proxyError(w, r, "upstream_unreachable", id, msgPortClosed, port,
+				fmt.Sprintf("nothing answered on port %d of sandbox %s: %v", port, id, err), err)
 		},
 	}
 	// A streaming client (Connect's server streams over HTTP/1.1) may end

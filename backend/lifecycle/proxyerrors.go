@@ -1,0 +1,56 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	htmltemplate "html/template"
+	"net/http"
+	"regexp"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+)
+
+// The router's own 502s (no such sandbox, nothing on the port) are read by
+// E2B's SDKs and by people in browsers, so they take E2B's proxy's shape
+// (packages/shared/pkg/proxy/template at 54693ff): JSON with sandboxId,
+// E2B's fixed message, port and code, as application/json; charset=utf-8,
+// or a small HTML page when the client is a browser. This API's envelope
+// (type, detail) rides along in the JSON, where the detail says what to do.
+
+// E2B's messages, which its clients compare.
+const (
+	msgSandboxNotFound = "The sandbox was not found"
+	msgPortClosed      = "The sandbox is running but port is not open"
+)
+
+// browserAgent is E2B's test of a browser (its isBrowser).
+var browserAgent = regexp.MustCompile(`(?i)mozilla|chrome|safari|firefox|edge|opera|msie`)
+
+var proxyErrorPage = htmltemplate.Must(htmltemplate.New("proxyError").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>{{.Message}}</title></head>
+<body><h1>{{.Message}}</h1><p>Sandbox <code>{{.SandboxID}}</code>{{if .Port}}, port {{.Port}}{{end}}.</p><p>{{.Detail}}</p></body></html>
+`))
+
+// proxyError writes (and logs) the router's 502 for sandbox id: E2B's
+// message and fields, this API's envelope with detail, JSON or HTML.
+func proxyError(w http.ResponseWriter, r *http.Request, typ, id, message string, port int, detail string, cause error) {
+	httpx.LogServerError(r, http.StatusBadGateway, detail, cause) // written here, not by httpx.Handler
+	body := struct {
+		apitypes.Error
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Port      int    `json:"port,omitempty"`
+	}{httpx.NewError(http.StatusBadGateway, typ, detail).Envelope(), id, message, port}
+	if browserAgent.MatchString(r.UserAgent()) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		_ = proxyErrorPage.Execute(w, struct {
+			SandboxID, Message, Detail string
+			Port                       int
+		}{id, message, detail, port})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusBadGateway)
+	_ = json.NewEncoder(w).Encode(body)
+}
