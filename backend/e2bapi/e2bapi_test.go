@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -381,5 +382,31 @@ func TestE2BErrors(t *testing.T) {
 	r = e.env.ReqKey("", "GET", "/e2b/health", nil)
 	if r.Code != 200 || string(r.Body) != "Health check successful" {
 		t.Errorf("GET /e2b/health without a key: want 200 \"Health check successful\", got %s", r)
+	}
+}
+
+// Five pauses of one sandbox at once all answer 204 once it is paused, as
+// E2B's do (its TestSandboxPause); a pause of a paused sandbox stays 409.
+// Seen failing before: the pauses that found another in flight were 409.
+func TestE2BConcurrentPauses(t *testing.T) {
+	e := newEdge(t)
+	r := e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
+	var sb struct{ SandboxID string }
+	if r.Code != 201 || json.Unmarshal(r.Body, &sb) != nil || sb.SandboxID == "" {
+		t.Fatalf("create: %s", r)
+	}
+	codes := make([]int, 5)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() { codes[i] = e.env.Req("POST", "/e2b/sandboxes/"+sb.SandboxID+"/pause", map[string]any{}).Code })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 204 {
+			t.Errorf("pause %d of 5 at once: %d, want 204 (codes %v)", i, c, codes)
+		}
+	}
+	if r := e.env.Req("POST", "/e2b/sandboxes/"+sb.SandboxID+"/pause", map[string]any{}); r.Code != 409 {
+		t.Errorf("pause of a paused sandbox: want 409, got %s", r)
 	}
 }

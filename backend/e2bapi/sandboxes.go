@@ -1,10 +1,12 @@
 package e2bapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
@@ -50,11 +52,36 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 	if err := lifecycle.Owned(rec); err != nil {
 		return err
 	}
-	if rec.Phase != sandbox.PhaseRunning {
-		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, rec.Phase.PublicState()))
+	refused := httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, rec.Phase.PublicState()))
+	switch rec.Phase {
+	case sandbox.PhaseRunning:
+	case sandbox.PhasePausing:
+		return e.pausedBy(w, r, rec.ID, refused)
+	default:
+		return refused
 	}
 	if _, err := e.lc.Pause(r.Context(), rec); err != nil {
+		var conflict *domain.ConflictError
+		if errors.As(err, &conflict) {
+			return e.pausedBy(w, r, rec.ID, err) // another pause won the race
+		}
 		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pausedBy answers a pause that found another one in flight as E2B does
+// (its tests pause one sandbox five times at once and expect five 204s):
+// 204 once the sandbox is paused, refused otherwise. A sandbox already
+// paused when asked stays a 409.
+func (e *Edge) pausedBy(w http.ResponseWriter, r *http.Request, id string, refused error) error {
+	cur, err := e.lc.WaitPaused(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if cur.Phase != sandbox.PhasePaused {
+		return refused
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -243,6 +243,13 @@ func (s *Service) WaitStarted(ctx context.Context, id string) (*store.Record, er
 	return s.waitFor(ctx, id, func(p sandbox.Phase) bool { return !p.Starting() })
 }
 
+// WaitPaused waits (bounded by WaitLimit and ctx) until id is no longer
+// being paused, and returns the record as it is then: paused, or whatever
+// the pause in flight ended in.
+func (s *Service) WaitPaused(ctx context.Context, id string) (*store.Record, error) {
+	return s.waitFor(ctx, id, func(p sandbox.Phase) bool { return p != sandbox.PhasePausing })
+}
+
 func (s *Service) waitFor(ctx context.Context, id string, done func(sandbox.Phase) bool) (*store.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitLimit)
 	defer cancel()
