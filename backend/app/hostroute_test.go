@@ -431,6 +431,27 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 	if r := hostDo(t, c, "GET", base+"/", "8080-"+id+".localhost"); r.code != http.StatusUnauthorized {
 		t.Errorf("port 8080 of a non-secure E2B sandbox without a token: want 401, got %s", r)
 	}
+	// Any port of an E2B sandbox is routed, as E2B's proxy does (its
+	// template declares 8080 only); a native sandbox keeps its template's.
+	traffic := fmt.Sprint(m["trafficAccessToken"])
+	if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", "3210", "-d", "/etc"}},
+		"X-Access-Token", traffic); r.code != http.StatusCreated {
+		t.Fatalf("starting a server on port 3210: %d %s", r.code, r.body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := hostDo(t, c, "GET", base+"/hostname", "3210-"+id+".localhost", "E2b-Traffic-Access-Token", traffic)
+		if r.code == http.StatusOK {
+			break
+		}
+		if r.code != http.StatusBadGateway || time.Now().After(deadline) {
+			t.Fatalf("port 3210 of an E2B sandbox: want 200 once its server listens, got %s", r)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+	}
+	if r := hostDo(t, c, "GET", base+"/", "3210-"+native+".localhost", "X-Access-Token", nativeTok); r.code != http.StatusNotFound {
+		t.Errorf("an undeclared port of a native sandbox: want 404 port_not_exposed, got %s", r)
+	}
 	// A native sandbox's envd takes its token, under any domain.
 	for _, host := range []string{"49983-" + native + ".localhost", "49983-" + native + ".other.example"} {
 		if r := hostDo(t, c, "GET", base+"/health", host); r.code != http.StatusUnauthorized {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -106,6 +107,14 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 		envdToken = token
 	} else {
 		ep, ok := rec.Endpoints[port]
+		if !ok && rec.Spec.E2BSecure != nil {
+			// Created through /e2b: E2B's proxy routes every port of a
+			// sandbox, whatever its template declares (where the sandbox
+			// has an address of its own to dial; not on E2B itself).
+			if host, ok2 := s.sandboxAddr(r.Context(), rec); ok2 {
+				ep, ok = compute.Endpoint{Host: host, Port: port}, true
+			}
+		}
 		if !ok {
 			ports := make([]string, 0, len(rec.Endpoints))
 			for p := range rec.Endpoints {
@@ -163,6 +172,29 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 	_ = http.NewResponseController(w).EnableFullDuplex() // unsupported only under HTTP/2, which is duplex
 	proxy.ServeHTTP(w, r)
 	return nil
+}
+
+// sandboxAddr is the sandbox's IP address on its network, where the
+// router dials it directly (Docker): a declared port's, else its envd's.
+// A provider whose sandboxes are reached by name (E2B) has none.
+func (s *Service) sandboxAddr(ctx context.Context, rec *store.Record) (string, bool) {
+	for _, ep := range rec.Endpoints {
+		if _, err := netip.ParseAddr(ep.Host); err == nil {
+			return ep.Host, true
+		}
+	}
+	base, _, err := s.envdOf(ctx, rec)
+	if err != nil {
+		return "", false
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", false
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+		return "", false
+	}
+	return u.Hostname(), true
 }
 
 // envdOf is where the sandbox's envd listens and the token it expects.
