@@ -25,7 +25,9 @@ CACHE="${DREADNODE_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dreadnode/deboot
 LOCK="${DREADNODE_IMAGE_LOCK:-/tmp/dreadnode-image-build.lock}"
 # python3-minimal lacks http.server's dependencies (email, html, ...); the
 # full interpreter stdlib is ~10 MB more and makes the image useful.
-PACKAGES="busybox,python3-minimal,libpython3.11-stdlib,ca-certificates"
+# python-is-python3: `python`, which E2B's base has and its clients (and
+# E2B's own tests) run.
+PACKAGES="busybox,python3-minimal,libpython3.11-stdlib,python-is-python3,ca-certificates"
 
 force=0
 for arg in "$@"; do
