@@ -127,6 +127,10 @@ func TestE2BClientLifecycle(t *testing.T) {
 	if d.State != e2bclient.Running || (*d.Metadata)["role"] != "first" || d.AllowInternetAccess == nil || *d.AllowInternetAccess {
 		t.Errorf("GET answered %+v", d)
 	}
+	// The template's alias, which E2B's tests dereference (TestSandboxDetailRunning).
+	if d.Alias == nil || *d.Alias != "base" {
+		t.Errorf("GET answered alias %v, want \"base\"", d.Alias)
+	}
 	// A secure sandbox's envd token is derived: GET answers create's (E2B's
 	// integration tests dereference it), and it is not the traffic token.
 	if d.EnvdAccessToken == nil || *d.EnvdAccessToken != *sb.EnvdAccessToken {

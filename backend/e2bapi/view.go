@@ -18,7 +18,8 @@ import (
 // sandbox port but envd's (E2B's clients send it as E2b-Traffic-Access-Token).
 func (e *Edge) short(r *store.Record, envdToken, traffic string) e2btypes.Sandbox {
 	d := e.cfg.Domain
-	out := e2btypes.Sandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion, Domain: &d}
+	out := e2btypes.Sandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion, Domain: &d,
+		Alias: alias(r)}
 	if envdToken != "" {
 		out.EnvdAccessToken = &envdToken
 	}
@@ -52,11 +53,18 @@ func (e *Edge) listed(r *store.Record) e2btypes.ListedSandbox {
 	}
 	out := e2btypes.ListedSandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, StartedAt: startedAt(r), EndAt: r.EndAt,
 		CpuCount: int32(r.CPUCount), MemoryMB: int32(r.MemoryMB), Metadata: &md, State: e2btypes.SandboxState(state(r)), EnvdVersion: e.cfg.EnvdVersion,
-		VolumeMounts: volumeMounts(r)}
+		VolumeMounts: volumeMounts(r), Alias: alias(r)}
 	if out.EndAt.IsZero() { // auto-paused at expiry: its time ran out then
 		out.EndAt = r.LastPausedAt
 	}
 	return out
+}
+
+// alias is E2B's alias of the sandbox's template: templates here are
+// named, and the name is what E2B calls the alias ("base").
+func alias(r *store.Record) *string {
+	a := r.TemplateID
+	return &a
 }
 
 func volumeMounts(r *store.Record) []e2btypes.SandboxVolumeMount {
@@ -73,7 +81,7 @@ func (e *Edge) detail(r *store.Record) e2btypes.SandboxDetail {
 	l := e.listed(r)
 	out := e2btypes.SandboxDetail{TemplateID: l.TemplateID, SandboxID: l.SandboxID, ClientID: l.ClientID, StartedAt: l.StartedAt,
 		EndAt: l.EndAt, CpuCount: l.CpuCount, MemoryMB: l.MemoryMB, Metadata: l.Metadata, State: l.State, EnvdVersion: l.EnvdVersion,
-		VolumeMounts: l.VolumeMounts, AllowInternetAccess: n.AllowInternetAccess, Domain: &d,
+		VolumeMounts: l.VolumeMounts, AllowInternetAccess: n.AllowInternetAccess, Domain: &d, Alias: l.Alias,
 		Lifecycle: &e2btypes.SandboxLifecycle{AutoResume: r.AutoResume, OnTimeout: e2btypes.Kill}}
 	if r.AutoPause {
 		out.Lifecycle.OnTimeout = e2btypes.Pause
