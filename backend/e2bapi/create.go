@@ -168,8 +168,10 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 // clampTimeout is a timeout E2B accepts (0 or more seconds) within this
 // deployment's bounds.
 func clampTimeout(field string, v, minTimeout int) (time.Duration, error) {
-	if v < 0 {
-		return 0, httpx.Invalid(field, "must be 0 or more seconds")
+	if v < 0 || v > lifecycle.MaxTimeout {
+		// One range on every route, create's: E2B refuses a timeout past
+		// its limit rather than shortening it (its TestSandboxConnect).
+		return 0, httpx.Invalid(field, fmt.Sprintf("must be between 0 and %d seconds", lifecycle.MaxTimeout))
 	}
-	return time.Duration(min(max(v, minTimeout), lifecycle.MaxTimeout)) * time.Second, nil
+	return time.Duration(max(v, minTimeout)) * time.Second, nil
 }

@@ -382,6 +382,12 @@ func TestE2BErrors(t *testing.T) {
 			t.Errorf("GET %s: want 400 naming metadata, got %s", path, r)
 		}
 	}
+	// A timeout past the limit is refused on every route, before the id is
+	// looked up (E2B's TestSandboxConnect: 400, not 404); it was shortened.
+	for _, path := range []string{"/e2b/sandboxes/nosuchsandbox/connect", "/e2b/sandboxes/nosuchsandbox/timeout"} {
+		r = e.env.Req("POST", path, map[string]any{"timeout": 60 * 60 * 72})
+		e.e2bError("POST "+path+" with a 3-day timeout", 400, r.Body, "timeout")
+	}
 	// Health needs no key, as E2B's does.
 	r = e.env.ReqKey("", "GET", "/e2b/health", nil)
 	if r.Code != 200 || string(r.Body) != "Health check successful" {
