@@ -6,10 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -66,18 +63,3 @@ func envdOpen(rec *store.Record) bool {
 // processes and filesystem; a pause is the state machine's decision.
 var envdInternal = map[string]bool{"/init": true, "/freeze": true, "/unfreeze": true, "/fsfreeze": true, "/fsthaw": true,
 	"/collapse": true, "/upgrade": true}
-
-// internalRouteMessage is E2B's proxy's (packages/shared/pkg/proxy/template/internal_route.go).
-const internalRouteMessage = "This endpoint is reserved for the E2B control plane and is not reachable through the sandbox URL"
-
-// internalRoute answers E2B's 404 for an envd control-plane route: its
-// message, path and code beside this API's envelope; the sandbox is not
-// named, as E2B's is not.
-func internalRoute(w http.ResponseWriter, path string) {
-	httpx.WriteJSON(w, http.StatusNotFound, struct {
-		apitypes.Error
-		Message string `json:"message"`
-		Path    string `json:"path"`
-	}{httpx.NewError(http.StatusNotFound, "envd_route_internal", fmt.Sprintf("%s: %s", path, internalRouteMessage)).Envelope(),
-		internalRouteMessage, path})
-}

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"encoding/json"
+	"fmt"
 	htmltemplate "html/template"
 	"net/http"
 	"regexp"
@@ -53,4 +54,19 @@ func proxyError(w http.ResponseWriter, r *http.Request, typ, id, message string,
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusBadGateway)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// internalRouteMessage is E2B's proxy's (packages/shared/pkg/proxy/template/internal_route.go).
+const internalRouteMessage = "This endpoint is reserved for the E2B control plane and is not reachable through the sandbox URL"
+
+// internalRoute answers E2B's 404 for an envd control-plane route: its
+// message, path and code beside this API's envelope; the sandbox is not
+// named, as E2B's is not.
+func internalRoute(w http.ResponseWriter, path string) {
+	httpx.WriteJSON(w, http.StatusNotFound, struct {
+		apitypes.Error
+		Message string `json:"message"`
+		Path    string `json:"path"`
+	}{httpx.NewError(http.StatusNotFound, "envd_route_internal", fmt.Sprintf("%s: %s", path, internalRouteMessage)).Envelope(),
+		internalRouteMessage, path})
 }
