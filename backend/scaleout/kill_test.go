@@ -174,6 +174,12 @@ func waitContainers(t *testing.T, s *replicas.Set, want map[string]view, within 
 			}
 		}
 		for id, cs := range byRecord {
+			if id == "" {
+				// The engine's helpers (the disk-limit probe, the agent
+				// volume's filler) serve no record; one a killed replica
+				// left behind is not a sandbox (see the stop's note).
+				continue
+			}
 			if _, ok := want[id]; !ok {
 				problems = append(problems, "container "+cs[0].ID[:12]+" belongs to unknown record "+id)
 			}
