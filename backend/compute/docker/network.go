@@ -191,7 +191,9 @@ func (p *Provider) runRouteHelper(ctx context.Context, id string) error {
 	hardening.HelperLimits.Set(&hc.Resources)
 	resp, err := p.cli.ContainerCreate(ctx,
 		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript},
-			Labels: map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope}}, hc, nil, nil, "")
+			// The deployment's, as every container of it; not "managed":
+			// List (and so the orphan sweep) is for sandboxes only.
+			Labels: map[string]string{labelScope: p.cfg.Scope}}, hc, nil, nil, "")
 	if err != nil {
 		return err
 	}
