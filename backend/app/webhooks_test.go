@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 
 const hookSecret = "a-secret-of-sufficient-length"
@@ -150,11 +153,16 @@ func TestWebhookDeliversSignedEvents(t *testing.T) {
 			if g.code != 200 || strings.Contains(string(g.body), hookSecret) || strings.Contains(string(g.body), "signatureSecret") {
 				t.Fatalf("GET webhook: %d %s", g.code, g.body)
 			}
-			var log []map[string]any
-			l := ta.req("GET", "/events/webhooks/"+hook+"/deliveries", nil)
-			if err := json.Unmarshal(l.body, &log); err != nil || len(log) != len(want) || log[0]["status"] != "delivered" {
-				t.Fatalf("delivery log: %d %s", l.code, l.body)
-			}
+			// The receiver has the last event before the dispatcher records
+			// its answer: the log is read until it says so.
+			poll.Until(t, 30*time.Second, 50*time.Millisecond, func() error {
+				var log []map[string]any
+				l := ta.req("GET", "/events/webhooks/"+hook+"/deliveries", nil)
+				if err := json.Unmarshal(l.body, &log); err != nil || len(log) != len(want) || log[0]["status"] != "delivered" {
+					return fmt.Errorf("delivery log: %d %s", l.code, l.body)
+				}
+				return nil
+			})
 			if r := ta.reqKey("nobody", "GET", "/events/webhooks", nil); r.code != 401 {
 				t.Fatalf("unauthenticated list: %d", r.code)
 			}
