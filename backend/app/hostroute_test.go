@@ -264,7 +264,8 @@ func TestHostRouting(t *testing.T) {
 	}
 	// A browser gets E2B's page, not JSON.
 	if r := hostDo(t, c, "GET", base+"/", "8080-"+unknown+"."+domain, "User-Agent", "Mozilla/5.0 (X11; Linux x86_64)"); r.code != http.StatusBadGateway ||
-		r.hdr.Get("Content-Type") != "text/html; charset=utf-8" || !strings.Contains(string(r.body), "The sandbox was not found") {
+		r.hdr.Get("Content-Type") != "text/html; charset=utf-8" || !strings.HasPrefix(string(r.body), "<html") || !strings.HasSuffix(string(r.body), "</html>") ||
+		!strings.Contains(string(r.body), "Sandbox Not Found") || !strings.Contains(string(r.body), unknown) {
 		t.Errorf("a browser's request to an unknown sandbox: want E2B's HTML 502, got %s", r)
 	}
 	if r := ta.req("DELETE", "/sandboxes/"+b, nil); r.code/100 != 2 {

@@ -27,10 +27,13 @@ const (
 // browserAgent is E2B's test of a browser (its isBrowser).
 var browserAgent = regexp.MustCompile(`(?i)mozilla|chrome|safari|firefox|edge|opera|msie`)
 
-var proxyErrorPage = htmltemplate.Must(htmltemplate.New("proxyError").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Message}}</title></head>
-<body><h1>{{.Message}}</h1><p>Sandbox <code>{{.SandboxID}}</code>{{if .Port}}, port {{.Port}}{{end}}.</p><p>{{.Detail}}</p></body></html>
-`))
+// proxyErrorPage is the browser's page: the words E2B's pages carry (its
+// clients and tests look for them), starting with <html and ending with
+// </html>, as E2B's do.
+var proxyErrorPage = htmltemplate.Must(htmltemplate.New("proxyError").Parse(
+	`<html><head><meta charset="utf-8"><title>{{.Title}}</title></head>` +
+		`<body><h1>{{.Title}}</h1><p>{{if .Port}}The sandbox <code>{{.SandboxID}}</code> is running but there is no service running on port {{.Port}}.` +
+		`{{else}}The sandbox <code>{{.SandboxID}}</code> was not found.{{end}}</p><p>{{.Detail}}</p></body></html>`))
 
 // proxyError writes (and logs) the router's 502 for sandbox id: E2B's
 // message and fields, this API's envelope with detail, JSON or HTML.
@@ -45,10 +48,14 @@ func proxyError(w http.ResponseWriter, r *http.Request, typ, id, message string,
 	if browserAgent.MatchString(r.UserAgent()) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusBadGateway)
+		title := "Sandbox Not Found"
+		if port != 0 {
+			title = "Closed Port Error"
+		}
 		_ = proxyErrorPage.Execute(w, struct {
-			SandboxID, Message, Detail string
-			Port                       int
-		}{id, message, detail, port})
+			SandboxID, Title, Detail string
+			Port                     int
+		}{id, title, detail, port})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
