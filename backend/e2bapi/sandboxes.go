@@ -136,7 +136,10 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 	if err != nil {
 		return err
 	}
-	if pausedOnly && rec.Phase != sandbox.PhasePaused {
+	// A resume that finds another in flight waits for it and answers as it
+	// does (E2B's tests resume one sandbox five times at once, and expect
+	// 201 from each).
+	if pausedOnly && rec.Phase != sandbox.PhasePaused && rec.Phase != sandbox.PhaseResuming {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, rec.Phase.PublicState()))
 	}
 	secs := int(d / time.Second)
