@@ -51,9 +51,7 @@ type Service struct {
 	rc        *reconciler.Reconciler
 	prov      compute.Provider
 	log       *slog.Logger
-	tmplOnce  sync.Once
-	templates map[string]compute.Template
-	tmplErr   error
+	templates templateCache
 	rendered  renderCache
 	seedMu    sync.Mutex
 	envdSeed  []byte // the key of EnvdToken, read once from the database
@@ -86,26 +84,14 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 func (s *Service) MinTimeout() int { return s.cfg.MinTimeout }
 
 func (s *Service) template(ctx context.Context, id string) (compute.Template, error) {
-	s.tmplOnce.Do(func() {
-		ts, err := s.prov.Templates(ctx)
-		if err != nil {
-			s.tmplErr = err
-			return
-		}
-		s.templates = map[string]compute.Template{}
-		for _, t := range ts {
-			s.templates[t.ID] = t
-		}
-	})
-	if s.tmplErr != nil {
-		err := s.tmplErr
-		s.tmplOnce = sync.Once{} // try again next time
+	templates, err := s.templates.get(ctx, s.prov.Templates)
+	if err != nil {
 		return compute.Template{}, &domain.UnavailableError{Detail: "the " + s.prov.Name() + " provider did not list its templates: " + err.Error()}
 	}
-	t, ok := s.templates[id]
+	t, ok := templates[id]
 	if !ok {
-		names := make([]string, 0, len(s.templates))
-		for n := range s.templates {
+		names := make([]string, 0, len(templates))
+		for n := range templates {
 			names = append(names, n)
 		}
 		sort.Strings(names)
