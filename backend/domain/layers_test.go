@@ -22,6 +22,8 @@ var forbidden = map[string][]string{
 	"backend/domain":         {"backend/", "apitypes", "client"},
 	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
 	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	// ids makes and hashes secrets for every layer: a leaf.
+	"backend/ids": {"backend/", "apitypes", "client"},
 	// The compute port is plain Go; adapters import it, never the reverse.
 	"backend/compute": {"backend/", "apitypes", "client"},
 	// Adapters never reach up into services or the HTTP edge.
