@@ -169,7 +169,8 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		TemplateID: spec.TemplateID, Metadata: spec.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
-		Spec:      store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure},
+		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
+			AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {
@@ -379,9 +380,20 @@ func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 // SetEnd moves the TTL: to now+d when extend is false, else to
 // max(current, now+d). Only live sandboxes have a TTL to move.
 func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
+	return s.setEnd(ctx, r, d, extend, sandbox.Phase.Live)
+}
+
+// SetRunningEnd is SetEnd for a sandbox that runs (or starts) only: the
+// E2B edge's timeout and refreshes, which E2B answers only for a running
+// sandbox (409 while it pauses, is paused or resumes).
+func (s *Service) SetRunningEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
+	return s.setEnd(ctx, r, d, extend, func(p sandbox.Phase) bool { return p == sandbox.PhaseRunning || p.Starting() })
+}
+
+func (s *Service) setEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool, allowed func(sandbox.Phase) bool) (*store.Record, error) {
 	now := s.now()
 	cur, err := s.transition(ctx, r.ID, "", func(r *store.Record) error {
-		if !r.Phase.Live() {
+		if !allowed(r.Phase) {
 			return store.ErrConflict
 		}
 		end := now.Add(d)
@@ -393,7 +405,11 @@ func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, 
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return cur, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; its timeout can no longer change", r.ID, cur.Phase.PublicState()))
+		why := "its timeout can no longer change"
+		if cur.Phase.Live() {
+			why = "its timeout changes only while it runs; connect resumes it"
+		}
+		return cur, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; %s", r.ID, cur.Phase.PublicState(), why))
 	}
 	if err != nil {
 		return nil, err

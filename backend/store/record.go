@@ -34,6 +34,11 @@ type Spec struct {
 	// port to any request, as E2B's envd does without a token; true makes
 	// envd's port take the derived envd token (lifecycle.EnvdToken).
 	E2BSecure *bool `json:"e2bSecure,omitempty"`
+	// AutoResumeTimeoutSec, when set (by the E2B edge, for a sandbox
+	// created with autoResume), is the timeout a resume by traffic gives:
+	// E2B's rule, fixed at create from the create's timeout, whatever a
+	// later timeout call set (lifecycle.autoResume).
+	AutoResumeTimeoutSec int `json:"autoResumeTimeoutSec,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the
