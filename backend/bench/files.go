@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"context"
 	"flag"
 	"fmt"
@@ -51,7 +52,7 @@ func agentOf(ctx context.Context, cli *client.Client, cid string) (string, strin
 	if err != nil {
 		fail(err)
 	}
-	token := c.Config.Labels["dev.dreadnode.agent-token"]
+	token := agentToken(ctx, cli, cid)
 	for _, n := range c.NetworkSettings.Networks {
 		if n.IPAddress != "" && token != "" {
 			return "http://" + n.IPAddress + ":49983", token
@@ -59,6 +60,25 @@ func agentOf(ctx context.Context, cli *client.Client, cid string) (string, strin
 	}
 	fail(fmt.Errorf("container %s has no agent address or token", cid))
 	return "", ""
+}
+
+// agentToken reads the token the Docker provider copied into the
+// container (it is in no label or variable the engine shows).
+func agentToken(ctx context.Context, cli *client.Client, cid string) string {
+	rc, _, err := cli.CopyFromContainer(ctx, cid, "/.dreadnode-secret/token")
+	if err != nil {
+		fail(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	if _, err := tr.Next(); err != nil {
+		fail(err)
+	}
+	b, err := io.ReadAll(io.LimitReader(tr, 512))
+	if err != nil {
+		fail(err)
+	}
+	return string(b)
 }
 
 func agentDo(method, base, token, path string, body io.Reader, size int64) *http.Response {

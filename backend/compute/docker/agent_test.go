@@ -30,7 +30,7 @@ import (
 
 // agentURL is the agent's address in a sandbox: the container's IP on its
 // network, port 49983 (the host reaches bridge addresses directly), and
-// the token the provider labelled it with.
+// the token the provider gave it (read back from the container).
 func agentURL(t *testing.T, p *Provider, inst compute.Instance) (string, string) {
 	t.Helper()
 	c, err := p.cli.ContainerInspect(context.Background(), inst.Ref.ID)
@@ -39,7 +39,11 @@ func agentURL(t *testing.T, p *Provider, inst compute.Instance) (string, string)
 	}
 	for _, n := range c.NetworkSettings.Networks {
 		if n.IPAddress != "" {
-			return "http://" + n.IPAddress + ":" + strconv.Itoa(agent.Port), c.Config.Labels[labelAgentToken]
+			token, err := readAgentToken(context.Background(), p.cli, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return "http://" + n.IPAddress + ":" + strconv.Itoa(agent.Port), token
 		}
 	}
 	t.Fatalf("container %s has no IP address", inst.Ref.ID)

@@ -132,6 +132,7 @@ type Provider struct {
 
 	agent     *agentHost   // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
+	tokens    agentTokens  // each container's agent token (agenttoken.go)
 	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once

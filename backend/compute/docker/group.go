@@ -84,6 +84,7 @@ type Groups struct {
 	filter    func(ctx context.Context, networkID string, allowOut []string) error
 	agent     *agentHost   // nil without GroupConfig.AgentBinary
 	agentHTTP *http.Client // to the services' agents
+	tokens    agentTokens  // each service's agent token (agenttoken.go)
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
