@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("reading the deployment id: %w", err)
 	}
-	if a.Provider, err = newProvider(cfg, deployment); err != nil {
+	if a.Provider, err = newProvider(cfg, deployment, log); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -117,6 +117,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		reg.MustRegister(newEgressCollector(v))
 		logEgress(log, v, cfg.DockerEgress.Off)
 	}
+	logDiskLimit(ctx, log, a.Provider)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		ObserveEvery: cfg.ObserveEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
@@ -168,19 +169,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
 			a.Keys.Register, a.Events.Register},
-		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
-		Public: []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
-		Hosts:  []api.Registrar{a.Lifecycle.RegisterHostRouter},
-		Edges:  []api.Edge{a.e2bEdge()},
+		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
+		Details: readyDetails(a.Provider),
+		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Public:  []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
+		Hosts:   []api.Registrar{a.Lifecycle.RegisterHostRouter},
+		Edges:   []api.Edge{a.e2bEdge()},
 	})
 	return a, nil
 }
 
 // newProvider builds the deployment's provider: DREADNODE_PROVIDER, plus
 // the providers DREADNODE_TEMPLATE_PROVIDERS routes templates to.
-func newProvider(cfg Config, deployment string) (compute.Provider, error) {
-	def, err := buildProvider(cfg, cfg.Provider, deployment)
+func newProvider(cfg Config, deployment string, log *slog.Logger) (compute.Provider, error) {
+	def, err := buildProvider(cfg, cfg.Provider, deployment, log)
 	if err != nil || len(cfg.TemplateProviders) == 0 {
 		return def, err
 	}
@@ -191,7 +193,7 @@ func newProvider(cfg Config, deployment string) (compute.Provider, error) {
 			continue
 		}
 		seen[name] = true
-		p, err := buildProvider(cfg, name, deployment)
+		p, err := buildProvider(cfg, name, deployment, log)
 		if err != nil {
 			return nil, fmt.Errorf("DREADNODE_TEMPLATE_PROVIDERS needs the %s provider: %w", name, err)
 		}
@@ -200,12 +202,12 @@ func newProvider(cfg Config, deployment string) (compute.Provider, error) {
 	return multi.New(def, others, cfg.TemplateProviders)
 }
 
-func buildProvider(cfg Config, name, deployment string) (compute.Provider, error) {
+func buildProvider(cfg Config, name, deployment string, log *slog.Logger) (compute.Provider, error) {
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
 			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment,
-			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary})
+			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}

@@ -27,11 +27,13 @@ package docker
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -72,8 +74,15 @@ type Config struct {
 	Runtime string
 	// DiskLimitMB caps each container's writable layer (DOCKER_DISK_LIMIT_MB,
 	// default DefaultDiskLimitMB; negative: no cap) where the storage driver
-	// supports it, and is ignored where it does not (see disk.go).
+	// supports it; where it does not, a watchdog stops containers past it
+	// (see disk.go, diskwatch.go).
 	DiskLimitMB int
+	// DiskWatchEvery is how often that watchdog measures writable layers
+	// (default DefaultDiskWatchEvery).
+	DiskWatchEvery time.Duration
+	// Logger receives what the provider does on its own (the disk
+	// watchdog's stops); nil discards it.
+	Logger *slog.Logger
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
@@ -126,9 +135,12 @@ type Provider struct {
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
 
-	diskMu    sync.Mutex
-	diskKnown *bool       // whether the engine caps writable layers; nil until asked
-	egress    egressState // the host firewall (egress.go)
+	diskMu     sync.Mutex
+	diskKnown  *bool  // whether the engine caps writable layers; nil until asked
+	diskDriver string // the engine's storage driver, read with diskKnown
+	diskStop   chan struct{}
+	diskRounds atomic.Int64 // rounds of the disk watchdog done (tests wait for them)
+	egress     egressState  // the host firewall (egress.go)
 
 	agent     *agentHost   // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
@@ -159,6 +171,12 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.DiskLimitMB == 0 {
 		cfg.DiskLimitMB = DefaultDiskLimitMB
+	}
+	if cfg.DiskWatchEvery <= 0 {
+		cfg.DiskWatchEvery = DefaultDiskWatchEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = map[string]compute.Template{
@@ -192,6 +210,7 @@ func New(cfg Config) (*Provider, error) {
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 		agentHTTP:  newAgentHTTP(),
+		diskStop:   make(chan struct{}),
 	}
 	if bin != nil {
 		p.agent = &agentHost{agentBinary: bin, cli: cli, scope: cfg.Scope}
@@ -209,6 +228,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.WarmPoolSize > 0 {
 		p.pool = startPool(p, cfg.WarmPoolSize)
 	}
+	if cfg.DiskLimitMB > 0 {
+		go p.watchDisk(p.diskStop)
+	}
 	return p, nil
 }
 
@@ -217,6 +239,7 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
+		close(p.diskStop)
 		if p.pool != nil {
 			p.pool.close()
 		}

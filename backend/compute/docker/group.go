@@ -85,6 +85,9 @@ type Groups struct {
 	agent     *agentHost   // nil without GroupConfig.AgentBinary
 	agentHTTP *http.Client // to the services' agents
 	tokens    agentTokens  // each service's agent token (agenttoken.go)
+	// storageOpt caps a service's writable layer (disk.go); nil without
+	// the provider (NewGroups alone).
+	storageOpt func(context.Context) map[string]string
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -109,7 +112,11 @@ func NewGroups(opts GroupConfig) (*Groups, error) {
 // (closing them leaves the client open), with the provider's agent when it
 // has one (opts.AgentBinary otherwise).
 func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
-	return newGroups(opts, p.cli, p.agent, p.agentHTTP)
+	g, err := newGroups(opts, p.cli, p.agent, p.agentHTTP)
+	if g != nil {
+		g.storageOpt = p.storageOpt // services' writable layers capped as sandboxes' are (and watched where they cannot be)
+	}
+	return g, err
 }
 
 func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP *http.Client) (*Groups, error) {
