@@ -30,8 +30,8 @@ import (
 // name is keyed by the binary's content hash), mounted read-only at
 // /.dreadnode in every sandbox; the container's entrypoint becomes the
 // agent, with the image's own entrypoint and command (or the spec's
-// command) after "--", and a fresh access token per sandbox in a root-only
-// file (agenttoken.go). The agent runs that
+// command) after "--", and a fresh access token per sandbox, of which the
+// engine shows only a nonce and a hash (agenttoken.go). The agent runs that
 // command as the main process (its exit, with its exit code, still ends
 // the sandbox, and its output still goes to the engine's logs), reaps
 // orphans as PID 1, and serves envd's contract on port 49983 of the
@@ -225,15 +225,15 @@ func (h *agentHost) removeFiller(id string) {
 
 // withAgent makes the agent the container's entrypoint, running the
 // command the container would have run (the image's entrypoint with cmd,
-// or with the image's own cmd when cmd is empty) as the image's user, its
-// token in agentTokenPath (written before the start: writeAgentToken). The
-// agent writes agentReadyPath once that command started (waitAgent).
-func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string) error {
+// or with the image's own cmd when cmd is empty) as the image's user, with
+// a token of key (agenttoken.go). The agent writes agentReadyPath once
+// that command started (waitAgent).
+func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string, key tokenKey) error {
 	imgCfg, err := h.imageConfig(ctx, image)
 	if err != nil {
 		return err
 	}
-	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User)
+	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, key)
 	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
 	return nil
 }
@@ -269,11 +269,10 @@ func mainCommand(entrypoint, cmd []string, img *container.Config) []string {
 }
 
 // agentEntrypoint makes the agent cfg's entrypoint, with main after "--",
-// reading its token from agentTokenPath. user is the user main runs as (""
-// or root: the agent's own); the agent runs as root (it reads its
-// root-only token and starts processes as any user) and the main command,
-// and the processes it starts, as user.
-func agentEntrypoint(cfg *container.Config, main []string, user string) {
+// checking a token of key. user is the user main runs as ("" or root: the
+// agent's own); the agent runs as root (it starts processes as any user)
+// and the main command, and the processes it starts, as user.
+func agentEntrypoint(cfg *container.Config, main []string, user string, key tokenKey) {
 	if !rootUser(user) {
 		cfg.User = "0"
 		cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+user)
@@ -285,10 +284,10 @@ func agentEntrypoint(cfg *container.Config, main []string, user string) {
 	// A container Entrypoint set here drops the image's Cmd; ours is all in it.
 	cfg.Entrypoint = append(cfg.Entrypoint, main...)
 	cfg.Cmd = nil
-	// Only the token's path is in the environment (which inspect shows);
-	// the agent passes none of its DN_AGENT_ variables on.
-	cfg.Labels[labelAgent] = agentTokenFile
-	cfg.Env = append(cfg.Env, agentTokenEnv())
+	// Only the token's nonce (label) and hash (environment) are where
+	// inspect shows them; the agent passes none of its DN_AGENT_
+	// variables on.
+	key.inject(cfg)
 }
 
 // rootUser reports whether a Docker USER is root, in root's group ("" is
@@ -329,27 +328,13 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 }
 
 // ensureAgent makes sure a created container that is to be adopted can
-// start its agent: its volume is filled and its token file written (the
-// create that made it may have crashed before either).
+// start its agent: its volume is filled (the create that made it may have
+// crashed before).
 func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse) error {
 	if p.agent == nil || !hasAgent(c) {
 		return nil
 	}
-	if err := p.agent.ensureVolume(ctx, c.Config.Image); err != nil {
-		return err
-	}
-	if c.Config.Labels[labelAgent] == "" {
-		return nil // an older backend's: the token is in its label
-	}
-	if _, err := readAgentToken(ctx, p.cli, c.ID); err == nil {
-		return nil
-	}
-	token := randomHex(agentTokenBytes)
-	if err := writeAgentToken(ctx, p.cli, c.ID, token, false); err != nil {
-		return err
-	}
-	p.tokens.put(c.ID, token)
-	return nil
+	return p.agent.ensureVolume(ctx, c.Config.Image)
 }
 
 // agentReadyTimeout bounds the wait for the agent after the container started.

@@ -2,26 +2,26 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 
-// assertTokenHidden fails unless container id's agent token is in none of
-// what `docker ps` and `docker inspect` show (labels, environment,
-// entrypoint, command), and is a root-only-readable file.
-func assertTokenHidden(ctx context.Context, t *testing.T, cli *client.Client, id string) {
+// assertTokenHidden fails unless token, container id's agent token, is in
+// none of what `docker ps` and `docker inspect` show (labels, environment,
+// entrypoint, command, anywhere in inspect's JSON).
+func assertTokenHidden(ctx context.Context, t *testing.T, cli *client.Client, id, token string) {
 	t.Helper()
-	token, err := readAgentToken(ctx, cli, id)
-	if err != nil {
-		t.Fatalf("reading the agent's token back: %v", err)
+	if !strings.ContainsFunc(token, func(r rune) bool { return r != '0' }) || len(token) < 32 {
+		t.Fatalf("container %s: agent token %q", id, token)
 	}
 	c, raw, err := cli.ContainerInspectWithRaw(ctx, id, false)
 	if err != nil {
@@ -43,63 +43,60 @@ func assertTokenHidden(ctx context.Context, t *testing.T, cli *client.Client, id
 	if slices.ContainsFunc(append(slices.Clone(c.Config.Entrypoint), c.Config.Cmd...), func(a string) bool { return strings.Contains(a, token) }) {
 		t.Errorf("the command line %q holds the agent's token", append(c.Config.Entrypoint, c.Config.Cmd...))
 	}
-	st, err := cli.ContainerStatPath(ctx, id, agentTokenPath)
-	if err != nil || st.Mode.Perm() != 0o400 {
-		t.Errorf("token file %s: mode %v %v, want 0400", agentTokenPath, st.Mode, err)
+	ps, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("id", id))})
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("docker ps of %s: %d %v", id, len(ps), err)
+	}
+	for k, v := range ps[0].Labels {
+		if strings.Contains(v, token) {
+			t.Errorf("docker ps shows label %s holding the agent's token", k)
+		}
 	}
 }
 
-// The agent's token is in nothing `docker ps` or `docker inspect` shows,
-// and a backend that never saw the sandbox (restarted, another replica)
-// still reaches its agent: it reads the token back from the container.
+// The agent's token is in nothing `docker ps` or `docker inspect` shows;
+// a backend of the same deployment that never saw the sandbox (restarted,
+// another replica) still reaches its agent, and one of another
+// deployment (another seed) does not.
 func TestAgentTokenNotShownByEngine(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := newProvider(t, Config{})
-	inst := mustCreate(t, p, testSpec())
-	assertTokenHidden(ctx, t, p.cli, inst.Ref.ID)
-
-	// As after a restart: a new provider of the same deployment, no cache.
-	fresh := newProvider(t, Config{})
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	seed := "seed-" + randomHex(16)
+	p := newProvider(t, Config{AgentTokenSeed: seed})
+	inst := mustCreate(t, p, testSpec())
+	c, err := p.cli.ContainerInspect(ctx, inst.Ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTokenHidden(ctx, t, p.cli, inst.Ref.ID, p.agentKey.tokenOf(c))
+
+	fresh := newProvider(t, Config{AgentTokenSeed: seed}) // as after a restart: nothing cached
 	res, err := fresh.Exec(ctx, compute.Ref{ID: inst.Ref.ID}, compute.ExecRequest{Cmd: []string{"echo", "reached"}})
 	if err != nil || res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "reached" {
-		t.Fatalf("exec through a backend that did not create the sandbox: %+v %v", res, err)
+		t.Fatalf("exec through a backend of the deployment that did not create the sandbox: %+v %v", res, err)
 	}
-	if _, token, err := fresh.Envd(ctx, compute.Ref{ID: inst.Ref.ID}); err != nil || !agentTokenPattern.MatchString(token) {
-		t.Fatalf("envd of a sandbox this backend did not create: %q %v", token, err)
-	}
-}
-
-// A token file the sandbox rewrote is refused (not sent anywhere), with
-// an error that says so.
-func TestAgentTokenReplacedInsideIsRefused(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	p := newProvider(t, Config{})
-	inst := mustCreate(t, p, testSpec())
-	for _, replace := range []string{"head -c 100000 /dev/zero > " + agentTokenPath, "rm " + agentTokenPath + " && mkfifo " + agentTokenPath} {
-		res, err := p.Exec(ctx, inst.Ref, compute.ExecRequest{Cmd: []string{"sh", "-c", replace}})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s: %+v %v", replace, res, err)
-		}
-		if _, err := readAgentToken(ctx, p.cli, inst.Ref.ID); !errors.Is(err, errReplacedToken) {
-			t.Errorf("after %s: read back %v, want errReplacedToken", replace, err)
-		}
+	other := newProvider(t, Config{AgentTokenSeed: "another-deployment"})
+	if _, err := other.Exec(ctx, compute.Ref{ID: inst.Ref.ID}, compute.ExecRequest{Cmd: []string{"true"}}); err == nil {
+		t.Fatal("a backend with another seed reached the agent")
 	}
 }
 
-// A task service's token is hidden alike, also where its root filesystem
-// is read-only (the token is then in an anonymous volume), and another
-// backend of the same owner reaches its agent.
-func TestServiceAgentTokenHiddenOnReadOnlyRoot(t *testing.T) {
+// A task service's token is hidden alike (also with a read-only root),
+// and another backend of the same deployment reaches its agent.
+func TestServiceAgentTokenHidden(t *testing.T) {
 	t.Parallel()
+	seed := "seed-" + randomHex(16)
 	g, ctx, id := groupTest(t, "tk")
+	g.agentKey = newTokenKey(seed)
 	res := bringGroup(ctx, t, g, id, map[string]compute.GroupService{"app": {Image: DefaultBaseImage, ReadOnly: true,
 		Command: []string{"sleep", "infinity"}}})
-	assertTokenHidden(ctx, t, g.cli, res.Containers["app"])
-	fresh, err := NewGroups(GroupConfig{Owner: g.owner, AgentBinary: agentbin.Path(t)})
+	c, err := g.cli.ContainerInspect(ctx, res.Containers["app"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTokenHidden(ctx, t, g.cli, c.ID, g.agentKey.tokenOf(c))
+	fresh, err := NewGroups(GroupConfig{Owner: g.owner, AgentBinary: agentbin.Path(t), AgentTokenSeed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		if err := p.agent.ensureVolume(ctx, image); err != nil {
 			return "", err // the caller's createError names a missing image
 		}
-		if err := p.agent.withAgent(ctx, cfg, image, cmd); err != nil {
+		if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {
 			return "", err
 		}
 		mounts = append(mounts, p.agent.mount())
@@ -206,14 +206,6 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
-	}
-	if err == nil && p.agent != nil {
-		token := randomHex(agentTokenBytes)
-		if err := writeAgentToken(ctx, p.cli, resp.ID, token, false); err != nil {
-			p.removeQuietly(resp.ID)
-			return "", err
-		}
-		p.tokens.put(resp.ID, token)
 	}
 	return resp.ID, err
 }

@@ -90,6 +90,11 @@ type Config struct {
 	// (DREADNODE_AGENT_BINARY); when set, it is injected into every
 	// container (see agent.go). "" leaves containers as their image makes them.
 	AgentBinary string
+	// AgentTokenSeed is the deployment's secret the agents' tokens are
+	// derived from (agenttoken.go; the backend passes its database's), so
+	// that every backend of the deployment reaches every agent; "" is a
+	// random one of this process.
+	AgentTokenSeed string
 	// Scope names the deployment owning the containers (the backend passes
 	// its database's deployment id). List, Watch and the pool see only their
 	// own scope, so backends sharing one engine never sweep each other's
@@ -144,7 +149,7 @@ type Provider struct {
 
 	agent     *agentHost   // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
-	tokens    agentTokens  // each container's agent token (agenttoken.go)
+	agentKey  tokenKey     // derives each container's agent token (agenttoken.go)
 	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
@@ -211,6 +216,7 @@ func New(cfg Config) (*Provider, error) {
 		cpuSamples: map[string]cpuSample{},
 		agentHTTP:  newAgentHTTP(),
 		diskStop:   make(chan struct{}),
+		agentKey:   newTokenKey(cfg.AgentTokenSeed),
 	}
 	if bin != nil {
 		p.agent = &agentHost{agentBinary: bin, cli: cli, scope: cfg.Scope}

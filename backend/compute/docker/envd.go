@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,11 +39,7 @@ func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, e
 		return "", "", compute.Errorf(compute.KindNotFound, "envd", nil,
 			"this sandbox runs no agent (it was created without one), so nothing serves envd on port %d", compute.EnvdPort)
 	}
-	ip := agentIP(c)
-	token, err := p.tokens.token(ctx, p.cli, c)
-	if err != nil {
-		return "", "", agentTokenError("envd", sandboxName(ref), err)
-	}
+	ip, token := agentIP(c), p.agentKey.tokenOf(c)
 	if ip == "" {
 		return "", "", compute.Errorf(compute.KindUnavailable, "envd", nil, "the sandbox has no network address yet")
 	}
@@ -82,13 +77,4 @@ func agentIP(c container.InspectResponse) string {
 		}
 	}
 	return ""
-}
-
-// agentTokenError says that the agent's token could not be read back.
-func agentTokenError(op, name string, err error) error {
-	kind := compute.KindUnavailable
-	if errors.Is(err, errReplacedToken) {
-		kind = compute.KindConflict
-	}
-	return compute.Errorf(kind, op, err, "cannot reach the agent of sandbox %s: reading its token: %v", name, err)
 }

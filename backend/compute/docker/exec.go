@@ -26,8 +26,8 @@ import (
 // Processes, exec and files go through the sandbox's agent (agent.go),
 // with the envd client the E2B provider uses for envd: one protocol, one
 // client. The agent is reached on the container's address on its network
-// (the host reaches bridge addresses directly), with the token the
-// container holds (agenttoken.go); nothing runs through the engine's exec. Only the tar
+// (the host reaches bridge addresses directly), with the token derived
+// from its label (agenttoken.go); nothing runs through the engine's exec. Only the tar
 // archive routes keep the engine's archive API.
 
 // agentHTTP is the client every call to an agent goes through: a dial
@@ -58,11 +58,7 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 		return nil, compute.Errorf(compute.KindInvalid, op, nil,
 			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", sandboxName(ref))
 	}
-	ip := agentIP(c)
-	token, err := p.tokens.token(ctx, p.cli, c)
-	if err != nil {
-		return nil, agentTokenError(op, sandboxName(ref), err)
-	}
+	ip, token := agentIP(c), p.agentKey.tokenOf(c)
 	if ip == "" {
 		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", sandboxName(ref))
 	}

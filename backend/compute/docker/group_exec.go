@@ -135,10 +135,7 @@ func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Clie
 	if ip == "" {
 		return nil, st, perr(errors.New("its container has no network address to reach its agent at"), "running a command in service %q", service)
 	}
-	token, err := e.tokens.token(ctx, e.cli, st)
-	if err != nil {
-		return nil, st, perr(err, "running a command in service %q: reading its agent's token", service)
-	}
+	token := e.agentKey.tokenOf(st)
 	return &envd.Client{HTTP: e.agentHTTP, URL: envdURL(ip), Token: token, Agent: true,
 		Name: fmt.Sprintf("service %q", service), Daemon: "the service's agent",
 		Diagnose: func(ctx context.Context, _ string, err error) error {

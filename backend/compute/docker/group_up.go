@@ -443,13 +443,6 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)
 		if err == nil {
 			id = resp.ID
-			if e.agent != nil {
-				token := randomHex(agentTokenBytes)
-				if err := writeAgentToken(cctx, e.cli, id, token, host.ReadonlyRootfs); err != nil {
-					return id, perr(err, "creating service %q", name)
-				}
-				e.tokens.put(id, token)
-			}
 			break
 		}
 		if errdefs.IsConflict(err) && attempt == 0 {
