@@ -65,3 +65,46 @@ func TestDiskLimitStopsSandboxPastIt(t *testing.T) {
 		t.Fatalf("the sandbox under the limit: %+v %v, want running", in, err)
 	}
 }
+
+// A task service is held to the same limit: the deployment's watchdog
+// stops a service (of the provider's own groups) that writes past it.
+func TestDiskLimitStopsTaskServicePastIt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := newProvider(t, Config{Network: testNetwork + "-disk-task", DiskLimitMB: 32, DiskWatchEvery: 200 * time.Millisecond})
+	g, err := p.Groups(GroupConfig{Owner: p.cfg.Scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := g.RemoveAll(cctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	id := "dk" + randomHex(4)
+	res := bringGroup(ctx, t, g, id, map[string]compute.GroupService{"app": {Image: DefaultBaseImage, Command: []string{"sleep", "infinity"}}})
+	if p.WritableLayerCapped(ctx) {
+		r, err := g.Exec(ctx, id, "app", []string{"sh", "-c", "head -c 100000000 /dev/zero > /big"}, time.Minute, 1<<20)
+		if err != nil || r.ExitCode == 0 || !strings.Contains(string(r.Output), "No space left") {
+			t.Fatalf("writing 100 MB past a 32 MB cap: %+v %v, want ENOSPC", r, err)
+		}
+		return
+	}
+	_, _ = g.Exec(ctx, id, "app", []string{"sh", "-c", "head -c 100000000 /dev/zero > /big"}, time.Minute, 1<<20) // may be cut by the stop
+	eventually(t, time.Minute, func() error {
+		c, err := p.cli.ContainerInspect(ctx, res.Containers["app"])
+		if err != nil {
+			return err
+		}
+		if c.State.Running || c.State.ExitCode != 137 {
+			return fmt.Errorf("service state %s, exit code %d: want killed past the disk limit", c.State.Status, c.State.ExitCode)
+		}
+		if _, err := p.cli.ContainerStatPath(ctx, c.ID, diskStoppedPath); err != nil {
+			return fmt.Errorf("stopped, but not marked as stopped for its disk: %w", err)
+		}
+		return nil
+	})
+}
