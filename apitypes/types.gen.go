@@ -892,7 +892,10 @@ type Quotas struct {
 
 // Readiness defines model for Readiness.
 type Readiness struct {
-	Checks   *map[string]string `json:"checks,omitempty"`
+	Checks *map[string]string `json:"checks,omitempty"`
+
+	// Details What the backend says about its host beside the checks, without failing them. On Docker, `disk` says how sandboxes' and task services' disk use is limited: by the storage driver (a write past DOCKER_DISK_LIMIT_MB fails with ENOSPC), or, where the driver cannot cap a container's writable layer (named), by a watchdog that stops a container past it.
+	Details  *map[string]string `json:"details,omitempty"`
 	Provider *string            `json:"provider,omitempty"`
 	Status   *string            `json:"status,omitempty"`
 }

@@ -15,6 +15,7 @@
 package agent
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
@@ -51,6 +52,9 @@ type Config struct {
 	// Token is the access token every request but /health must carry in
 	// X-Access-Token; "" accepts every request (envd before /init does the same).
 	Token string
+	// TokenSHA256, when set, is the SHA-256 of the token instead (Token is
+	// then ignored): the agent need not know the token to check it.
+	TokenSHA256 []byte
 	// Env is the environment every process starts with (before its own
 	// envs); nil takes the agent's own environment.
 	Env []string
@@ -99,10 +103,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized compares the token in constant time, so its bytes cannot be
 // guessed one at a time from the answer's timing.
 func (s *Server) authorized(r *http.Request) bool {
+	got := r.Header.Get(TokenHeader)
+	if s.cfg.TokenSHA256 != nil {
+		sum := sha256.Sum256([]byte(got))
+		return subtle.ConstantTimeCompare(sum[:], s.cfg.TokenSHA256) == 1
+	}
 	if s.cfg.Token == "" {
 		return true
 	}
-	got := r.Header.Get(TokenHeader)
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
 }
 

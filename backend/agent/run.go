@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +26,10 @@ const (
 	EnvToken = "DN_AGENT_TOKEN"
 	// EnvTokenFile names a file holding the access token.
 	EnvTokenFile = "DN_AGENT_TOKEN_FILE"
+	// EnvTokenSHA256 is the hex SHA-256 of the access token: the Docker
+	// provider's way, so that the container's environment (which `docker
+	// inspect` shows) does not give the token away.
+	EnvTokenSHA256 = "DN_AGENT_TOKEN_SHA256"
 	// EnvListen is the listen address (default ":49983").
 	EnvListen = "DN_AGENT_LISTEN"
 	// EnvReadyFile names a file the agent creates once it listens and the
@@ -70,6 +76,11 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "dn-agent:", err)
 		return 2
 	}
+	tokenSum, err := tokenSHA256(ownEnv().TokenSHA256)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dn-agent:", err)
+		return 2
+	}
 	env := childEnv(os.Environ())
 	if spec := ownEnv().MainUser; spec != "" {
 		if id, err := userSpec(spec); err == nil {
@@ -77,7 +88,7 @@ func Main(args []string) int {
 		}
 	}
 	reaper := NewReaper(true)
-	srv := New(Config{Token: token, Env: env}, reaper)
+	srv := New(Config{Token: token, TokenSHA256: tokenSum, Env: env}, reaper)
 	addr := ownEnv().Listen
 	if addr == "" {
 		addr = ":" + strconv.Itoa(Port)
@@ -166,6 +177,18 @@ func readToken() (string, error) {
 		return "", fmt.Errorf("the access token file %s is empty", file)
 	}
 	return t, nil
+}
+
+// tokenSHA256 decodes EnvTokenSHA256 (nil when unset).
+func tokenSHA256(v string) ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("%s must be 64 hex digits (a SHA-256)", EnvTokenSHA256)
+	}
+	return b, nil
 }
 
 // childEnv is the agent's environment without its own variables.

@@ -49,6 +49,9 @@ type Config struct {
 	OpenAPI []byte
 	// Checks are more dependencies /readyz reports, by name.
 	Checks map[string]func(context.Context) error
+	// Details are what /readyz says beside its checks, by name, without
+	// failing them (e.g. how sandboxes' disk use is limited on this host).
+	Details map[string]func(context.Context) string
 	// Limits are the rate limits (zero: none).
 	Limits RateLimits
 	// MaxBodyBytes bounds every request body (uploads, archives, stdin,
@@ -184,8 +187,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		sort.Strings(failed)
 		httpx.LogServerError(r, status, "not ready: "+strings.Join(failed, "; "), nil)
 	}
-	httpx.WriteJSON(w, status, map[string]any{"status": map[bool]string{true: "ready", false: "not_ready"}[status == 200],
-		"checks": checks, "provider": s.cfg.Provider.Name()})
+	body := map[string]any{"status": map[bool]string{true: "ready", false: "not_ready"}[status == 200],
+		"checks": checks, "provider": s.cfg.Provider.Name()}
+	if len(s.cfg.Details) > 0 {
+		details := map[string]string{}
+		for name, detail := range s.cfg.Details {
+			details[name] = detail(ctx)
+		}
+		body["details"] = details
+	}
+	httpx.WriteJSON(w, status, body)
 }
 
 // apiKey reads X-API-Key or Authorization: Bearer.

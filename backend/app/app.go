@@ -97,7 +97,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("reading the deployment id: %w", err)
 	}
-	if a.Provider, err = newProvider(cfg, deployment); err != nil {
+	agentSeed, err := db.AgentTokenSeed(ctx)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("reading the agents' token seed: %w", err)
+	}
+	if a.Provider, err = newProvider(cfg, providerEnv{deployment: deployment, agentSeed: agentSeed, log: log}); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -117,6 +122,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		reg.MustRegister(newEgressCollector(v))
 		logEgress(log, v, cfg.DockerEgress.Off)
 	}
+	logDiskLimit(ctx, log, a.Provider)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		ObserveEvery: cfg.ObserveEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
@@ -141,7 +147,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, CatalogDir: cfg.TasksDir, Logger: log,
 		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit,
-		Groups: a.taskGroups(cfg, deployment)}); err != nil {
+		Groups: a.taskGroups(cfg, deployment, agentSeed)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -163,19 +169,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
 			a.Keys.Register, a.Events.Register},
-		Checks: map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
-		Admin:  []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
-		Public: []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
-		Hosts:  []api.Registrar{a.Lifecycle.RegisterHostRouter},
-		Edges:  []api.Edge{a.e2bEdge()},
+		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
+		Details: readyDetails(a.Provider),
+		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Public:  []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
+		Hosts:   []api.Registrar{a.Lifecycle.RegisterHostRouter},
+		Edges:   []api.Edge{a.e2bEdge()},
 	})
 	return a, nil
 }
 
 // newProvider builds the deployment's provider: DREADNODE_PROVIDER, plus
 // the providers DREADNODE_TEMPLATE_PROVIDERS routes templates to.
-func newProvider(cfg Config, deployment string) (compute.Provider, error) {
-	def, err := buildProvider(cfg, cfg.Provider, deployment)
+func newProvider(cfg Config, env providerEnv) (compute.Provider, error) {
+	def, err := buildProvider(cfg, cfg.Provider, env)
 	if err != nil || len(cfg.TemplateProviders) == 0 {
 		return def, err
 	}
@@ -186,7 +193,7 @@ func newProvider(cfg Config, deployment string) (compute.Provider, error) {
 			continue
 		}
 		seen[name] = true
-		p, err := buildProvider(cfg, name, deployment)
+		p, err := buildProvider(cfg, name, env)
 		if err != nil {
 			return nil, fmt.Errorf("DREADNODE_TEMPLATE_PROVIDERS needs the %s provider: %w", name, err)
 		}
@@ -195,12 +202,21 @@ func newProvider(cfg Config, deployment string) (compute.Provider, error) {
 	return multi.New(def, others, cfg.TemplateProviders)
 }
 
-func buildProvider(cfg Config, name, deployment string) (compute.Provider, error) {
+// providerEnv is what a provider gets from the deployment: its id (the
+// scope of its instances), the seed of the agents' tokens (from the
+// database), the logger.
+type providerEnv struct {
+	deployment, agentSeed string
+	log                   *slog.Logger
+}
+
+func buildProvider(cfg Config, name string, env providerEnv) (compute.Provider, error) {
+	deployment := env.deployment
 	switch name {
 	case "docker":
 		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
 			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment,
-			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary})
+			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary, AgentTokenSeed: env.agentSeed, Logger: env.log})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (is the Docker daemon running? DOCKER_HOST=%q)", err, cfg.DockerHost)
 		}
@@ -243,7 +259,7 @@ func diskLimit(mb int) int {
 // provider's client (and with its agent) when that is the sandboxes'
 // provider, each network under the provider's egress rules when it has
 // them.
-func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (tasks.Engine, error) {
+func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		if cfg.Provider == "e2b" {
 			var ec e2b.Config
@@ -258,7 +274,7 @@ func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (t
 			return g, nil
 		}
 		gc := docker.GroupConfig{Host: cfg.DockerHost, Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
-			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary}
+			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary, AgentTokenSeed: agentSeed}
 		if p, ok := a.Provider.(*docker.Provider); ok {
 			return p.Groups(gc)
 		}

@@ -35,7 +35,7 @@ var watchEvents = flag.Int("watch-events", 40, "files made in the sandbox by the
 // firstByte measures the time to the first output byte, ours and raw,
 // interleaved.
 func firstByte(ctx context.Context, cli *client.Client, s *sandbox, cid string) {
-	base, token := agentOf(ctx, cli, cid)
+	base, token := agentOf(ctx, s, cid)
 	direct := &envd.Client{HTTP: http.DefaultClient, URL: base, Token: token, Name: "bench", Agent: true}
 	var ours, raw, agent []time.Duration
 	// The order turns each round: a docker exec leaves the engine's

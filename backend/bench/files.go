@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 var fileRounds = flag.Int("file-rounds", 3, "rounds of the files part (each side's median is reported)")
@@ -21,7 +23,7 @@ var fileRounds = flag.Int("file-rounds", 3, "rounds of the files part (each side
 // the machine's drift hits every side alike; medians are reported.
 func filesPart(ctx context.Context, cli *client.Client, s *sandbox, cid string) {
 	size := int64(*fileMiB) << 20
-	agentURL, agentToken := agentOf(ctx, cli, cid)
+	agentURL, agentToken := agentOf(ctx, s, cid)
 	var put, get, aput, aget, rin, rout []time.Duration
 	for range max(*fileRounds, 1) {
 		put = append(put, timed(func() { s.put("/tmp/bench.bin", size) }))
@@ -44,21 +46,19 @@ func filesPart(ctx context.Context, cli *client.Client, s *sandbox, cid string) 
 		fmt.Sprintf("file PUT+GET %d MiB", *fileMiB), 2*float64(*fileMiB)/ours.Seconds(), 2*float64(*fileMiB)/raw.Seconds(), raw.Seconds()/ours.Seconds(), max(*fileRounds, 1))
 }
 
-// agentOf is the agent's base URL and token in container cid (as the
-// Docker provider reads them: its label and the container's address).
-func agentOf(ctx context.Context, cli *client.Client, cid string) (string, string) {
-	c, err := cli.ContainerInspect(ctx, cid)
+// agentOf is the agent's base URL and token in container cid, as the
+// bench backend's provider finds them (the token is in nothing the engine
+// shows: the provider derives it).
+func agentOf(ctx context.Context, s *sandbox, cid string) (string, string) {
+	loc, ok := s.b.app.Provider.(compute.EnvdLocator)
+	if !ok {
+		fail(fmt.Errorf("the bench backend's provider %s does not locate agents", s.b.app.Provider.Name()))
+	}
+	url, token, err := loc.Envd(ctx, compute.Ref{ID: cid})
 	if err != nil {
 		fail(err)
 	}
-	token := c.Config.Labels["dev.dreadnode.agent-token"]
-	for _, n := range c.NetworkSettings.Networks {
-		if n.IPAddress != "" && token != "" {
-			return "http://" + n.IPAddress + ":49983", token
-		}
-	}
-	fail(fmt.Errorf("container %s has no agent address or token", cid))
-	return "", ""
+	return url, token
 }
 
 func agentDo(method, base, token, path string, body io.Reader, size int64) *http.Response {

@@ -142,8 +142,11 @@ type Agent struct {
 	Listen    string `env:"DN_AGENT_LISTEN"`     // default :49983
 	MainUser  string `env:"DN_AGENT_MAIN_USER"`  // user of the main process
 	Token     string `env:"DN_AGENT_TOKEN"`      // the access token itself, or
-	TokenFile string `env:"DN_AGENT_TOKEN_FILE"` // a file holding it
-	ReadyFile string `env:"DN_AGENT_READY_FILE"` // written once listening
+	TokenFile string `env:"DN_AGENT_TOKEN_FILE"` // a file holding it, or
+	// TokenSHA256 is the hex SHA-256 of the token (the Docker provider's
+	// way: what inspect shows does not give the token back).
+	TokenSHA256 string `env:"DN_AGENT_TOKEN_SHA256"`
+	ReadyFile   string `env:"DN_AGENT_READY_FILE"` // written once listening
 }
 
 // Load reads the backend's variables.

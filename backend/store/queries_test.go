@@ -52,6 +52,13 @@ func TestStoreQueriesOnEachDialect(t *testing.T) {
 		if again, _ := db.EnvdTokenSeed(ctx); again != seed {
 			t.Fatal("the envd token seed changed between calls")
 		}
+		agentSeed, err := db.AgentTokenSeed(ctx)
+		if err != nil || len(agentSeed) != 64 || agentSeed == seed {
+			t.Fatalf("AgentTokenSeed: %d chars, %v (another seed than envd's)", len(agentSeed), err)
+		}
+		if again, _ := db.AgentTokenSeed(ctx); again != agentSeed {
+			t.Fatal("the agent token seed changed between calls")
+		}
 
 		if err := db.SaveLogs(ctx, "sb", "one"); err != nil {
 			t.Fatal(err)

@@ -115,6 +115,11 @@ func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
 func dockerGroups(cfg docker.GroupConfig) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		cfg.Owner, cfg.BuildTimeout, cfg.Logger = f.Owner, f.BuildTimeout, f.Logger
+		if cfg.AgentTokenSeed == "" {
+			// One seed for every process of the test binary (TestCrashKill9's
+			// helper and its successor), as one database gives a deployment.
+			cfg.AgentTokenSeed = "tasks-test-agent-token-seed"
+		}
 		if cfg.AgentBinary == "" {
 			var err error
 			if cfg.AgentBinary, err = agentbin.Build(); err != nil {

@@ -30,8 +30,8 @@ import (
 // name is keyed by the binary's content hash), mounted read-only at
 // /.dreadnode in every sandbox; the container's entrypoint becomes the
 // agent, with the image's own entrypoint and command (or the spec's
-// command) after "--", and a fresh access token per sandbox in its
-// environment (and the container's label). The agent runs that
+// command) after "--", and a fresh access token per sandbox, of which the
+// engine shows only a nonce and a hash (agenttoken.go). The agent runs that
 // command as the main process (its exit, with its exit code, still ends
 // the sandbox, and its output still goes to the engine's logs), reaps
 // orphans as PID 1, and serves envd's contract on port 49983 of the
@@ -42,10 +42,6 @@ const (
 	// agentReadyPath is outside the read-only volume, in the container's
 	// own writable layer.
 	agentReadyPath = "/.dreadnode-ready"
-	// labelAgentToken holds the agent's access token, so every replica
-	// (and a restarted backend) can reach the agent; only those with the
-	// engine's socket can read it, and they are root on the host anyway.
-	labelAgentToken = "dev.dreadnode.agent-token"
 	// labelAgentBinary marks the agent's volume (and its filler container)
 	// with the binary's SHA-256. The volume's name does not start with
 	// volumePrefix, so deleting a sandbox never removes it.
@@ -229,15 +225,15 @@ func (h *agentHost) removeFiller(id string) {
 
 // withAgent makes the agent the container's entrypoint, running the
 // command the container would have run (the image's entrypoint with cmd,
-// or with the image's own cmd when cmd is empty) as the image's user, and
-// labels the token. The agent writes agentReadyPath once that command
-// started (waitAgent).
-func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string, token string) error {
+// or with the image's own cmd when cmd is empty) as the image's user, with
+// a token of key (agenttoken.go). The agent writes agentReadyPath once
+// that command started (waitAgent).
+func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image string, cmd []string, key tokenKey) error {
 	imgCfg, err := h.imageConfig(ctx, image)
 	if err != nil {
 		return err
 	}
-	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, token)
+	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, key)
 	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
 	return nil
 }
@@ -273,11 +269,10 @@ func mainCommand(entrypoint, cmd []string, img *container.Config) []string {
 }
 
 // agentEntrypoint makes the agent cfg's entrypoint, with main after "--",
-// and labels the token. user is the user main runs as ("" or root: the
-// agent's own); the agent runs as root (it reads its root-only token and
-// starts processes as any user) and the main command, and the processes
-// it starts, as user.
-func agentEntrypoint(cfg *container.Config, main []string, user, token string) {
+// checking a token of key. user is the user main runs as ("" or root: the
+// agent's own); the agent runs as root (it starts processes as any user)
+// and the main command, and the processes it starts, as user.
+func agentEntrypoint(cfg *container.Config, main []string, user string, key tokenKey) {
 	if !rootUser(user) {
 		cfg.User = "0"
 		cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+user)
@@ -289,13 +284,10 @@ func agentEntrypoint(cfg *container.Config, main []string, user, token string) {
 	// A container Entrypoint set here drops the image's Cmd; ours is all in it.
 	cfg.Entrypoint = append(cfg.Entrypoint, main...)
 	cfg.Cmd = nil
-	cfg.Labels[labelAgentToken] = token
-	// The token is in the agent's environment (readable only by the
-	// container's root, in /proc/1/environ, as a root-only file would be);
-	// the agent passes none of its DN_AGENT_ variables on. Nothing of ours
-	// runs through the engine's exec, which would hand the container's
-	// environment to its commands.
-	cfg.Env = append(cfg.Env, agent.EnvToken+"="+token)
+	// Only the token's nonce (label) and hash (environment) are where
+	// inspect shows them; the agent passes none of its DN_AGENT_
+	// variables on.
+	key.inject(cfg)
 }
 
 // rootUser reports whether a Docker USER is root, in root's group ("" is
@@ -317,7 +309,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		if err != nil {
 			return classify(op, err)
 		}
-		if c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
+		if !hasAgent(c) {
 			return nil // made without the agent (before it was configured): nothing to wait for
 		}
 		if _, err := p.cli.ContainerStatPath(ctx, id, agentReadyPath); err == nil {
@@ -339,7 +331,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 // start its agent: its volume is filled (the create that made it may have
 // crashed before).
 func (p *Provider) ensureAgent(ctx context.Context, c container.InspectResponse) error {
-	if p.agent == nil || c.Config == nil || c.Config.Labels[labelAgentToken] == "" {
+	if p.agent == nil || !hasAgent(c) {
 		return nil
 	}
 	return p.agent.ensureVolume(ctx, c.Config.Image)

@@ -30,7 +30,7 @@ import (
 
 // agentURL is the agent's address in a sandbox: the container's IP on its
 // network, port 49983 (the host reaches bridge addresses directly), and
-// the token the provider labelled it with.
+// the token the provider gave it (derived from its label).
 func agentURL(t *testing.T, p *Provider, inst compute.Instance) (string, string) {
 	t.Helper()
 	c, err := p.cli.ContainerInspect(context.Background(), inst.Ref.ID)
@@ -39,7 +39,7 @@ func agentURL(t *testing.T, p *Provider, inst compute.Instance) (string, string)
 	}
 	for _, n := range c.NetworkSettings.Networks {
 		if n.IPAddress != "" {
-			return "http://" + n.IPAddress + ":" + strconv.Itoa(agent.Port), c.Config.Labels[labelAgentToken]
+			return "http://" + n.IPAddress + ":" + strconv.Itoa(agent.Port), p.agentKey.tokenOf(c)
 		}
 	}
 	t.Fatalf("container %s has no IP address", inst.Ref.ID)
@@ -249,7 +249,9 @@ func TestAgentKeepsTheImageUser(t *testing.T) {
 func TestAgentVolume(t *testing.T) {
 	t.Parallel()
 	bin := agentbin.Path(t)
-	p1, p2 := newProvider(t, Config{AgentBinary: bin}), newProvider(t, Config{AgentBinary: bin})
+	// Two backends of one deployment: one seed for their agents' tokens.
+	seed := randomHex(16)
+	p1, p2 := newProvider(t, Config{AgentBinary: bin, AgentTokenSeed: seed}), newProvider(t, Config{AgentBinary: bin, AgentTokenSeed: seed})
 	var insts [4]compute.Instance
 	errs := make(chan error, len(insts))
 	for i := range insts {

@@ -174,7 +174,7 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		if err := p.agent.ensureVolume(ctx, image); err != nil {
 			return "", err // the caller's createError names a missing image
 		}
-		if err := p.agent.withAgent(ctx, cfg, image, cmd, randomHex(24)); err != nil {
+		if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {
 			return "", err
 		}
 		mounts = append(mounts, p.agent.mount())

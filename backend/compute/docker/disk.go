@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -21,29 +22,69 @@ const DefaultDiskLimitMB = 10 << 10
 // and devicemapper only, and refuses the create elsewhere (fuse-overlayfs,
 // overlay2 on ext4...). Rather than guess from the driver's name, the first
 // create asks the engine with a throwaway container that is never started.
+// Where it cannot, the disk watchdog (diskwatch.go) enforces the limit.
 func (p *Provider) storageOpt(ctx context.Context) map[string]string {
-	if p.cfg.DiskLimitMB <= 0 {
+	if capped, _ := p.diskCap(ctx); !capped {
 		return nil
+	}
+	return map[string]string{"size": strconv.Itoa(p.cfg.DiskLimitMB) + "M"}
+}
+
+// diskCap reports whether the engine caps writable layers at the limit,
+// and whether that is known (false, false: no limit configured, or the
+// engine could not be asked yet).
+func (p *Provider) diskCap(ctx context.Context) (capped, known bool) {
+	if p.cfg.DiskLimitMB <= 0 {
+		return false, false
 	}
 	p.diskMu.Lock()
 	defer p.diskMu.Unlock()
 	if p.diskKnown == nil {
 		ok, known := p.probeStorageOpt(ctx)
 		if !known {
-			return nil // ask again at the next create
+			return false, false // ask again at the next create
 		}
 		p.diskKnown = &ok
+		if info, err := p.cli.Info(ctx); err == nil {
+			p.diskDriver = info.Driver
+		}
 	}
-	if !*p.diskKnown {
-		return nil
-	}
-	return map[string]string{"size": strconv.Itoa(p.cfg.DiskLimitMB) + "M"}
+	return *p.diskKnown, true
 }
 
 // WritableLayerCapped reports whether containers get Config.DiskLimitMB as
 // the cap of their writable layer (false also when no cap is configured).
 func (p *Provider) WritableLayerCapped(ctx context.Context) bool {
-	return p.storageOpt(ctx) != nil
+	capped, _ := p.diskCap(ctx)
+	return capped
+}
+
+// DiskLimit says, in the operator's terms, how sandboxes' and task
+// services' disk use is limited on this engine (for /readyz and the
+// start-up log): by the storage driver (ENOSPC at the limit), by the
+// watchdog (stopped past it), or not at all. warn is set when the limit
+// is weaker than ENOSPC at the limit.
+func (p *Provider) DiskLimit(ctx context.Context) (detail string, warn bool) {
+	if p.cfg.DiskLimitMB <= 0 {
+		return "no disk limit (DOCKER_DISK_LIMIT_MB=0): a sandbox can fill the Docker host's disk", true
+	}
+	capped, known := p.diskCap(ctx)
+	p.diskMu.Lock()
+	driver := p.diskDriver
+	p.diskMu.Unlock()
+	switch {
+	case !known:
+		return fmt.Sprintf("disk limit of %d MB not checked yet: the engine could not be asked whether its storage driver caps writable layers "+
+			"(is the daemon up and %s built?); until then the watchdog stops sandboxes past the limit", p.cfg.DiskLimitMB, p.cfg.BaseImage), true
+	case capped:
+		return fmt.Sprintf("storage driver %s caps each sandbox's and task service's writable layer at %d MB (DOCKER_DISK_LIMIT_MB): "+
+			"a write past it fails with ENOSPC", driver, p.cfg.DiskLimitMB), false
+	}
+	return fmt.Sprintf("storage driver %s cannot cap a container's writable layer (Docker can on overlay2 over xfs mounted with pquota, "+
+		"btrfs, zfs and devicemapper): instead every %s the backend stops any sandbox or task service whose writable layer passed %d MB "+
+		"(DOCKER_DISK_LIMIT_MB), so one can overshoot by what it writes in that time and gets no ENOSPC; volumes and tmpfs mounts "+
+		"are not counted. For ENOSPC at the limit, run the engine with its data-root on xfs mounted with pquota (overlay2)",
+		driver, p.cfg.DiskWatchEvery, p.cfg.DiskLimitMB), true
 }
 
 // probeStorageOpt creates (never starts) a container with a size option:

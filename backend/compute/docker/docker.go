@@ -27,11 +27,13 @@ package docker
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -72,8 +74,15 @@ type Config struct {
 	Runtime string
 	// DiskLimitMB caps each container's writable layer (DOCKER_DISK_LIMIT_MB,
 	// default DefaultDiskLimitMB; negative: no cap) where the storage driver
-	// supports it, and is ignored where it does not (see disk.go).
+	// supports it; where it does not, a watchdog stops containers past it
+	// (see disk.go, diskwatch.go).
 	DiskLimitMB int
+	// DiskWatchEvery is how often that watchdog measures writable layers
+	// (default DefaultDiskWatchEvery).
+	DiskWatchEvery time.Duration
+	// Logger receives what the provider does on its own (the disk
+	// watchdog's stops); nil discards it.
+	Logger *slog.Logger
 	// WarmPoolSize > 0 keeps that many started containers per template ready
 	// to be claimed by Create (see pool.go).
 	WarmPoolSize int
@@ -81,6 +90,11 @@ type Config struct {
 	// (DREADNODE_AGENT_BINARY); when set, it is injected into every
 	// container (see agent.go). "" leaves containers as their image makes them.
 	AgentBinary string
+	// AgentTokenSeed is the deployment's secret the agents' tokens are
+	// derived from (agenttoken.go; the backend passes its database's), so
+	// that every backend of the deployment reaches every agent; "" is a
+	// random one of this process.
+	AgentTokenSeed string
 	// Scope names the deployment owning the containers (the backend passes
 	// its database's deployment id). List, Watch and the pool see only their
 	// own scope, so backends sharing one engine never sweep each other's
@@ -126,12 +140,16 @@ type Provider struct {
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
 
-	diskMu    sync.Mutex
-	diskKnown *bool       // whether the engine caps writable layers; nil until asked
-	egress    egressState // the host firewall (egress.go)
+	diskMu     sync.Mutex
+	diskKnown  *bool  // whether the engine caps writable layers; nil until asked
+	diskDriver string // the engine's storage driver, read with diskKnown
+	diskStop   chan struct{}
+	diskRounds atomic.Int64 // rounds of the disk watchdog done (tests wait for them)
+	egress     egressState  // the host firewall (egress.go)
 
 	agent     *agentHost   // nil unless Config.AgentBinary is set
 	envds     envdCache    // where each container's agent listens (envd.go)
+	agentKey  tokenKey     // derives each container's agent token (agenttoken.go)
 	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
@@ -158,6 +176,12 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.DiskLimitMB == 0 {
 		cfg.DiskLimitMB = DefaultDiskLimitMB
+	}
+	if cfg.DiskWatchEvery <= 0 {
+		cfg.DiskWatchEvery = DefaultDiskWatchEvery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = map[string]compute.Template{
@@ -191,6 +215,8 @@ func New(cfg Config) (*Provider, error) {
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 		agentHTTP:  newAgentHTTP(),
+		diskStop:   make(chan struct{}),
+		agentKey:   newTokenKey(cfg.AgentTokenSeed),
 	}
 	if bin != nil {
 		p.agent = &agentHost{agentBinary: bin, cli: cli, scope: cfg.Scope}
@@ -208,6 +234,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.WarmPoolSize > 0 {
 		p.pool = startPool(p, cfg.WarmPoolSize)
 	}
+	if cfg.DiskLimitMB > 0 {
+		go p.watchDisk(p.diskStop)
+	}
 	return p, nil
 }
 
@@ -216,6 +245,7 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
+		close(p.diskStop)
 		if p.pool != nil {
 			p.pool.close()
 		}

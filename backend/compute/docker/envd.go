@@ -26,7 +26,7 @@ type envdAddr struct{ url, token string }
 const envdCacheMax = 4096
 
 // Envd implements compute.EnvdLocator: the injected agent on port
-// compute.EnvdPort of the container's address, with the token of its label.
+// compute.EnvdPort of the container's address, with its token (agenttoken.go).
 func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, error) {
 	if a, ok := p.envds.get(ref.ID); ok {
 		return a.url, a.token, nil
@@ -35,11 +35,11 @@ func (p *Provider) Envd(ctx context.Context, ref compute.Ref) (string, string, e
 	if err != nil {
 		return "", "", classify("envd", err)
 	}
-	ip, token := agentEndpoint(c)
-	if token == "" {
+	if !hasAgent(c) {
 		return "", "", compute.Errorf(compute.KindNotFound, "envd", nil,
 			"this sandbox runs no agent (it was created without one), so nothing serves envd on port %d", compute.EnvdPort)
 	}
+	ip, token := agentIP(c), p.agentKey.tokenOf(c)
 	if ip == "" {
 		return "", "", compute.Errorf(compute.KindUnavailable, "envd", nil, "the sandbox has no network address yet")
 	}
@@ -66,19 +66,15 @@ func (e *envdCache) put(id string, a envdAddr) {
 	e.m[id] = a
 }
 
-// agentEndpoint is where a container's agent listens (its first network
-// address, by network name) and the token of its label; either is "" when
-// the container has none.
-func agentEndpoint(c container.InspectResponse) (ip, token string) {
-	if c.Config != nil {
-		token = c.Config.Labels[labelAgentToken]
-	}
+// agentIP is where a container's agent listens: its first network
+// address, by network name ("" when it has none).
+func agentIP(c container.InspectResponse) string {
 	if c.NetworkSettings != nil {
 		for _, name := range slices.Sorted(maps.Keys(c.NetworkSettings.Networks)) {
 			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
-				return n.IPAddress, token
+				return n.IPAddress
 			}
 		}
 	}
-	return "", token
+	return ""
 }

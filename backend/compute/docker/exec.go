@@ -26,8 +26,8 @@ import (
 // Processes, exec and files go through the sandbox's agent (agent.go),
 // with the envd client the E2B provider uses for envd: one protocol, one
 // client. The agent is reached on the container's address on its network
-// (the host reaches bridge addresses directly), with the token of the
-// container's label; nothing runs through the engine's exec. Only the tar
+// (the host reaches bridge addresses directly), with the token derived
+// from its label (agenttoken.go); nothing runs through the engine's exec. Only the tar
 // archive routes keep the engine's archive API.
 
 // agentHTTP is the client every call to an agent goes through: a dial
@@ -54,11 +54,11 @@ func (p *Provider) agentClient(ctx context.Context, op string, ref compute.Ref) 
 	if err := stateError(op, sandboxName(ref), c); err != nil {
 		return nil, err
 	}
-	ip, token := agentEndpoint(c)
-	if token == "" {
+	if !hasAgent(c) {
 		return nil, compute.Errorf(compute.KindInvalid, op, nil,
 			"sandbox %s was created without the sandbox agent, which processes, exec and files need: delete it and create it again", sandboxName(ref))
 	}
+	ip, token := agentIP(c), p.agentKey.tokenOf(c)
 	if ip == "" {
 		return nil, compute.Errorf(compute.KindUnavailable, op, nil, "sandbox %s has no network address to reach its agent at", sandboxName(ref))
 	}

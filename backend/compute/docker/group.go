@@ -70,6 +70,13 @@ type GroupConfig struct {
 	// their images make them, and Exec refuses to run in them.
 	// Provider.Groups shares the provider's agent when it has one.
 	AgentBinary string
+	// AgentTokenSeed is the deployment's secret the services' agent tokens
+	// are derived from (agenttoken.go), so that every backend of it reaches
+	// them; "" is a random one of this process. Provider.Groups shares the
+	// provider's.
+	AgentTokenSeed string
+
+	agentKey tokenKey // Provider.Groups: the provider's
 }
 
 // Groups is the Docker compute.GroupProvider. It is safe for concurrent use.
@@ -84,6 +91,10 @@ type Groups struct {
 	filter    func(ctx context.Context, networkID string, allowOut []string) error
 	agent     *agentHost   // nil without GroupConfig.AgentBinary
 	agentHTTP *http.Client // to the services' agents
+	agentKey  tokenKey     // derives each service's agent token (agenttoken.go)
+	// storageOpt caps a service's writable layer (disk.go); nil without
+	// the provider (NewGroups alone).
+	storageOpt func(context.Context) map[string]string
 
 	ctx    context.Context // builds outlive the environment that started them
 	cancel context.CancelFunc
@@ -108,7 +119,12 @@ func NewGroups(opts GroupConfig) (*Groups, error) {
 // (closing them leaves the client open), with the provider's agent when it
 // has one (opts.AgentBinary otherwise).
 func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
-	return newGroups(opts, p.cli, p.agent, p.agentHTTP)
+	opts.agentKey = p.agentKey // one deployment, one key
+	g, err := newGroups(opts, p.cli, p.agent, p.agentHTTP)
+	if g != nil {
+		g.storageOpt = p.storageOpt // services' writable layers capped as sandboxes' are (and watched where they cannot be)
+	}
+	return g, err
 }
 
 func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP *http.Client) (*Groups, error) {
@@ -125,7 +141,11 @@ func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP
 	if agentHTTP == nil {
 		agentHTTP = newAgentHTTP()
 	}
-	e := &Groups{cli: cli, owner: opts.Owner, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
+	key := opts.agentKey
+	if key == nil {
+		key = newTokenKey(opts.AgentTokenSeed)
+	}
+	e := &Groups{cli: cli, owner: opts.Owner, agentKey: key, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
 		agent: agent, agentHTTP: agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

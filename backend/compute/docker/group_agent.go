@@ -16,7 +16,7 @@ import (
 // into a sandbox's: its volume mounted read-only, the agent as the
 // entrypoint, running after "--" the command the service would have run
 // (its compose entrypoint and command merged with its image's as the
-// engine merges them), with a token of its own in its label. The agent
+// engine merges them), with a token of its own (agenttoken.go). The agent
 // runs as root and the command as the service's user (compose `user`, else
 // the image's); its exit, with its code, still ends the container. No
 // ready file: a command that cannot start ends the container, which Bring
@@ -50,12 +50,12 @@ func (e *Groups) withAgent(ctx context.Context, cfg *container.Config, host *con
 		// left as it is), as the service's own entrypoint would have, and
 		// starts its processes as that user, its own; its token is then
 		// readable by that user, whose commands are all the agent runs.
-		agentEntrypoint(cfg, main, "", randomHex(24))
+		agentEntrypoint(cfg, main, "", e.agentKey)
 		if user != "" {
 			cfg.Env = append(cfg.Env, agent.EnvMainUser+"="+user)
 		}
 	} else {
-		agentEntrypoint(cfg, main, user, randomHex(24))
+		agentEntrypoint(cfg, main, user, e.agentKey)
 	}
 	host.Mounts = append(host.Mounts, e.agent.mount())
 	return nil

@@ -48,9 +48,10 @@ func TestGroupExecWithoutShellOnDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.Config.Entrypoint, []string{agentPath, "--", "/app"}) || len(c.Config.Cmd) != 0 || c.Config.Labels[labelAgentToken] == "" {
-		t.Fatalf("entrypoint %q cmd %q token label %q: want the agent running the image's command", c.Config.Entrypoint, c.Config.Cmd, c.Config.Labels[labelAgentToken])
+	if !slices.Equal(c.Config.Entrypoint, []string{agentPath, "--", "/app"}) || len(c.Config.Cmd) != 0 || c.Config.Labels[labelAgent] == "" {
+		t.Fatalf("entrypoint %q cmd %q agent label %q: want the agent running the image's command", c.Config.Entrypoint, c.Config.Cmd, c.Config.Labels[labelAgent])
 	}
+	assertTokenHidden(ctx, t, g.cli, c.ID, g.agentKey.tokenOf(c))
 	if !slices.ContainsFunc(c.Mounts, func(m container.MountPoint) bool {
 		return m.Name == g.agent.volume && m.Destination == agentDir && !m.RW
 	}) {

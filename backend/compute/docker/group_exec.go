@@ -127,14 +127,15 @@ func (e *Groups) agentOf(ctx context.Context, envID, service string) (*envd.Clie
 	if err != nil {
 		return nil, st, err
 	}
-	ip, token := agentEndpoint(st)
-	if token == "" {
+	if !hasAgent(st) {
 		return nil, st, perr(errors.New("its container runs without the in-container agent that runs commands (it was started by an older backend, or by one without DREADNODE_AGENT_BINARY); remove the environment and start it again"),
 			"running a command in service %q", service)
 	}
+	ip := agentIP(st)
 	if ip == "" {
 		return nil, st, perr(errors.New("its container has no network address to reach its agent at"), "running a command in service %q", service)
 	}
+	token := e.agentKey.tokenOf(st)
 	return &envd.Client{HTTP: e.agentHTTP, URL: envdURL(ip), Token: token, Agent: true,
 		Name: fmt.Sprintf("service %q", service), Daemon: "the service's agent",
 		Diagnose: func(ctx context.Context, _ string, err error) error {

@@ -16,7 +16,7 @@ import (
 // leaves is removed when it ends.
 func newTestGroups(t *testing.T) *Groups {
 	t.Helper()
-	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4), AgentBinary: agentbin.Path(t)})
+	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4), AgentBinary: agentbin.Path(t), AgentTokenSeed: testAgentSeed})
 	if err != nil {
 		t.Fatal(err)
 	}

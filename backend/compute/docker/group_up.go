@@ -435,6 +435,9 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 			return "", err
 		}
 	}
+	if e.storageOpt != nil {
+		host.StorageOpt = e.storageOpt(cctx)
+	}
 	var id string
 	for attempt := 0; ; attempt++ {
 		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)

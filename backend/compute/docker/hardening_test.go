@@ -216,7 +216,7 @@ func TestTemplateRuntime(t *testing.T) {
 func TestWritableLayerCap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := newProvider(t, Config{DiskLimitMB: 64})
+	p := newProvider(t, Config{Network: testNetwork + "-disk-cap", DiskLimitMB: 64}) // its own scope: its watchdog stops no other test's sandbox
 	inst := mustCreate(t, p, testSpec())
 	c, err := p.cli.ContainerInspect(ctx, inst.Ref.ID)
 	if err != nil {

@@ -22,7 +22,11 @@ func (p *Provider) get(ctx context.Context, op, id string) (compute.Instance, er
 	if err != nil {
 		return compute.Instance{}, classify(op, err)
 	}
-	return fromInspect(c), nil
+	inst := fromInspect(c)
+	if r := p.diskExitReason(ctx, c); r != "" {
+		inst.ExitReason = r
+	}
+	return inst, nil
 }
 
 // List implements compute.Provider: every container labelled managed in this

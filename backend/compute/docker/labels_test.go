@@ -43,7 +43,7 @@ func TestGroupLabelsNameTheDeployment(t *testing.T) {
 		}
 	}
 	// A task service's address is claimed at start like a sandbox's.
-	ip, _ := agentEndpoint(c)
+	ip := agentIP(c)
 	if got, want := neighbourOf(t, ip), strings.ToLower(c.NetworkSettings.Networks[compute.GroupNetworkName(id)].MacAddress); got != want {
 		t.Errorf("right after Bring the host's neighbour entry for %s holds %q, want the service's %s", ip, got, want)
 	}

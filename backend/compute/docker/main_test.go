@@ -22,6 +22,11 @@ import (
 // runs (and the real "dreadnode" network) never interfere.
 var testNetwork = "dn-test-" + randomHex(4)
 
+// testAgentSeed is the agents' token seed of every provider and Groups of
+// this test binary (agenttoken.go), as one database gives every backend
+// of a deployment one.
+var testAgentSeed = randomHex(32)
+
 // testImagePrefix names the images tests derive from the base image; they are
 // removed when the run ends.
 const testImagePrefix = "dreadnode/test-"
@@ -97,6 +102,9 @@ func newProvider(t testing.TB, cfg Config) *Provider {
 		cfg.AgentBinary = agentbin.Path(t)
 	case noAgent:
 		cfg.AgentBinary = ""
+	}
+	if cfg.AgentTokenSeed == "" {
+		cfg.AgentTokenSeed = testAgentSeed // the test binary's providers are one deployment's backends
 	}
 	p, err := New(cfg)
 	if err != nil {
