@@ -1,0 +1,113 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
+)
+
+// Admission places an environment's ledger record as every sandbox create
+// is placed (shared/API.md §7; package admission's Admitter): pending when
+// the org's quotas and the provider's capacity have room for it now, queued
+// otherwise. Without it, environments start at once.
+type Admission interface {
+	// Place sets r's phase (pending or queued) inside the create's
+	// transaction; a create that could never fit is a domain error.
+	Place(ctx context.Context, tx *sql.Tx, r *store.Record) error
+	// Wake asks for a pass over the queue (a create queued, an
+	// environment ended and freed its compute).
+	Wake()
+}
+
+// ServiceDefaulter is implemented by engines that apply default limits to a
+// service whose compose file sets none (Docker): admission counts what the
+// services will really hold. Other engines count hardening's defaults.
+type ServiceDefaulter interface {
+	ServiceDefaults() compute.GroupLimits
+}
+
+// footprint is what an environment of task holds once it runs, for
+// admission and the ledger: the CPUs (rounded up) and the memory in MB
+// (rounded up) of all its services together, each service's own limits or
+// the engine's defaults. One environment is one record, so it counts as one
+// against max_running however many services it has; its CPU and memory
+// count every service container.
+func (s *Service) footprint(ctx context.Context, task *catalog.Task, resolved map[string]string) (cpus, memMB int, err error) {
+	p, err := task.Project(ctx, "footprint", resolved)
+	if err != nil {
+		return 0, 0, err
+	}
+	d := hardening.DefaultServiceLimits
+	def := compute.GroupLimits{MemoryBytes: d.MemoryBytes, NanoCPUs: d.NanoCPUs, Pids: d.Pids}
+	if sd, ok := s.engine.(ServiceDefaulter); ok {
+		def = sd.ServiceDefaults()
+	}
+	var nano, mem int64
+	for _, svc := range p.Services {
+		l := serviceLimits(svc, def)
+		nano += l.NanoCPUs
+		mem += l.MemoryBytes
+	}
+	return int((nano + 1e9 - 1) / 1e9), int((mem + 1<<20 - 1) >> 20), nil
+}
+
+// admissionError words Place's refusal of an environment that could never
+// fit for its request: the limit is named, the field is task_ref (what the
+// caller chose), not a sandbox's resources.
+func admissionError(err error, task *catalog.Task) error {
+	var inv *domain.InvalidError
+	if errors.As(err, &inv) {
+		return domain.Invalid("task_ref", fmt.Sprintf("task %s (all its services together) %s", task.Ref(), inv.Msg))
+	}
+	return err
+}
+
+// place asks admission where rec goes, inside the create's transaction. A
+// queued environment has no build deadline yet (its clock starts when it is
+// admitted, as a queued sandbox's TTL does), and its record none either:
+// the queue reads a queued record's deadline as "not before".
+func (s *Service) place(ctx context.Context, tx *sql.Tx, task *catalog.Task, e *Env, rec *store.Record) error {
+	if s.cfg.Admission == nil {
+		return nil
+	}
+	if err := s.cfg.Admission.Place(ctx, tx, rec); err != nil {
+		return admissionError(err, task)
+	}
+	if rec.Phase == sandbox.PhaseQueued {
+		e.Deadline, rec.PhaseDeadline = time.Time{}, time.Time{}
+		e.Timeline[len(e.Timeline)-1].Detail = queuedDetail
+	}
+	return nil
+}
+
+const queuedDetail = "queued: the organization's quotas or the provider's capacity are in use; it builds when room frees up (GET /api/v1/org/{org}/quotas)"
+
+// Admitted is admission's hook for a queued environment's record it
+// admitted (now pending): the driver starts it now rather than at its next
+// sweep.
+func (s *Service) Admitted(r *store.Record) {
+	if r.Kind != sandbox.KindTask || r.EnvironmentID == "" {
+		return
+	}
+	s.hub.Notify(r.EnvironmentID)
+	s.kick(r.EnvironmentID)
+}
+
+// startClock gives an environment admitted from the queue its build
+// deadline, counted from now, before its worker starts.
+func (s *Service) startClock(ctx context.Context, id string) error {
+	deadline := s.now().Add(s.cfg.BuildDeadline)
+	_, err := s.apply(ctx, id, change{detail: "admitted: building",
+		env:    func(e *Env) { e.Deadline = deadline },
+		recMut: func(r *store.Record) { r.PhaseDeadline = deadline }})
+	return err
+}
