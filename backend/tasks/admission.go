@@ -2,9 +2,13 @@ package tasks
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -42,6 +46,20 @@ type ServiceDefaulter interface {
 // against max_running however many services it has; its CPU and memory
 // count every service container.
 func (s *Service) footprint(ctx context.Context, task *catalog.Task, resolved map[string]string) (cpus, memMB int, err error) {
+	key := footprintKey(task, resolved)
+	if f, ok := s.sizes.get(key); ok {
+		return f[0], f[1], nil
+	}
+	cpus, memMB, err = s.measure(ctx, task, resolved)
+	if err == nil {
+		s.sizes.put(key, [2]int{cpus, memMB})
+	}
+	return cpus, memMB, err
+}
+
+// measure loads task's compose project (milliseconds: footprint keeps what
+// it found) and sums its services' limits.
+func (s *Service) measure(ctx context.Context, task *catalog.Task, resolved map[string]string) (cpus, memMB int, err error) {
 	p, err := task.Project(ctx, "footprint", resolved)
 	if err != nil {
 		return 0, 0, err
@@ -110,4 +128,41 @@ func (s *Service) startClock(ctx context.Context, id string) error {
 		env:    func(e *Env) { e.Deadline = deadline },
 		recMut: func(r *store.Record) { r.PhaseDeadline = deadline }})
 	return err
+}
+
+// footprints remembers environments' footprints by footprintKey, so a
+// create does not load its compose project again (bounded: past
+// footprintsLimit it starts afresh).
+type footprints struct {
+	mu sync.Mutex
+	m  map[string][2]int
+}
+
+const footprintsLimit = 1024
+
+func (f *footprints) get(key string) ([2]int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.m[key]
+	return v, ok
+}
+
+func (f *footprints) put(key string, v [2]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= footprintsLimit {
+		f.m = map[string][2]int{}
+	}
+	f.m[key] = v
+}
+
+// footprintKey names one task as the catalog loaded it (a rescan makes a
+// new *Task) with its inputs, which compose may interpolate into limits;
+// the inputs are hashed, as they may be secrets.
+func footprintKey(task *catalog.Task, resolved map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(resolved)) {
+		_, _ = fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(resolved[k]), resolved[k])
+	}
+	return fmt.Sprintf("%p %s %x", task, task.Ref(), h.Sum(nil))
 }

@@ -121,6 +121,8 @@ type Service struct {
 	closed bool
 	// dockerDown: the last sweep could not list Docker resources.
 	dockerDown bool
+	// sizes are the environments' footprints for admission (admission.go).
+	sizes footprints
 }
 
 type worker struct {
