@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
 // Task environments go through admission (issue 34, item 4), on the real
@@ -15,7 +17,7 @@ import (
 // 1, queued 4) instead of all starting; each becomes ready when room frees
 // up, in order, and an environment counts as one of running with the CPU
 // and memory of both its services. One that could never fit is 400 naming
-// task_ref and the limit.
+// task_ref and the limit. On SQLite and on PostgreSQL.
 func TestAdmissionQueuesTaskEnvironments(t *testing.T) {
 	t.Parallel()
 	tasksDir := filepath.Join(t.TempDir(), "tasks")
@@ -32,9 +34,26 @@ execute_service: app
     image: dreadnode/base:latest
     command: ["sleep", "3600"]
 `)
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			url := ""
+			if db == "postgres" {
+				url = pgtest.Start(t).NewDatabase(t)
+			}
+			queueTaskEnvironments(t, tasksDir, url)
+		})
+	}
+}
+
+// queueTaskEnvironments is TestAdmissionQueuesTaskEnvironments on the
+// database at url (SQLite when empty).
+func queueTaskEnvironments(t *testing.T, tasksDir, url string) {
 	ta := newTestApp(t, func(c *Config) {
 		c.TasksDir = tasksDir
 		c.AdminKey = "admin-" + t.Name()
+		if url != "" {
+			c.DatabaseURL = url
+		}
 	})
 	admin := func(method, path string, body any) resp { return ta.reqKey("admin-"+t.Name(), method, path, body) }
 	setQuotas := func(q map[string]any) {
