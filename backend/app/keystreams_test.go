@@ -3,8 +3,10 @@ package app
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +186,68 @@ func TestKeyRevocationEndsStreamsOnEveryReplica(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// A task environment's streaming execute opened with a key ends, with its
+// end line, within a second of the key's revocation.
+func TestKeyRevocationEndsTaskExecuteStream(t *testing.T) {
+	t.Parallel()
+	tasksDir := filepath.Join(t.TempDir(), "tasks")
+	writeTask(t, tasksDir, "idle", "name: idle\nversion: 1.0.0\ndescription: One idle service.\ninstruction: none\nexecute_service: app\n",
+		"services:\n  app:\n    image: dreadnode/base:latest\n    command: [\"sleep\", \"3600\"]\n")
+	ta := newTestApp(t, func(c *Config) { c.TasksDir = tasksDir })
+	const envs = "/api/v1/org/org1/ws/main/environments"
+	r := ta.req("POST", envs, map[string]any{"task_ref": "idle", "timeout_sec": 600})
+	if r.code != http.StatusCreated {
+		t.Fatalf("create environment: %d %s", r.code, r.body)
+	}
+	path, token := envs+"/"+r.json(t)["id"].(string), r.json(t)["execute_token"].(string)
+	ta.waitEnv(path, 3*time.Minute, "ready")
+	r = ta.req("POST", "/api/v1/org/org1/keys", map[string]any{"name": "task-stream"})
+	if r.code != http.StatusCreated {
+		t.Fatalf("create a key: %d %s", r.code, r.body)
+	}
+	keyID, key := r.json(t)["id"].(string), r.json(t)["key"].(string)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", ta.srv.URL+path+"/execute",
+		strings.NewReader(`{"command": "echo up; exec sleep 600", "timeout_sec": 600}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("X-Environment-Token", token)
+	req.Header.Set("Accept", "application/x-ndjson")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("execute stream: %d", res.StatusCode)
+	}
+	sc := bufio.NewScanner(res.Body)
+	next := func() (event, bool) {
+		if !sc.Scan() {
+			return event{}, false
+		}
+		var ev event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Errorf("not NDJSON: %q", sc.Text()) // on follow's goroutine: no Fatal
+			return event{}, false
+		}
+		return ev, true
+	}
+	for ev, ok := next(); ok && ev.Type != "stdout"; ev, ok = next() {
+	}
+	s := follow("task execute", next)
+	revoked := time.Now()
+	if r := ta.req("DELETE", "/api/v1/org/org1/keys/"+keyID, nil); r.code != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.code, r.body)
+	}
+	t.Logf("the task execute stream ended %s after the revocation was sent", s.endsBy(t, revoked, revoked.Add(time.Second)))
+	if s.last.Type != "end" || s.last.Reason != "API key revoked" {
+		t.Fatalf("last line: %+v, want end, API key revoked", s.last)
+	}
 }
