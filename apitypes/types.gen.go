@@ -872,7 +872,7 @@ type QuotaReport struct {
 
 // QuotaUse the compute an org holds (admitted and not yet removed; paused ones included)
 type QuotaUse struct {
-	// Sandboxes sandboxes held
+	// Sandboxes sandboxes and task environments held (one each, whatever an environment's number of services)
 	Sandboxes int `json:"running"`
 	CPU       int `json:"cpu"`
 	MemoryMB  int `json:"memory_mb"`
@@ -880,7 +880,7 @@ type QuotaUse struct {
 
 // Quotas an org's limits; each is null (or absent in a request) for unlimited
 type Quotas struct {
-	// MaxRunning sandboxes held at once (null: unlimited)
+	// MaxRunning sandboxes and task environments held at once, one each (null: unlimited)
 	MaxRunning *int `json:"max_running"`
 
 	// MaxCPU CPUs held at once (null: unlimited)

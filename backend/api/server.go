@@ -84,6 +84,9 @@ type server struct {
 	refusals refusalLog
 	reqs     *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// watchKey is DB.WatchKey, made once (not per request): the streams
+	// a key opens end when it is revoked (httpx.KeyContext).
+	watchKey func(ctx context.Context, hash string, revoked func()) func()
 }
 
 // NewHandler returns the backend's http.Handler.
@@ -100,6 +103,9 @@ func NewHandler(cfg Config) http.Handler {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dreadnode_http_request_duration_seconds",
 			Help: "HTTP request latency by route.", Buckets: []float64{.0005, .001, .0025, .005, .01, .05, .1, .5, 1, 5, 30}},
 			[]string{"method", "route"}),
+	}
+	if cfg.DB != nil {
+		s.watchKey = cfg.DB.WatchKey
 	}
 	cfg.Registry.MustRegister(s.reqs, s.latency)
 
@@ -267,7 +273,8 @@ func (s *server) auth(next http.Handler) http.Handler {
 		if !s.limits.allow(w, r, k.ID) {
 			return
 		}
-		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope, ExpiresAt: k.ExpiresAt})
+		ctx := httpx.WithKey(httpx.WithOrg(r.Context(), k.OrgID), httpx.Key{ID: k.ID, Scope: k.Scope, ExpiresAt: k.ExpiresAt,
+			Hash: k.Hash, Watch: s.watchKey})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -126,7 +126,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
 		ObserveEvery: cfg.ObserveEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
-		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
+		Logger: log, Admitted: func(r *store.Record) {
+			a.Reconciler.Changed(r)
+			a.Reconciler.Kick(r.ID)
+			if a.Tasks != nil {
+				a.Tasks.Admitted(r) // an environment's record: its driver starts it
+			}
+		}})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain})
@@ -146,7 +152,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, CatalogDir: cfg.TasksDir, Logger: log,
-		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit,
+		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Admission: a.Admission,
 		Groups: a.taskGroups(cfg, deployment, agentSeed)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +35,8 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sandboxID, org := q.Get("sandboxId"), httpx.Org(r)
-	ctx := r.Context()
+	ctx, cancel := httpx.KeyContext(r) // the stream ends with its key (revoked or expired)
+	defer cancel()
 	var seq int64
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		seq, err = s.db.EventSeq(ctx, org, last)
@@ -64,6 +66,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request) error {
 		evs, held, err := s.db.EventsAfter(ctx, seq, streamPage, store.EventSettle, s.cfg.Now())
 		if err != nil {
 			if ctx.Err() != nil {
+				keyEnded(ctx, w, flusher)
 				return nil
 			}
 			s.cfg.Logger.Warn("event stream: reading events failed; ending the stream (the client resumes with Last-Event-ID)", "err", err)
@@ -93,6 +96,7 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request) error {
 		}
 		select {
 		case <-ctx.Done():
+			keyEnded(ctx, w, flusher)
 			return nil
 		case <-wake:
 		case <-time.After(poll):
@@ -103,5 +107,14 @@ func (s *Service) handleStream(w http.ResponseWriter, r *http.Request) error {
 			flusher.Flush()
 			idle.Reset(keepAlive)
 		}
+	}
+}
+
+// keyEnded says, when ctx ended because its key was revoked or expired, so
+// before the stream closes: SSE has no end event, so it is a comment.
+func keyEnded(ctx context.Context, w http.ResponseWriter, f http.Flusher) {
+	if err := httpx.KeyEnded(ctx); err != nil {
+		_, _ = fmt.Fprintf(w, ": %s; reconnect with a valid key (Last-Event-ID resumes)\n\n", err)
+		f.Flush()
 	}
 }

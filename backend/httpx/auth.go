@@ -31,6 +31,11 @@ type Key struct {
 	// ExpiresAt is when the key stops working (nil: never); a key it
 	// makes may not outlive it.
 	ExpiresAt *time.Time
+	// Hash identifies the key to Watch (never the secret itself).
+	Hash string
+	// Watch, when set, calls revoked once when the key of hash is revoked
+	// (on any replica) until stop is called: KeyContext uses it.
+	Watch func(ctx context.Context, hash string, revoked func()) (stop func())
 }
 
 // WithKey returns ctx carrying the request's key.

@@ -302,11 +302,16 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := ndjson.New(w, r)
-	g := s.guardStream(r.Context(), rec.ID)
+	kctx, kcancel := httpx.KeyContext(r) // the watch ends with the key
+	defer kcancel()
+	g := s.guardStream(kctx, rec.ID)
 	defer g.stop()
 	err = fs.WatchDir(g.ctx, rec.Ref(), p, func(ev compute.FileEvent) error { return out.Line(ev) })
 	if end, ok := g.ended(); ok {
 		return out.End(end) // the sandbox was paused or deleted under the watch
+	}
+	if kerr := httpx.KeyEnded(kctx); kerr != nil {
+		return out.EndKey(kerr)
 	}
 	if err == nil || r.Context().Err() != nil {
 		return nil

@@ -50,7 +50,9 @@ func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) 
 // streamExec answers /exec with Accept: application/x-ndjson.
 func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.Record, req compute.ExecRequest) error {
 	out := ndjson.New(w, r)
-	g := s.guardStream(r.Context(), rec.ID)
+	kctx, kcancel := httpx.KeyContext(r) // the stream, and the command, end with the key
+	defer kcancel()
+	g := s.guardStream(kctx, rec.ID)
 	defer g.stop()
 	ps, ok := s.processes()
 	err := errors.ErrUnsupported
@@ -70,6 +72,9 @@ func (s *Service) streamExec(w http.ResponseWriter, r *http.Request, rec *store.
 	}
 	if end, ok := g.ended(); ok && !out.Exited {
 		return out.End(end) // the sandbox was paused or deleted under the stream
+	}
+	if kerr := httpx.KeyEnded(kctx); kerr != nil && !out.Exited {
+		return out.EndKey(kerr)
 	}
 	if err != nil && r.Context().Err() != nil {
 		return nil // the client left; the command was killed
@@ -241,11 +246,16 @@ func (s *Service) handleProcessOutput(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	out := ndjson.New(w, r)
-	g := s.guardStream(r.Context(), rec.ID)
+	kctx, kcancel := httpx.KeyContext(r) // the stream ends with the key (the process goes on)
+	defer kcancel()
+	g := s.guardStream(kctx, rec.ID)
 	defer g.stop()
 	err = ps.ProcessOutput(g.ctx, rec.Ref(), pid, follow, out.Event)
 	if end, ok := g.ended(); ok && !out.Exited {
 		return out.End(end) // the sandbox was paused or deleted under the stream
+	}
+	if kerr := httpx.KeyEnded(kctx); kerr != nil && !out.Exited {
+		return out.EndKey(kerr)
 	}
 	if err != nil && r.Context().Err() != nil {
 		return nil

@@ -47,6 +47,8 @@ type DB struct {
 	// keys caches API keys (keycache.go); keyLookups counts its misses.
 	keys       *keyCache
 	keyLookups atomic.Int64
+	// keyWatch are the streams open with each key (keywatch.go).
+	keyWatch keyWatches
 	// prefixes are the prefixes of the keys that may work (keycache.go).
 	prefixes keyPrefixes
 	// evWake wakes event streams (eventwake.go).

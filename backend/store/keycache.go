@@ -27,7 +27,7 @@ type keyEntry struct {
 }
 
 func newKeyEntry(k *APIKey) *keyEntry {
-	e := &keyEntry{auth: KeyAuth{ID: k.ID, OrgID: k.OrgID, Scope: k.Scope, Prefix: k.Prefix},
+	e := &keyEntry{auth: KeyAuth{ID: k.ID, OrgID: k.OrgID, Scope: k.Scope, Prefix: k.Prefix, Hash: k.hash},
 		revoked: k.RevokedAt != nil, loaded: time.Now(), touched: new(atomic.Int64)}
 	if k.ExpiresAt != nil {
 		e.expires = k.ExpiresAt.UnixNano()

@@ -119,6 +119,7 @@ func (db *DB) RevokeAPIKey(ctx context.Context, orgID, id string) error {
 		return err
 	}
 	db.keys.drop(hash)
+	db.keyWatch.fire(hash) // what is open with it ends now
 	return nil
 }
 
@@ -150,6 +151,7 @@ func (db *DB) RetireBootstrapKeys(ctx context.Context, orgID, keep string) (int6
 			return 0, err
 		}
 		db.keys.drop(h)
+		db.keyWatch.fire(h)
 	}
 	return int64(len(hashes)), nil
 }
@@ -163,6 +165,8 @@ type KeyAuth struct {
 	Scope     string
 	Prefix    string
 	ExpiresAt *time.Time // nil: never
+	// Hash is the key's hash (HashSecret): what WatchKey watches.
+	Hash string
 }
 
 // keyTouchEvery bounds how often a key's last_used_at is written: once a

@@ -273,6 +273,9 @@ func (l *listener) serve(ctx context.Context, c *pgx.Conn) error {
 	// before this reset: nothing cached after it can predate them.)
 	l.db.cache.reset(false)
 	l.db.keys.reset()
+	// Revocations made while nothing listened reached no stream: look.
+	wg.Add(1)
+	go func() { defer wg.Done(); l.db.recheckWatchedKeys(sctx) }()
 	l.mu.Lock()
 	l.up, l.conn, l.restart, l.answered = true, hc.Conn, cancel, time.Now()
 	l.query = barrierQuery(hc.ParameterStatuses["server_version"], l.syncCh, l.notifyBarrier.Load())
@@ -338,6 +341,7 @@ func (l *listener) apply(pid uint32, channel, payload string) {
 		}
 	case apiKeysChannel:
 		l.db.keys.drop(payload)
+		l.db.keyWatch.fire(payload) // what is open with it on this replica ends too
 	case taskEnvsChannel:
 		if !l.pids.has(pid) {
 			l.cbMu.RLock()

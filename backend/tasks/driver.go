@@ -79,6 +79,9 @@ func opInFlight(p sandbox.Phase) bool { return p == sandbox.PhasePausing || p ==
 
 // due reports whether the driver owes le work at now.
 func (s *Service) due(le liveEnv, now time.Time) bool {
+	if le.RecordPhase == sandbox.PhaseQueued {
+		return false // admission moves it on (Admitted)
+	}
 	return recordEnded(le.RecordPhase) || opInFlight(le.RecordPhase) || le.State.Transitional() || s.expired(le.Env, now)
 }
 
@@ -186,6 +189,14 @@ func (d driver) Step(ctx context.Context, id string, _ reconciler.Lane) error {
 			}
 			s.fail(id, le.State, sandbox.CauseReconciler, s.deadlineMessage(le.State, nil))
 			return nil
+		}
+		if le.RecordPhase == sandbox.PhaseQueued {
+			return nil // waits for admission, which kicks it (Admitted)
+		}
+		if le.Deadline.IsZero() {
+			if err := s.startClock(ctx, id); err != nil {
+				return err
+			}
 		}
 		return s.startWorker(ctx, id)
 	case s.expired(le.Env, now):
@@ -354,8 +365,8 @@ func (s *Service) work(ctx context.Context, id string) {
 		if !e.State.Transitional() || s.mayAct(ctx) != nil {
 			return // done, or another replica took it over
 		}
-		if r, err := s.db.FreshRecord(ctx, e.RecordID); err == nil && !r.Phase.Starting() {
-			return // its end is decided: the driver stops it
+		if r, err := s.db.FreshRecord(ctx, e.RecordID); err == nil && (!r.Phase.Starting() || r.Phase == sandbox.PhaseQueued) {
+			return // its end is decided (the driver stops it), or it waits for admission
 		}
 		remaining := e.Deadline.Sub(s.now())
 		if e.Deadline.IsZero() {

@@ -298,7 +298,9 @@ type change struct {
 // the record as it now is.
 func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) {
 	var out *Env
+	var ended bool
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
+		ended = false
 		e, err := getEnvTx(ctx, tx, id)
 		if err != nil {
 			return err
@@ -314,6 +316,7 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 		if err != nil {
 			return err
 		}
+		ended = moved && (r == nil || r.Phase.Terminal())
 		shown := e.State
 		if c.step != "" {
 			if r != nil && !r.Phase.Starting() {
@@ -367,6 +370,9 @@ func (s *Service) apply(ctx context.Context, id string, c change) (*Env, error) 
 	})
 	if err == nil {
 		s.hub.Notify(id)
+		if ended && s.cfg.Admission != nil {
+			s.cfg.Admission.Wake() // its compute is free: serve the queue
+		}
 	}
 	return out, err
 }

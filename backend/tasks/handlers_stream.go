@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ndjson"
 )
 
@@ -21,7 +22,12 @@ type StreamExecer interface {
 // event is an ordinary JSON error; after it, the stream's last line.
 func (s *Service) executeStream(w http.ResponseWriter, r *http.Request, e *Env, req ExecRequest) error {
 	out := ndjson.New(w, r)
-	err := s.ExecuteStream(r.Context(), e, req, out.Event)
+	kctx, kcancel := httpx.KeyContext(r) // the stream, and the command, end with the key
+	defer kcancel()
+	err := s.ExecuteStream(kctx, e, req, out.Event)
+	if kerr := httpx.KeyEnded(kctx); kerr != nil && !out.Exited {
+		return out.EndKey(kerr)
+	}
 	if err == nil || r.Context().Err() != nil {
 		return nil
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	// Admit, when set, is asked before an environment is created (e.g. the
 	// org's credits); the error it returns (a domain error) is the answer.
 	Admit func(ctx context.Context, orgID string) error
+	// Admission, when set, places each environment against the org's
+	// quotas and the provider's capacity (§7): one that fits but not now
+	// waits in the queue, building nothing, until it is admitted.
+	Admission Admission
 	// Groups makes the group provider the environments run on (required;
 	// the app passes compute/docker's or compute/e2b's). The Service closes
 	// what it returns.
@@ -118,6 +122,8 @@ type Service struct {
 	closed bool
 	// dockerDown: the last sweep could not list Docker resources.
 	dockerDown bool
+	// sizes are the environments' footprints for admission (admission.go).
+	sizes footprints
 }
 
 type worker struct {

@@ -42,8 +42,9 @@ const MaxIdempotencyKeyLen = 255
 const idempotencyScope = "task_environments"
 
 // Create validates req, then records the environment (building) and its
-// ledger record (pending) in one transaction with the idempotency key,
-// after the admission check (Config.Admit), and queues it for the driver.
+// ledger record (pending, or queued when admission says so) in one
+// transaction with the idempotency key, after the admission checks
+// (Config.Admit, Config.Admission), and queues it for the driver.
 // It returns at once; the driver builds and starts it.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error) {
 	b := req.Body
@@ -66,6 +67,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 		}
 		return Created{}, err
 	}
+	cpus, memMB, err := s.footprint(ctx, task, resolved)
+	if err != nil {
+		// The build fails on it with the task's words; until then the
+		// environment counts as one service with the defaults.
+		s.log.Debug("sizing a task environment for admission", "task", task.Ref(), "error", err)
+		cpus, memMB = 0, 0
+	}
 	var project *string
 	if b.ProjectID != "" {
 		project = &b.ProjectID
@@ -81,7 +89,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 		Deadline: now.Add(s.cfg.BuildDeadline), CreatedAt: now, UpdatedAt: now,
 		Timeline: []TimelineEntry{{State: taskenv.StateBuilding, At: now}}}
 	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: sandbox.KindTask, Provider: s.providerName, Phase: sandbox.PhasePending,
-		TemplateID: task.Ref(), TimeoutSec: timeout, EnvironmentID: e.ID, CreatedAt: now, PhaseDeadline: e.Deadline,
+		TemplateID: task.Ref(), TimeoutSec: timeout, CPUCount: cpus, MemoryMB: memMB, EnvironmentID: e.ID, CreatedAt: now, PhaseDeadline: e.Deadline,
 		Metadata: map[string]string{"environment_id": e.ID, "workspace": ws, "task": task.Ref()}}
 	key, scope := req.IdempotencyKey, idempotencyScope+":"+ws
 	var replay string
@@ -100,6 +108,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 			if err := s.cfg.Admit(ctx, org); err != nil {
 				return err
 			}
+		}
+		if err := s.place(ctx, tx, task, e, rec); err != nil {
+			return err
 		}
 		if err := store.InsertRecordTx(ctx, tx, rec); err != nil {
 			return err
@@ -122,8 +133,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 		}
 		return Created{Env: prev, Replayed: true}, nil
 	}
-	s.log.Info("task environment created", "environment", e.ID, "org", org, "workspace", ws, "task", task.Ref(), "record", e.RecordID)
-	s.kick(e.ID)
+	s.log.Info("task environment created", "environment", e.ID, "org", org, "workspace", ws, "task", task.Ref(), "record", e.RecordID,
+		"waits_for_admission", rec.Phase == sandbox.PhaseQueued)
+	if rec.Phase == sandbox.PhaseQueued {
+		// After the commit, so a pass on another connection (PostgreSQL)
+		// sees it; it is kicked when admitted (Admitted).
+		s.cfg.Admission.Wake()
+	} else {
+		s.kick(e.ID)
+	}
 	return Created{Env: e, ExecuteToken: token}, nil
 }
 

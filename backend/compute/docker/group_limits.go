@@ -28,3 +28,10 @@ func (e *Groups) harden(host *container.HostConfig, s compute.GroupService, runt
 func (e *Groups) CheckRuntime(ctx context.Context, field, runtime string) error {
 	return hardening.CheckRuntime(ctx, e.cli, field, runtime)
 }
+
+// ServiceDefaults are the limits a service runs with where its compose file
+// sets none (admission counts them).
+func (e *Groups) ServiceDefaults() compute.GroupLimits {
+	d := e.limits
+	return compute.GroupLimits{MemoryBytes: d.MemoryBytes, NanoCPUs: d.NanoCPUs, Pids: d.Pids}
+}
