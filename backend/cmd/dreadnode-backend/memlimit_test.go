@@ -54,9 +54,9 @@ func keepLimit(t *testing.T) {
 func TestMemoryLimitFollowsTheContainerOrHost(t *testing.T) {
 	keepLimit(t)
 	t.Setenv("GOMEMLIMIT", "")
-	os.Unsetenv("GOMEMLIMIT")
+	_ = os.Unsetenv("GOMEMLIMIT")
 	t.Setenv("AUTOMEMLIMIT", "")
-	os.Unsetenv("AUTOMEMLIMIT")
+	_ = os.Unsetenv("AUTOMEMLIMIT")
 	var logs bytes.Buffer
 	setMemoryLimit(slog.New(slog.NewTextHandler(&logs, nil)))
 	want := int64(float64(memoryAvailable(t)) * memoryShare)
@@ -78,6 +78,6 @@ func TestMemoryLimitLeftToTheOperator(t *testing.T) {
 		if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 			t.Errorf("%s=%s: the binary set a limit of %d", env[0], env[1], got)
 		}
-		os.Unsetenv(env[0])
+		_ = os.Unsetenv(env[0])
 	}
 }
