@@ -38,6 +38,8 @@ require (
 )
 
 require (
+	github.com/KimMachineGun/automemlimit v0.7.5
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 )

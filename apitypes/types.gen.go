@@ -625,6 +625,9 @@ type ExecResult struct {
 	ExitCode int    `json:"exitCode"`
 	Stderr   string `json:"stderr"`
 	Stdout   string `json:"stdout"`
+
+	// Truncated present (true) when stdout or stderr went past the 4 MiB a buffered exec keeps of each: the rest was read and dropped, and the command ran to its end. Stream the exec (Accept: application/x-ndjson) to read all of it.
+	Truncated *bool `json:"truncated,omitempty"`
 }
 
 // ExecSandbox defines model for ExecSandbox.

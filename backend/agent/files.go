@@ -2,6 +2,7 @@ package agent
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The /files routes of envd.yaml: download and upload one file, streamed.
@@ -80,7 +82,9 @@ func getFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, err := os.Open(p)
+	// Non-blocking: opening a named pipe for reading otherwise waits for a
+	// writer, holding a thread of the agent past the request for good.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		httpError(w, p, err)
 		return
@@ -95,6 +99,15 @@ func getFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
 		return
 	}
+	if fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a named pipe or a socket, which has no contents to download; read it with a command (POST /exec)", p))
+		return
+	}
+	// A device may block in a read (a terminal) or never end (/dev/zero):
+	// the read ends with the request. SetReadDeadline fails, harmlessly, on
+	// a file the poller cannot wait on, whose reads never block.
+	stop := context.AfterFunc(r.Context(), func() { _ = f.SetReadDeadline(time.Now()) })
+	defer stop()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(p)}))
 	if acceptsGzip(r) && r.Header.Get("Range") == "" {

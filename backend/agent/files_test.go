@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,4 +218,42 @@ func TestWrongTokenIsRefused(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&envs); err != nil || envs["PATH"] == "" {
 		t.Fatalf("envs: %v %v", envs, err)
 	}
+}
+
+// A named pipe is refused at once (opening one for reading would wait for
+// a writer, holding an agent thread past the request for good), and a
+// device that never ends is read only while the request lasts.
+func TestSpecialFilesNeverHoldTheAgent(t *testing.T) {
+	a := startAgent(t)
+	fifo := t.TempDir() + "/pipe"
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/files?"+url.Values{"path": {fifo}}.Encode(), nil)
+	req.Header.Set(TokenHeader, testToken)
+	res, err := a.hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET of a FIFO: %v (the agent held the request)", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "named pipe") {
+		t.Fatalf("GET of a FIFO: %d %s, want 400 saying it is a named pipe", res.StatusCode, body)
+	}
+	// /dev/zero never ends: the client stops reading and leaves; the
+	// agent's handler returns (its server closes with no request left).
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx2, http.MethodGet, a.url+"/files?"+url.Values{"path": {"/dev/zero"}}.Encode(), nil)
+	req.Header.Set(TokenHeader, testToken)
+	res, err = a.hc.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET of /dev/zero: %v %v", res, err)
+	}
+	if n, _ := io.CopyN(io.Discard, res.Body, 1<<20); n != 1<<20 {
+		t.Fatalf("read %d bytes of /dev/zero", n)
+	}
+	cancel2()
+	res.Body.Close()
 }

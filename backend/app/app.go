@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math"
 	"net"
@@ -406,7 +407,8 @@ func (a *App) Serve(ctx context.Context) error {
 	// No ReadTimeout or WriteTimeout: uploads, streams (exec, logs, events)
 	// and long polls legitimately last long. Headers must come quickly and
 	// idle keep-alive connections are closed.
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 1 << 20,
+		ErrorLog: a.serverLog()}
 	go func() { errs <- srv.Serve(ln) }()
 	if a.Config.MetricsListen != "" {
 		mln, err := net.Listen("tcp", a.Config.MetricsListen)
@@ -435,7 +437,15 @@ func (a *App) Serve(ctx context.Context) error {
 func (a *App) MetricsServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", api.MetricsHandler(a.registry))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: a.serverLog()}
+}
+
+// serverLog is the log of net/http's own errors, at ERROR: a panic it
+// recovered outside the handlers' recoverer (in a connection's own
+// goroutine: "http: panic serving ...", with its stack) is a bug to see.
+// Without it they went through the log package to slog's default, at INFO.
+func (a *App) serverLog() *log.Logger {
+	return slog.NewLogLogger(a.Log.Handler(), slog.LevelError)
 }
 
 // Loops are the background loops Serve runs (for in-process use).

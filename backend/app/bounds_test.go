@@ -165,7 +165,7 @@ func TestHostileSandboxOutputIsBounded(t *testing.T) {
 	if grew >= bound {
 		t.Errorf("four buffered execs of 2 x 64 MiB grew the heap by %d MiB", grew>>20)
 	}
-	want := int64(len(`{"exitCode":0,"stderr":"","stdout":""}`+"\n") + 2*len(`\u0000`)*compute.MaxExecOutputBytes)
+	want := int64(len(`{"exitCode":0,"stderr":"","stdout":"","truncated":true}`+"\n") + 2*len(`\u0000`)*compute.MaxExecOutputBytes)
 	for i := range codes {
 		if codes[i] != 200 || sizes[i] != want {
 			t.Errorf("buffered exec of 2 x 64 MiB: %d, %d bytes (want 200, %d bytes) %s", codes[i], sizes[i], want, details[i])

@@ -5,13 +5,15 @@ package compute
 // Max, so a bound on the bytes is a bound on the allocation too (a doubling
 // buffer could reserve twice the bound).
 type CappedBuffer struct {
-	Max int
-	buf []byte
+	Max     int
+	buf     []byte
+	dropped bool
 }
 
 func (b *CappedBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	p = p[:min(len(p), max(b.Max-len(b.buf), 0))]
+	b.dropped = b.dropped || len(p) < n
 	if len(p) == 0 {
 		return n, nil
 	}
@@ -26,6 +28,9 @@ func (b *CappedBuffer) Write(p []byte) (int, error) {
 
 // Bytes returns what was kept (nil when nothing was).
 func (b *CappedBuffer) Bytes() []byte { return b.buf }
+
+// Truncated reports whether bytes were dropped past Max.
+func (b *CappedBuffer) Truncated() bool { return b.dropped }
 
 // Len is the number of bytes kept.
 func (b *CappedBuffer) Len() int { return len(b.buf) }

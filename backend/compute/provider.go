@@ -125,6 +125,9 @@ type ExecResult struct {
 	ExitCode int
 	Stdout   []byte
 	Stderr   []byte
+	// Truncated says output past MaxExecOutputBytes (of stdout or of
+	// stderr) was read and dropped: the command ran to its end regardless.
+	Truncated bool
 }
 
 // Metrics is a point-in-time resource reading.

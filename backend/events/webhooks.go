@@ -59,6 +59,9 @@ const minSecret = 16
 
 // apply validates b and applies it to w.
 func (s *Service) apply(r *http.Request, w *store.Webhook, b *WebhookBody) error {
+	if err := checkFields(b); err != nil {
+		return err
+	}
 	if b.Name != nil {
 		if len(*b.Name) > 256 {
 			return httpx.Invalid("name", "at most 256 characters")

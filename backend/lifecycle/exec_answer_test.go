@@ -41,12 +41,18 @@ func TestWriteExecResultMatchesEncodingJSON(t *testing.T) {
 // The hand-encoded answer is the document's ExecResult: byte for byte what
 // encoding/json writes for the generated type.
 func TestWriteExecResultIsTheDocumentsExecResult(t *testing.T) {
-	res := compute.ExecResult{ExitCode: 7, Stdout: []byte("out\n<é>"), Stderr: []byte("err\x00")}
-	rec := httptest.NewRecorder()
-	writeExecResult(rec, res)
-	var want bytes.Buffer
-	_ = json.NewEncoder(&want).Encode(apitypes.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr)})
-	if !bytes.Equal(rec.Body.Bytes(), want.Bytes()) {
-		t.Fatalf("answer %s, the generated ExecResult encodes as %s", rec.Body.Bytes(), want.Bytes())
+	for _, truncated := range []bool{false, true} {
+		res := compute.ExecResult{ExitCode: 7, Stdout: []byte("out\n<é>"), Stderr: []byte("err\x00"), Truncated: truncated}
+		rec := httptest.NewRecorder()
+		writeExecResult(rec, res)
+		var want bytes.Buffer
+		doc := apitypes.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr)}
+		if truncated {
+			doc.Truncated = &truncated
+		}
+		_ = json.NewEncoder(&want).Encode(doc)
+		if !bytes.Equal(rec.Body.Bytes(), want.Bytes()) {
+			t.Fatalf("answer %s, the generated ExecResult encodes as %s", rec.Body.Bytes(), want.Bytes())
+		}
 	}
 }

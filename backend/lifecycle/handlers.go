@@ -431,6 +431,9 @@ func filePath(r *http.Request) (string, error) {
 	if p == "" || !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
 		return "", httpx.InvalidQuery("path", "the query parameter path must be an absolute file path, e.g. ?path=/tmp/a.txt")
 	}
+	if msg := pathTooLong(p); msg != "" {
+		return "", httpx.InvalidQuery("path", msg)
+	}
 	return p, nil
 }
 

@@ -228,7 +228,33 @@ func absField(field, v string) error {
 	if v == "" || !strings.HasPrefix(v, "/") || strings.ContainsRune(v, 0) {
 		return httpx.Invalid(field, "must be an absolute path, e.g. /home/user/dir")
 	}
+	if msg := pathTooLong(v); msg != "" {
+		return httpx.Invalid(field, msg)
+	}
 	return nil
+}
+
+// Linux's bounds on a path (PATH_MAX, with its NUL) and on each of its
+// names (NAME_MAX). Checked here so every route answers a longer path the
+// same way, with a 400 naming the field: the agent would say ENAMETOOLONG,
+// but the archive routes go through the engine, which answers a 500.
+const (
+	maxPathBytes = 4095
+	maxNameBytes = 255
+)
+
+// pathTooLong says what is wrong with a path past Linux's bounds ("" when
+// it is within them).
+func pathTooLong(p string) string {
+	if len(p) > maxPathBytes {
+		return fmt.Sprintf("is %d bytes long; a path must be at most %d bytes (Linux's PATH_MAX)", len(p), maxPathBytes)
+	}
+	for name := range strings.SplitSeq(p, "/") {
+		if len(name) > maxNameBytes {
+			return fmt.Sprintf("has a name of %d bytes (%.20q...); each name in a path must be at most %d bytes (Linux's NAME_MAX)", len(name), name, maxNameBytes)
+		}
+	}
+	return ""
 }
 
 func (s *Service) handleMkdir(w http.ResponseWriter, r *http.Request) error {

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +98,9 @@ func writeExecResult(w http.ResponseWriter, res compute.ExecResult) {
 	writeJSONString(bw, res.Stderr)
 	_, _ = bw.WriteString(`,"stdout":`)
 	writeJSONString(bw, res.Stdout)
+	if res.Truncated {
+		_, _ = bw.WriteString(`,"truncated":true`)
+	}
 	_, _ = bw.WriteString("}\n")
 	_ = bw.Flush()
 }
@@ -108,6 +110,7 @@ func writeExecResult(w http.ResponseWriter, res compute.ExecResult) {
 // so no character is split (an invalid byte becomes U+FFFD either way).
 func writeJSONString(w io.Writer, b []byte) {
 	_, _ = w.Write([]byte{'"'})
+	enc := make([]byte, 0, 6*(16<<10)+2) // reused: each chunk escaped into it
 	for len(b) > 0 {
 		n := min(len(b), 16<<10)
 		for i := n; n < len(b) && i > n-utf8.UTFMax && i > 0; i-- {
@@ -116,7 +119,7 @@ func writeJSONString(w io.Writer, b []byte) {
 				break
 			}
 		}
-		enc, _ := json.Marshal(string(b[:n]))
+		enc = ndjson.AppendString(enc[:0], b[:n])
 		_, _ = w.Write(enc[1 : len(enc)-1])
 		b = b[n:]
 	}

@@ -15,6 +15,10 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
+// maxLineKept is the largest line buffer a Writer keeps between lines:
+// six times a 32 KiB chunk of escapes, with room.
+const maxLineKept = 256 << 10
+
 // ContentType selects streamed answers (one JSON object per line).
 const ContentType = "application/x-ndjson"
 
@@ -47,6 +51,7 @@ type Writer struct {
 	rc      *http.ResponseController
 	enc     *json.Encoder
 	carry   map[string][]byte
+	line    []byte // a data line being encoded, reused (see data)
 }
 
 // New prepares a stream answering r; the status line goes out with the
@@ -57,6 +62,15 @@ func New(w http.ResponseWriter, r *http.Request) *Writer {
 
 // line writes one object and flushes it; an error means the client is gone.
 func (n *Writer) Line(v any) error {
+	n.start()
+	if err := n.enc.Encode(v); err != nil {
+		return err
+	}
+	return n.rc.Flush()
+}
+
+// start sends the status line and headers before the first line.
+func (n *Writer) start() {
 	if !n.Started {
 		n.Started = true
 		n.w.Header().Set("Content-Type", ContentType)
@@ -64,10 +78,6 @@ func (n *Writer) Line(v any) error {
 		n.w.Header().Set("X-Content-Type-Options", "nosniff")
 		n.w.WriteHeader(http.StatusOK)
 	}
-	if err := n.enc.Encode(v); err != nil {
-		return err
-	}
-	return n.rc.Flush()
 }
 
 // Event writes a process event; it fits compute.Emit.
@@ -82,7 +92,10 @@ func (n *Writer) Event(ev compute.ProcessEvent) error {
 		n.Exited = true
 		return n.Line(Event{Type: apitypes.ProcessEventType(ev.Type), ExitCode: &ev.ExitCode})
 	}
-	data := append(n.carry[ev.Type], ev.Data...)
+	data := ev.Data // not kept past this call, so not copied unless joined
+	if held := n.carry[ev.Type]; len(held) > 0 {
+		data = append(held, ev.Data...)
+	}
 	n.carry[ev.Type] = nil
 	if !utf8.Valid(data) {
 		// Keep an incomplete last character for the next chunk.
@@ -103,7 +116,23 @@ func (n *Writer) data(typ string, data []byte) error {
 		return nil
 	}
 	if utf8.Valid(data) {
-		return n.Line(Event{Type: apitypes.ProcessEventType(typ), Data: string(data)})
+		// The line encoding/json writes for Event{Type, Data}, encoded into
+		// a buffer kept across lines: a stream moves the sandbox's output
+		// through here, and json's copies of it would be garbage in
+		// proportion (compute's bounds.go on why that costs memory).
+		n.line = append(n.line[:0], `{"type":`...)
+		n.line = AppendString(n.line, []byte(typ))
+		n.line = append(n.line, `,"data":`...)
+		n.line = append(AppendString(n.line, data), "}\n"...)
+		n.start()
+		_, err := n.w.Write(n.line)
+		if cap(n.line) > maxLineKept {
+			n.line = nil // a rare large chunk (a buffered provider's whole output) is not kept
+		}
+		if err != nil {
+			return err
+		}
+		return n.rc.Flush()
 	}
 	return n.Line(Event{Type: apitypes.ProcessEventType(typ), DataB64: data}) // encoded as base64
 }

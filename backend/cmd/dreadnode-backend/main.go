@@ -98,6 +98,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
+	setMemoryLimit(log)
 	if cfg.AgentBinary == "" && usesDocker(cfg) {
 		path, how := findAgent()
 		if path == "" {

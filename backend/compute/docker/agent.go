@@ -49,12 +49,17 @@ const (
 	agentVolumePrefix = "dreadnode-agent-"
 )
 
-// agentBinary is the agent's bytes, read once at New (a missing file is a
-// configuration error said at start-up, not at each create), and the
-// volume that holds them on this engine.
+// agentBinary is the agent's file, checked and hashed once at New (a
+// missing file is a configuration error said at start-up, not at each
+// create), and the volume that holds it on this engine. The bytes are not
+// kept: the binary is tens of MiB (the backend's own, when it is its own
+// agent), and a heap that holds them for good lets the collector (at the
+// binary's GOGC of 400) grow the heap to five times that before it runs,
+// which any stream of sandbox output then fills with garbage.
 type agentBinary struct {
-	data   []byte
-	sum    string // hex SHA-256 of data
+	path   string
+	size   int64
+	sum    string // hex SHA-256 of the file
 	volume string // agentVolumePrefix + the first 20 hex digits of sum
 
 	mu    sync.Mutex
@@ -74,16 +79,54 @@ func loadAgent(path string) (*agentBinary, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	sum, size, err := hashAgent(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the sandbox agent binary: %w (build it with: CGO_ENABLED=0 go build -o dn-agent ./backend/cmd/dn-agent)", err)
+		return nil, err
 	}
-	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
-		return nil, fmt.Errorf("the sandbox agent binary %s is not a Linux executable (ELF)", path)
+	return &agentBinary{path: path, size: size, sum: sum, volume: agentVolumePrefix + sum[:20]}, nil
+}
+
+// hashAgent checks that path is a Linux executable and returns its hex
+// SHA-256 and size, reading it a piece at a time.
+func hashAgent(path string) (sum string, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the sandbox agent binary: %w (build it with: CGO_ENABLED=0 go build -o dn-agent ./backend/cmd/dn-agent)", err)
 	}
-	sum := sha256.Sum256(b)
-	h := hex.EncodeToString(sum[:])
-	return &agentBinary{data: b, sum: h, volume: agentVolumePrefix + h[:20]}, nil
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != "\x7fELF" {
+		return "", 0, fmt.Errorf("the sandbox agent binary %s is not a Linux executable (ELF)", path)
+	}
+	h := sha256.New()
+	h.Write(magic)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the sandbox agent binary %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n + int64(len(magic)), nil
+}
+
+// writeAgent writes the agent's file to tw as name, and fails when the file
+// is no longer the one hashed at New (replaced on disk since): the volume
+// is named by that hash, so it must hold exactly those bytes.
+func (a *agentBinary) writeAgent(tw *tar.Writer, name string, mod time.Time) error {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return fmt.Errorf("reading the sandbox agent binary: %w", err)
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o755, Size: a.size, ModTime: mod}); err != nil {
+		return err
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(tw, h), f, a.size); err != nil {
+		return fmt.Errorf("reading the sandbox agent binary %s: %w", a.path, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != a.sum {
+		return fmt.Errorf("the sandbox agent binary %s changed on disk since the backend started; restart the backend", a.path)
+	}
+	return nil
 }
 
 // agentMount mounts the agent's volume read-only at agentDir.
@@ -196,10 +239,7 @@ func (h *agentHost) fillVolume(ctx context.Context, id string) error {
 	go func() {
 		tw := tar.NewWriter(pw)
 		now := time.Now()
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "dn-agent", Mode: 0o755, Size: int64(len(h.data)), ModTime: now})
-		if err == nil {
-			_, err = tw.Write(h.data)
-		}
+		err := h.writeAgent(tw, "dn-agent", now)
 		if err == nil {
 			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "ready", Mode: 0o444, ModTime: now})
 		}

@@ -154,9 +154,22 @@ func (p *Provider) ExecStream(ctx context.Context, ref compute.Ref, req compute.
 	if err := checkCwd(op, req.Cwd); err != nil {
 		return err
 	}
-	return p.agentCall(ctx, op, ref, func(ctx context.Context, c *envd.Client) error {
-		return c.ExecStream(ctx, req, stdin, emit)
+	began := false
+	track := func(ev compute.ProcessEvent) error {
+		began = true
+		return emit(ev)
+	}
+	err := p.agentCall(ctx, op, ref, func(ctx context.Context, c *envd.Client) error {
+		return c.ExecStream(ctx, req, stdin, track)
 	})
+	if msg, ok := notRunnable(err); ok && !began {
+		// As the buffered Exec answers (and a shell, and E2B's envd, which
+		// runs commands through one): a command that cannot be found or
+		// run is a run with exit code 127 and the reason on stderr.
+		return emitAll(emit, true, compute.ProcessEvent{Type: compute.EventStderr, Data: []byte(msg + "\n")},
+			compute.ProcessEvent{Type: compute.EventExit, ExitCode: 127})
+	}
+	return err
 }
 
 // StartProcess implements compute.Processes. The agent keeps each

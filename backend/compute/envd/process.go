@@ -80,7 +80,7 @@ func (c *Client) Exec(ctx context.Context, req compute.ExecRequest) (compute.Exe
 			ended, end = true, e.End
 		}
 	}
-	res := compute.ExecResult{Stdout: out.Bytes(), Stderr: errOut.Bytes()}
+	res := compute.ExecResult{Stdout: out.Bytes(), Stderr: errOut.Bytes(), Truncated: out.Truncated() || errOut.Truncated()}
 	if ended {
 		res.ExitCode = int(end.GetExitCode())
 		if !end.GetExited() && end.Error != nil && res.ExitCode == 0 {

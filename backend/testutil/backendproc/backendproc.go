@@ -309,3 +309,27 @@ func (b *Backend) DumpStacks() {
 		b.Kill()
 	}
 }
+
+// Memory reads the process's resident set now and its peak so far (VmRSS
+// and VmHWM of /proc/PID/status), in bytes.
+func (b *Backend) Memory() (rss, peak uint64, err error) {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0, 0, fmt.Errorf("the backend was never started")
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var kb uint64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb << 10
+		} else if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			peak = kb << 10
+		}
+	}
+	if rss == 0 || peak == 0 {
+		return 0, 0, fmt.Errorf("no VmRSS/VmHWM in /proc/%d/status", b.cmd.Process.Pid)
+	}
+	return rss, peak, nil
+}
