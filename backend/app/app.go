@@ -123,7 +123,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		Logger: log, Admitted: func(r *store.Record) { a.Reconciler.Changed(r); a.Reconciler.Kick(r.ID) }})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
-		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain})
+		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain,
+		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}})
 	rates, settleEvery, err := billing.EnvConfig()
 	if err != nil {
 		a.Close()
