@@ -37,12 +37,13 @@ const (
 	claimBatch = 256
 	// maxInFlight bounds the attempts under way at once on a replica, all
 	// orgs together.
-	maxInFlight = 1024
+	maxInFlight = 4096
 	// DefaultInFlightPerOrg bounds one org's attempts under way at once:
 	// an org whose receiver is slow (each attempt waiting out its
 	// timeout) holds at most these, and every other org's deliveries go
-	// on beside them.
-	DefaultInFlightPerOrg = 64
+	// on beside them. A claim's batch: an org with fast receivers is
+	// served as fast as before the bound.
+	DefaultInFlightPerOrg = claimBatch
 	// DefaultMaxPerOrg is how many webhooks an org may have
 	// (DREADNODE_WEBHOOK_MAX_PER_ORG).
 	DefaultMaxPerOrg = 100
@@ -104,12 +105,12 @@ func (c *DeliveryConfig) attemptTimeout() time.Duration { return min(deliveryTim
 
 // dispatcher turns events into webhook deliveries and sends them. Every
 // replica runs one; the store's fan-out position and claims keep each
-// delivery to one replica at a time. A pass starts its attempts and does
-// not wait for them: an attempt that waits out its timeout on a slow
-// receiver holds only itself, never the next pass and so never another
-// org's deliveries. Outcomes are recorded together by the next pass
-// (flush); an org has at most InFlightPerOrg attempts under way, and the
-// claims skip its webhooks while it does.
+// delivery to one replica at a time. A pass starts its attempts and waits
+// for them at most passWait: an attempt that waits out its timeout on a
+// slow receiver holds only itself, never the next pass and so never
+// another org's deliveries. Outcomes are recorded together at the start
+// of the next pass (flush); an org has at most InFlightPerOrg attempts
+// under way, and the claims skip its webhooks while it does.
 type dispatcher struct {
 	db     *store.DB
 	cfg    DeliveryConfig
@@ -121,7 +122,7 @@ type dispatcher struct {
 	attempts sync.WaitGroup
 	kick     chan struct{} // an attempt finished: record it, claim again
 	mu       sync.Mutex
-	inFlight map[string]int // by org: attempts started and not yet recorded
+	inFlight map[string]int // by org: attempts started and not yet finished
 	total    int
 	done     []finished // attempts finished, not yet recorded
 }

@@ -3,13 +3,15 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // The dispatcher's loop: fan events out, claim due deliveries within the
-// room each org has, start their attempts, record the finished ones.
+// room each org has, start their attempts (waiting at most passWait for
+// them), record the finished ones.
 
 // run delivers until ctx ends, woken by new events and polling on a bound.
 func (d *dispatcher) run(ctx context.Context) error {
@@ -49,6 +51,7 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 	}
 	hooks := map[string]*store.Webhook{} // read once per pass, not per delivery
 	var over []string
+	var mine sync.WaitGroup
 	for _, dl := range due {
 		wh, read := hooks[dl.WebhookID]
 		if !read {
@@ -66,11 +69,17 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 			continue
 		}
 		d.attempts.Add(1)
+		mine.Add(1)
 		go func() {
 			defer d.attempts.Done()
+			defer mine.Done()
 			f := finished{store.Finished{Delivery: dl, Result: d.deliver(ctx, wh, dl)}, wh.OrgID}
 			d.mu.Lock()
 			d.done = append(d.done, f)
+			if d.inFlight[f.org]--; d.inFlight[f.org] <= 0 {
+				delete(d.inFlight, f.org)
+			}
+			d.total--
 			d.mu.Unlock()
 			select {
 			case d.kick <- struct{}{}:
@@ -81,7 +90,30 @@ func (d *dispatcher) pass(ctx context.Context) bool {
 	if err := d.db.ReleaseClaims(context.WithoutCancel(ctx), d.owner, over); err != nil {
 		d.log.Warn("webhooks: giving back claims failed; they lapse and are sent later", "err", err)
 	}
+	d.await(&mine)
 	return n > 0 || len(due) == limit
+}
+
+// passWait bounds how long a pass waits for its own attempts: most finish
+// within it and are recorded together, in one transaction (a pass per
+// finished attempt cost SQLite's single writer 10× the webhook lag of
+// make bench's events part); one still waiting on a slow receiver goes on
+// alone and is recorded by a later pass.
+const passWait = 50 * time.Millisecond
+
+func (d *dispatcher) await(mine *sync.WaitGroup) {
+	all := make(chan struct{})
+	go func() { mine.Wait(); close(all) }()
+	t := time.NewTimer(passWait)
+	defer t.Stop()
+	select {
+	case <-all:
+		select { // their kicks: the next pass records them anyway
+		case <-d.kick:
+		default:
+		}
+	case <-t.C:
+	}
 }
 
 // room is how many deliveries the next claim may take and the orgs it
@@ -111,7 +143,7 @@ func (d *dispatcher) start(org string) bool {
 }
 
 // flush records the attempts finished since the last flush, in one
-// transaction, and frees their room.
+// transaction.
 func (d *dispatcher) flush(ctx context.Context) {
 	d.mu.Lock()
 	done := d.done
@@ -133,14 +165,5 @@ func (d *dispatcher) flush(ctx context.Context) {
 		}
 	} else if err != nil {
 		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", fs[0].Delivery.ID, "err", err)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range done {
-		org := f.org
-		if d.inFlight[org]--; d.inFlight[org] <= 0 {
-			delete(d.inFlight, org)
-		}
-		d.total--
 	}
 }
