@@ -136,7 +136,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		}})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
-		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain})
+		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain,
+		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}})
 	// Billing reads sandbox logs through the lifecycle service and hands
 	// the records it kills for lack of credits to the reconciler; it imports
 	// neither.

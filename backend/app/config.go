@@ -96,7 +96,8 @@ type Config struct {
 	EventRetention time.Duration
 	// Webhooks configures webhook deliveries: DREADNODE_WEBHOOK_ALLOW_PRIVATE,
 	// DREADNODE_WEBHOOK_BACKOFF_MAX (default 1h), DREADNODE_WEBHOOK_GIVE_UP
-	// (default 24h), DREADNODE_WEBHOOK_CLAIM_HOLD (default 30s).
+	// (default 24h), DREADNODE_WEBHOOK_CLAIM_HOLD (default 30s),
+	// DREADNODE_WEBHOOK_MAX_PER_ORG (default 100).
 	Webhooks events.DeliveryConfig
 	// SandboxDomain (DREADNODE_SANDBOX_DOMAIN, default localhost) is the
 	// base domain of host-routed sandbox traffic, {port}-{sandboxID}.{domain},
@@ -245,7 +246,7 @@ func parseFloat(name, v string, def float64) (float64, error) {
 
 // webhookConfig checks the DREADNODE_WEBHOOK_* variables.
 func webhookConfig(e config.Webhooks) (events.DeliveryConfig, error) {
-	c := events.DeliveryConfig{BackoffMax: e.BackoffMax, GiveUp: e.GiveUp, ClaimHold: e.ClaimHold}
+	c := events.DeliveryConfig{BackoffMax: e.BackoffMax, GiveUp: e.GiveUp, ClaimHold: e.ClaimHold, MaxPerOrg: e.MaxPerOrg}
 	switch v := e.AllowPrivate; v {
 	case "", "false":
 	case "true":
@@ -255,6 +256,9 @@ func webhookConfig(e config.Webhooks) (events.DeliveryConfig, error) {
 	}
 	if c.ClaimHold < 3*time.Second {
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_CLAIM_HOLD must be at least 3s (an attempt gets a third of it), got %s", c.ClaimHold)
+	}
+	if c.MaxPerOrg < 1 {
+		return c, fmt.Errorf("DREADNODE_WEBHOOK_MAX_PER_ORG must be at least 1 (webhooks an organization may have), got %d", c.MaxPerOrg)
 	}
 	if c.BackoffMax < time.Second || c.GiveUp < time.Minute {
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_BACKOFF_MAX must be at least 1s and DREADNODE_WEBHOOK_GIVE_UP at least 1m (got %s, %s)", c.BackoffMax, c.GiveUp)

@@ -24,6 +24,8 @@
 //   - egress: create→running p50 of a sandbox with allowOut/denyOut at 10
 //     and at 1,000 live ones, against one without and raw Docker, and the
 //     rules' install alone beside 10 and 1,000 (egress.go)
+//   - dns: the DNS forwarder's answer to an allowed name, p50/p99 alone
+//     and beside another sandbox flooding it (dns.go)
 //   - churn: sandboxes of mixed kinds (plain, denyOut, autoPause, a task
 //     environment's service) created and deleted by a few workers so that
 //     the bridge's addresses are reused, an agent call in each as soon as
@@ -69,7 +71,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,churn,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -141,6 +143,9 @@ func main() {
 	}
 	if want("egress") {
 		egressPart(ctx)
+	}
+	if want("dns") {
+		dnsPart()
 	}
 	if want("churn") {
 		churnPart(ctx)

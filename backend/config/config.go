@@ -69,6 +69,7 @@ type Webhooks struct {
 	BackoffMax   time.Duration `env:"DREADNODE_WEBHOOK_BACKOFF_MAX" envDefault:"1h"`
 	GiveUp       time.Duration `env:"DREADNODE_WEBHOOK_GIVE_UP" envDefault:"24h"`
 	ClaimHold    time.Duration `env:"DREADNODE_WEBHOOK_CLAIM_HOLD" envDefault:"30s"`
+	MaxPerOrg    int           `env:"DREADNODE_WEBHOOK_MAX_PER_ORG" envDefault:"100"`
 }
 
 // RateLimits are the per-class rate limits: tokens per second (a number or

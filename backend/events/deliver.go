@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +35,18 @@ const (
 	// dispatcher to ~330 deliveries/s; 256 keeps 1,000 events/s under
 	// 500 ms p99 lag (make bench, part events).
 	claimBatch = 256
+	// maxInFlight bounds the attempts under way at once on a replica, all
+	// orgs together.
+	maxInFlight = 4096
+	// DefaultInFlightPerOrg bounds one org's attempts under way at once:
+	// an org whose receiver is slow (each attempt waiting out its
+	// timeout) holds at most these, and every other org's deliveries go
+	// on beside them. A claim's batch: an org with fast receivers is
+	// served as fast as before the bound.
+	DefaultInFlightPerOrg = claimBatch
+	// DefaultMaxPerOrg is how many webhooks an org may have
+	// (DREADNODE_WEBHOOK_MAX_PER_ORG).
+	DefaultMaxPerOrg = 100
 )
 
 // DeliveryConfig configures webhook deliveries.
@@ -58,6 +68,12 @@ type DeliveryConfig struct {
 	// lapses, and a dead one's deliveries are sent again by another
 	// replica once it has.
 	ClaimHold time.Duration
+	// MaxPerOrg (DREADNODE_WEBHOOK_MAX_PER_ORG, default 100) is how many
+	// webhooks an org may have; a create past it is refused (409).
+	MaxPerOrg int
+	// InFlightPerOrg (default DefaultInFlightPerOrg) bounds an org's
+	// attempts under way at once on a replica.
+	InFlightPerOrg int
 }
 
 func (c *DeliveryConfig) defaults() {
@@ -76,6 +92,12 @@ func (c *DeliveryConfig) defaults() {
 	if c.ClaimHold <= 0 {
 		c.ClaimHold = DefaultClaimHold
 	}
+	if c.MaxPerOrg <= 0 {
+		c.MaxPerOrg = DefaultMaxPerOrg
+	}
+	if c.InFlightPerOrg <= 0 {
+		c.InFlightPerOrg = DefaultInFlightPerOrg
+	}
 }
 
 // attemptTimeout bounds one attempt: well inside the claim.
@@ -83,7 +105,12 @@ func (c *DeliveryConfig) attemptTimeout() time.Duration { return min(deliveryTim
 
 // dispatcher turns events into webhook deliveries and sends them. Every
 // replica runs one; the store's fan-out position and claims keep each
-// delivery to one replica at a time.
+// delivery to one replica at a time. A pass starts its attempts and waits
+// for them at most passWait: an attempt that waits out its timeout on a
+// slow receiver holds only itself, never the next pass and so never
+// another org's deliveries. Outcomes are recorded together at the start
+// of the next pass (flush); an org has at most InFlightPerOrg attempts
+// under way, and the claims skip its webhooks while it does.
 type dispatcher struct {
 	db     *store.DB
 	cfg    DeliveryConfig
@@ -91,12 +118,26 @@ type dispatcher struct {
 	now    func() time.Time
 	owner  string
 	client *http.Client
+
+	attempts sync.WaitGroup
+	kick     chan struct{} // an attempt finished: record it, claim again
+	mu       sync.Mutex
+	inFlight map[string]int // by org: attempts started and not yet finished
+	total    int
+	done     []finished // attempts finished, not yet recorded
+}
+
+// finished is an attempt made and the org it counts for.
+type finished struct {
+	store.Finished
+	org string
 }
 
 func newDispatcher(db *store.DB, cfg DeliveryConfig, log *slog.Logger, now func() time.Time) *dispatcher {
 	cfg.defaults()
 	dialer := &net.Dialer{Timeout: cfg.attemptTimeout(), Control: dialControl(cfg.AllowPrivate)}
 	return &dispatcher{db: db, cfg: cfg, log: log, now: now, owner: "dispatcher-" + randomHex(8),
+		kick: make(chan struct{}, 1), inFlight: map[string]int{},
 		client: &http.Client{
 			Timeout:   cfg.attemptTimeout(),
 			Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, MaxIdleConnsPerHost: 4},
@@ -109,69 +150,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// run delivers until ctx ends, woken by new events and polling on a bound.
-func (d *dispatcher) run(ctx context.Context) error {
-	for {
-		wake := d.db.EventsChanged()
-		busy := d.pass(ctx)
-		if busy {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-time.After(d.cfg.Poll):
-		}
-	}
-}
-
-// pass fans new events out and sends the due deliveries; it reports
-// whether there may be more to do at once.
-func (d *dispatcher) pass(ctx context.Context) bool {
-	n, err := d.db.FanOut(ctx, d.now(), func(e *store.Event) []byte { b, _ := json.Marshal(View(e)); return b }, func() string { return "dlv_" + randomHex(16) })
-	if err != nil && ctx.Err() == nil {
-		d.log.Warn("webhooks: turning events into deliveries failed; retrying", "err", err)
-	}
-	due, err := d.db.ClaimDeliveries(ctx, d.owner, d.now(), d.cfg.ClaimHold, claimBatch)
-	if err != nil && ctx.Err() == nil {
-		d.log.Warn("webhooks: claiming deliveries failed; retrying", "err", err)
-	}
-	hooks := map[string]*store.Webhook{} // read once per pass, not per delivery
-	var wg sync.WaitGroup
-	done := make([]store.Finished, len(due))
-	for i, dl := range due {
-		wh, read := hooks[dl.WebhookID]
-		if !read {
-			var err error
-			if wh, err = d.db.GetWebhookByID(ctx, dl.WebhookID); err != nil {
-				wh = nil // deleted meanwhile (its deliveries went with it), or unreadable: the claim lapses, sent later
-			}
-			hooks[dl.WebhookID] = wh
-		}
-		if wh == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); done[i] = store.Finished{Delivery: dl, Result: d.deliver(ctx, wh, dl)} }()
-	}
-	wg.Wait()
-	// Recorded together, in one transaction; a delivery left out (its
-	// webhook unreadable) keeps its claim until it lapses.
-	finished := slices.DeleteFunc(done, func(f store.Finished) bool { return f.Delivery == nil })
-	if err := d.db.FinishDeliveries(context.WithoutCancel(ctx), d.owner, finished); err != nil && len(finished) > 1 {
-		// One at a time, so one delivery's trouble cannot hold the others.
-		for _, f := range finished {
-			if err := d.db.FinishDelivery(context.WithoutCancel(ctx), f.Delivery, d.owner, f.Result); err != nil {
-				d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", f.Delivery.ID, "err", err)
-			}
-		}
-	} else if err != nil {
-		d.log.Warn("webhooks: recording a delivery failed; it will be sent again", "delivery", finished[0].Delivery.ID, "err", err)
-	}
-	return n > 0 || len(due) == claimBatch
 }
 
 // deliver makes one attempt of dl to wh and returns its outcome, for the

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 
@@ -110,6 +111,18 @@ func (s *Service) CreateWebhook(r *http.Request, b *WebhookBody) (*store.Webhook
 	wh := &store.Webhook{ID: "wh_" + randomHex(12), OrgID: httpx.Org(r), Enabled: true, CreatedAt: s.cfg.Now().UTC()}
 	if err := s.apply(r, wh, b); err != nil {
 		return nil, err
+	}
+	// Each webhook costs a delivery per event: an org's count is bounded.
+	// (Two creates at once may pass it by one; the bound is on cost, not
+	// a contract.)
+	have, err := s.db.ListWebhooks(r.Context(), wh.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	if max := s.cfg.Delivery.MaxPerOrg; len(have) >= max {
+		return nil, httpx.NewError(http.StatusConflict, "webhook_limit_reached", fmt.Sprintf(
+			"this organization has %d webhooks, the most it may have (DREADNODE_WEBHOOK_MAX_PER_ORG=%d): delete one (DELETE /events/webhooks/{id}) or ask the operator to raise the limit",
+			len(have), max))
 	}
 	return wh, s.db.PutWebhook(r.Context(), wh)
 }

@@ -161,6 +161,9 @@ func (s *Service) handleHostRoute(w http.ResponseWriter, r *http.Request) error 
 	if r.URL.Query().Has(tokenParam) {
 		return browserLogin(w, r, rec)
 	}
+	if err := crossSandbox(r, rec.ID); err != nil {
+		return err
+	}
 	return s.route(w, r, rec, a.port, r.URL.Path, r.URL.RawPath, true)
 }
 

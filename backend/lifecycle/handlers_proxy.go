@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -214,93 +212,4 @@ func (s *Service) envdOf(ctx context.Context, rec *store.Record) (string, string
 			fmt.Sprintf("port %d of sandbox %s serves nothing: %v", compute.EnvdPort, rec.ID, err))
 	}
 	return base, token, err
-}
-
-// Credentials of ours that the traffic router never forwards into a sandbox
-// (the code in it is untrusted):
-//   - X-Access-Token, E2b-Traffic-Access-Token and X-API-Key, always;
-//   - Authorization, when its credential (after the scheme, e.g. "Bearer ")
-//     is an API key of any organization or this sandbox's access token; an
-//     Authorization the sandbox's own application issued passes through;
-//   - cookies whose name starts with "dreadnode" (reserved for the backend,
-//     which sets none today) or whose value is one of those credentials.
-const backendCookiePrefix = "dreadnode"
-
-// maxKeyLookups bounds the database lookups one proxied request may cause
-// (each distinct cookie value or Authorization credential the key cache
-// does not know costs one): without it, a request with 50,000 cookies
-// cost 50,000 queries. Values past the budget are treated as ours and
-// dropped: losing an application cookie beats leaking a key, and no real
-// application sends this many distinct unknown cookies.
-const maxKeyLookups = 32
-
-// credentialStripper decides, once per request, which headers carry our
-// credentials, and returns the function that removes them from the
-// outgoing request.
-func (s *Service) credentialStripper(r *http.Request, rec *store.Record, envdTok string) func(http.Header) {
-	checked := map[string]bool{} // value -> ours, so repeats cost nothing
-	lookups := 0
-	ours := func(secret string) bool {
-		secret = strings.TrimSpace(secret)
-		if secret == "" {
-			return false
-		}
-		if v, ok := checked[secret]; ok {
-			return v
-		}
-		v := true
-		switch {
-		case ids.Matches(secret, rec.AccessTokenHash) || secret == r.Header.Get("X-API-Key") || secret == r.Header.Get("X-Access-Token") ||
-			secret == r.Header.Get(trafficTokenHeader) || (envdTok != "" && secret == envdTok):
-		case lookups >= maxKeyLookups: // over budget: ours, unchecked
-		default:
-			lookups++
-			_, err := s.db.OrgForKey(r.Context(), secret)
-			// Unsure (database error): treat it as ours; dropping a
-			// header is safer than leaking a key.
-			v = !errors.Is(err, store.ErrNotFound)
-		}
-		checked[secret] = v
-		return v
-	}
-	dropAuth := false
-	if a := r.Header.Get("Authorization"); a != "" {
-		cred := a
-		if scheme, rest, ok := strings.Cut(strings.TrimSpace(a), " "); ok && scheme != "" {
-			cred = rest
-		}
-		dropAuth = ours(cred)
-	}
-	var keep []*http.Cookie
-	// The Cookie header is always rebuilt from the cookies that parsed and
-	// passed, never forwarded as sent: net/http's parser skips what it
-	// cannot parse (a name that is not a token) and parses nothing at all
-	// past 3,000 cookies, and either way the raw header would carry a key
-	// the loop below never saw.
-	cookiesChanged := len(r.Header.Values("Cookie")) > 0
-	for _, c := range r.Cookies() {
-		if strings.HasPrefix(strings.ToLower(c.Name), backendCookiePrefix) || ours(c.Value) {
-			cookiesChanged = true
-			continue
-		}
-		keep = append(keep, c)
-	}
-	return func(h http.Header) {
-		h.Del("X-Access-Token")
-		h.Del(trafficTokenHeader)
-		h.Del("X-API-Key")
-		if dropAuth {
-			h.Del("Authorization")
-		}
-		if cookiesChanged {
-			h.Del("Cookie")
-			if len(keep) > 0 {
-				parts := make([]string, len(keep))
-				for i, c := range keep {
-					parts[i] = c.String()
-				}
-				h.Set("Cookie", strings.Join(parts, "; "))
-			}
-		}
-	}
 }

@@ -42,6 +42,11 @@ type Config struct {
 	// {port}-{sandboxID}.{SandboxDomain} (DREADNODE_SANDBOX_DOMAIN; a port
 	// in it is ignored when matching); "" is "localhost".
 	SandboxDomain string
+	// OperatorKeys are the API keys the operator configured (the bootstrap
+	// and admin keys), whatever their form: the traffic router never
+	// forwards them into a sandbox (handlers_credentials.go). Keys the
+	// backend mints are recognised by their form alone.
+	OperatorKeys []string
 }
 
 // Service implements the lifecycle operations.

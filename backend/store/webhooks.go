@@ -213,14 +213,25 @@ const fanOutRows = 500
 // ClaimDeliveries claims up to limit due deliveries of enabled webhooks
 // for owner until now+hold: each the oldest pending one of its webhook
 // and sandbox, so a sandbox's events are delivered in order. A claim whose
-// holder died expires and is taken again (at least once).
-func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, hold time.Duration, limit int) ([]*Delivery, error) {
+// holder died expires and is taken again (at least once). The webhooks of
+// skipOrgs are passed over (the dispatcher has as many of their attempts
+// under way as it lets an org have).
+func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, hold time.Duration, limit int, skipOrgs ...string) ([]*Delivery, error) {
+	skip := ""
+	args := []any{DeliveryPending, now.UnixNano(), now.UnixNano()}
+	if len(skipOrgs) > 0 {
+		skip = ` AND w.org_id NOT IN (` + placeholders(len(skipOrgs)) + `)`
+		for _, o := range skipOrgs {
+			args = append(args, o)
+		}
+	}
+	args = append(args, DeliveryPending, limit)
 	ids, err := QueryStrings(ctx, db.r, `SELECT d.id FROM webhook_deliveries d
 		WHERE d.status = ? AND d.next_at <= ? AND (d.claim_expires IS NULL OR d.claim_expires < ?)
-		AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1)
+		AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1`+skip+`)
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.sandbox_id = d.sandbox_id
 			AND e.status = ? AND e.event_seq < d.event_seq)
-		ORDER BY d.event_seq LIMIT ?`, DeliveryPending, now.UnixNano(), now.UnixNano(), DeliveryPending, limit)
+		ORDER BY d.event_seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +241,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, 
 	// One statement claims them all (a row another replica claimed since
 	// the read is skipped by the WHERE): a round trip per row held the
 	// dispatcher far below 1,000 deliveries a second on PostgreSQL.
-	args := []any{owner, now.Add(hold).UnixNano(), DeliveryPending, now.UnixNano()}
+	args = []any{owner, now.Add(hold).UnixNano(), DeliveryPending, now.UnixNano()}
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -242,6 +253,21 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now time.Time, 
 	}
 	slices.SortFunc(out, func(a, b *Delivery) int { return cmp.Compare(a.EventSeq, b.EventSeq) })
 	return out, nil
+}
+
+// ReleaseClaims gives back owner's claims on ids unattempted: they are
+// due again at once, for any replica.
+func (db *DB) ReleaseClaims(ctx context.Context, owner string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{owner}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := db.w.ExecContext(ctx, `UPDATE webhook_deliveries SET claimed_by = NULL, claim_expires = NULL
+		WHERE claimed_by = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
+	return err
 }
 
 // DeliveryResult is the outcome of one attempt.

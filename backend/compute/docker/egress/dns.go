@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -113,17 +114,36 @@ type Forwarder struct {
 
 	mu      sync.Mutex
 	serving map[string]*served // by key (the sandbox's MAC)
-	// opened remembers until when an address is open to a sandbox, so
-	// that repeated answers renew it only past half its timeout: a
-	// sandbox asking in a loop costs no nft transaction per query.
-	opened map[string]time.Time
-	// busy bounds the queries in flight (each may wait on an upstream).
-	busy chan struct{}
+	// opened remembers, per sandbox (by lower-case MAC), until when each
+	// address is open to it: repeated answers renew an address only past
+	// half its timeout (a sandbox asking in a loop costs no nft
+	// transaction per query), and a sandbox has at most maxResolved
+	// addresses open, so none fills the sets every sandbox shares.
+	opened map[string]map[netip.Addr]time.Time
+	// Per-sandbox bounds (the package's defaults; tests lower them).
+	maxInFlight, maxConns, maxResolved int
 }
 
-// maxInFlight bounds the queries being answered at once, all sandboxes
-// together; a query beyond gets SERVFAIL at once.
-const maxInFlight = 256
+// Each sandbox is served within bounds of its own, so one that floods the
+// forwarder slows no other:
+//   - maxInFlight queries waiting on an upstream at once (a query beyond
+//     gets SERVFAIL at once; a name its policy refuses needs no slot, nor
+//     does writing the answer);
+//   - maxConns TCP connections at once (more wait in the kernel's
+//     backlog), each read within readTimeout (idleTimeout between
+//     queries) and written within writeTimeout, so a client that stops
+//     reading holds nothing for long;
+//   - maxResolved addresses open at once in the resolved sets (an answer
+//     that would open more gets SERVFAIL); the sets hold resolvedSize for
+//     every sandbox together.
+const (
+	maxInFlightPerSandbox = 64
+	maxConnsPerSandbox    = 16
+	maxResolvedPerSandbox = 512
+	readTimeout           = 2 * time.Second
+	idleTimeout           = 5 * time.Second
+	writeTimeout          = 2 * time.Second
+)
 
 type served struct {
 	ns   uint64 // inode of the network namespace served
@@ -133,8 +153,8 @@ type served struct {
 // NewForwarder returns a Forwarder asking upstreams and recording answers
 // in fw.
 func NewForwarder(fw *Firewall, upstreams []netip.AddrPort) *Forwarder {
-	d := &Forwarder{fw: fw, timeout: 3 * time.Second, serving: map[string]*served{},
-		opened: map[string]time.Time{}, busy: make(chan struct{}, maxInFlight)}
+	d := &Forwarder{fw: fw, timeout: 3 * time.Second, serving: map[string]*served{}, opened: map[string]map[netip.Addr]time.Time{},
+		maxInFlight: maxInFlightPerSandbox, maxConns: maxConnsPerSandbox, maxResolved: maxResolvedPerSandbox}
 	for _, u := range upstreams {
 		d.upstreams = append(d.upstreams, u.String())
 	}
@@ -163,8 +183,11 @@ func (d *Forwarder) ServeIn(key, nsPath string, addr netip.AddrPort, c Client) e
 	if err != nil {
 		return fmt.Errorf("the DNS forwarder cannot listen on %s in the sandbox's network namespace: %w", addr, err)
 	}
-	h := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) { d.serve(w, q, c) })
-	s := &served{ns: st.Ino, srvs: []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}}}
+	slots := make(chan struct{}, d.maxInFlight)
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) { d.serve(w, q, c, slots) })
+	idle := func() time.Duration { return idleTimeout }
+	s := &served{ns: st.Ino, srvs: []*dns.Server{{PacketConn: pc, Handler: h},
+		{Listener: netutil.LimitListener(writeDeadlines{ln}, d.maxConns), Handler: h, ReadTimeout: readTimeout, IdleTimeout: idle}}}
 	for _, srv := range s.srvs {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
@@ -234,6 +257,7 @@ func (d *Forwarder) Stop(key string) {
 		shutdown(s)
 		delete(d.serving, key)
 	}
+	delete(d.opened, strings.ToLower(key))
 }
 
 // Serving lists the keys served, for the sweep of deleted sandboxes.
@@ -264,18 +288,9 @@ func reply(w dns.ResponseWriter, q *dns.Msg, rcode int) {
 	_ = w.WriteMsg(m)
 }
 
-func (d *Forwarder) serve(w dns.ResponseWriter, q *dns.Msg, c Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*d.timeout)
-	defer cancel()
+func (d *Forwarder) serve(w dns.ResponseWriter, q *dns.Msg, c Client, slots chan struct{}) {
 	if q.Opcode != dns.OpcodeQuery || len(q.Question) != 1 {
 		reply(w, q, dns.RcodeRefused)
-		return
-	}
-	select {
-	case d.busy <- struct{}{}:
-		defer func() { <-d.busy }()
-	default:
-		reply(w, q, dns.RcodeServerFailure)
 		return
 	}
 	allowed := MatchName(c.Names, q.Question[0].Name)
@@ -283,26 +298,84 @@ func (d *Forwarder) serve(w dns.ResponseWriter, q *dns.Msg, c Client) {
 		reply(w, q, dns.RcodeNameError)
 		return
 	}
-	resp, err := d.exchange(ctx, q, w.RemoteAddr().Network())
-	if err != nil {
-		reply(w, q, dns.RcodeServerFailure)
+	resp, rcode := d.answer(q, w.RemoteAddr().Network(), c.MAC, allowed, slots)
+	if resp == nil {
+		reply(w, q, rcode)
 		return
 	}
-	if allowed {
-		if err := d.record(ctx, c.MAC, resp); err != nil {
-			reply(w, q, dns.RcodeServerFailure)
-			return
-		}
-	}
 	resp.Id = q.Id
-	_ = w.WriteMsg(resp)
+	_ = w.WriteMsg(resp) // after the slot is freed: a slow reader holds none
 }
 
-// record adds the answer's addresses to the sandbox's resolved sets.
+// answer asks the upstreams and records an allowed answer, in one of the
+// sandbox's slots; nil with the rcode to answer when it cannot.
+func (d *Forwarder) answer(q *dns.Msg, proto, mac string, allowed bool, slots chan struct{}) (*dns.Msg, int) {
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	default:
+		return nil, dns.RcodeServerFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*d.timeout)
+	defer cancel()
+	resp, err := d.exchange(ctx, q, proto)
+	if err != nil {
+		return nil, dns.RcodeServerFailure
+	}
+	if allowed {
+		if err := d.record(ctx, mac, resp); err != nil {
+			return nil, dns.RcodeServerFailure
+		}
+	}
+	return resp, dns.RcodeSuccess
+}
+
+// writeDeadlines gives every accepted connection a deadline on each write
+// (miekg/dns sets read deadlines but no write deadline: a client that
+// stops reading would hold its connection, and its place under maxConns,
+// for good).
+type writeDeadlines struct{ net.Listener }
+
+func (l writeDeadlines) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return deadlineConn{c}, nil
+}
+
+type deadlineConn struct{ net.Conn }
+
+// Write closes the connection when the write fails (its deadline passed):
+// the queries a client pipelined behind would each wait the deadline again.
+func (c deadlineConn) Write(b []byte) (int, error) {
+	err := c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	n := 0
+	if err == nil {
+		n, err = c.Conn.Write(b)
+	}
+	if err != nil {
+		_ = c.Conn.Close()
+	}
+	return n, err
+}
+
+// errResolvedFull: the sandbox has maxResolved addresses open already.
+var errResolvedFull = errors.New("the sandbox has as many resolved addresses open as it may")
+
+// record adds the answer's addresses to the sandbox's resolved sets. The
+// addresses are counted against the sandbox's bound before nft runs (and
+// uncounted if it fails), so concurrent answers cannot pass it together.
 func (d *Forwarder) record(ctx context.Context, mac string, resp *dns.Msg) error {
 	var rs []Resolved
 	now := time.Now()
+	key := strings.ToLower(mac)
 	d.mu.Lock()
+	open := d.opened[key]
+	if open == nil {
+		open = map[netip.Addr]time.Time{}
+		d.opened[key] = open
+	}
 	for _, rr := range resp.Answer {
 		ttl := min(max(time.Duration(rr.Header().Ttl)*time.Second, MinResolvedTTL), MaxResolvedTTL)
 		var a netip.Addr
@@ -312,35 +385,57 @@ func (d *Forwarder) record(ctx context.Context, mac string, resp *dns.Msg) error
 		case *dns.AAAA:
 			a, _ = netip.AddrFromSlice(rr.AAAA)
 		}
-		if !a.IsValid() {
+		if a = a.Unmap(); !a.IsValid() {
 			continue
 		}
-		key := mac + " " + a.Unmap().String()
-		if until, ok := d.opened[key]; ok && until.Sub(now) > ttl/2 {
+		if until, ok := open[a]; ok && until.Sub(now) > ttl/2 {
 			continue // open long enough already
 		}
-		rs = append(rs, Resolved{Addr: a.Unmap(), TTL: ttl})
+		rs = append(rs, Resolved{Addr: a, TTL: ttl})
 	}
-	d.mu.Unlock()
-	if err := d.fw.AllowResolved(ctx, mac, rs); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.opened) > 1<<16 { // a cache: forgetting only costs a renewal
-		for k, until := range d.opened {
-			if until.Before(now) {
-				delete(d.opened, k)
+	if fresh := newAddrs(open, rs); len(open)+fresh > d.maxResolved {
+		for a, until := range open {
+			if !until.After(now) {
+				delete(open, a) // expired in the sets too
 			}
 		}
-		if len(d.opened) > 1<<16 {
-			clear(d.opened)
+		if len(open)+fresh > d.maxResolved {
+			d.mu.Unlock()
+			return errResolvedFull
 		}
 	}
+	prev := make(map[netip.Addr]time.Time, len(rs))
 	for _, r := range rs {
-		d.opened[mac+" "+r.Addr.String()] = now.Add(r.TTL)
+		if until, ok := open[r.Addr]; ok {
+			prev[r.Addr] = until
+		}
+		open[r.Addr] = now.Add(r.TTL)
 	}
-	return nil
+	d.mu.Unlock()
+	err := d.fw.AllowResolved(ctx, mac, rs)
+	if err != nil {
+		d.mu.Lock()
+		for _, r := range rs {
+			if until, ok := prev[r.Addr]; ok {
+				open[r.Addr] = until
+			} else {
+				delete(open, r.Addr)
+			}
+		}
+		d.mu.Unlock()
+	}
+	return err
+}
+
+// newAddrs counts the addresses of rs not yet in open.
+func newAddrs(open map[netip.Addr]time.Time, rs []Resolved) int {
+	n := 0
+	for _, r := range rs {
+		if _, ok := open[r.Addr]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 // exchange asks the upstreams in turn (over TCP when the answer was
