@@ -144,6 +144,8 @@ type Agent struct {
 	Token     string `env:"DN_AGENT_TOKEN"`      // the access token itself, or
 	TokenFile string `env:"DN_AGENT_TOKEN_FILE"` // a file holding it
 	ReadyFile string `env:"DN_AGENT_READY_FILE"` // written once listening
+	// "1": loopback listeners are re-exposed on the sandbox's addresses
+	ExposeLoopback string `env:"DN_AGENT_EXPOSE_LOOPBACK"`
 }
 
 // Load reads the backend's variables.

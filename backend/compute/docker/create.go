@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
@@ -78,8 +79,12 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	// 10 ms doubling to 1 s apart): a concurrent Create holds the name but its
 	// container is not visible yet, or a concurrent network creation briefly
 	// left two networks of one name. Other errors end it at once.
+	envs := env(spec.EnvVars)
+	if spec.ExposeLoopback && p.agent != nil {
+		envs = append(envs, agent.EnvExposeLoopback+"=1") // the agent's own: its processes never see it
+	}
 	inst, err := backoff.Retry(ctx, func() (compute.Instance, error) {
-		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
+		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, envs, spec.Command, cpu, mem, isolated,
 			volumeMounts(spec, labels))
 		switch {
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use"):
