@@ -68,7 +68,11 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 	if err != nil {
 		return err
 	}
-	if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
+	if signed, ok := signedFileURL(w, r, envd, path, envdTok); signed {
+		if !ok {
+			return nil // refused with envd's own answer
+		}
+	} else if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
 		return err
 	}
 	if envd {

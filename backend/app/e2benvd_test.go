@@ -1,0 +1,130 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
+)
+
+// TestE2BSignedFileURLs: a secure /e2b sandbox's envd takes GET and POST
+// /files without a token when the URL is signed with its envdAccessToken,
+// as E2B's envd does (E2B's TestDownloadFileWithSigningWhenAuthIsEnabled
+// and the three beside it), and refuses a bad, expired or foreign
+// signature with envd's own body; a native sandbox's router takes no
+// signature (its contract: the access token on every request).
+func TestE2BSignedFileURLs(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true})
+	m := r.json(t)
+	id, envdTok, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"]), fmt.Sprint(m["trafficAccessToken"])
+	if r.code != http.StatusCreated || m["envdAccessToken"] == nil {
+		t.Fatalf("POST /e2b/sandboxes secure: %d %s", r.code, r.body)
+	}
+	c := hostClient(ta, nil)
+	host := "49983-" + id + ".localhost"
+	do := func(method string, q url.Values, body string, hdr ...string) hostAnswer {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, ta.srv.URL+"/files?"+q.Encode(), rd)
+		req.Host = host
+		if body != "" {
+			req.Header.Set("Content-Type", "application/octet-stream")
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return hostAnswer{code: res.StatusCode, hdr: res.Header, body: b}
+	}
+	const file = "signed.txt"
+	signed := func(op, token string, exp *int64) url.Values {
+		q := url.Values{"path": {file}, "username": {"user"}, "signature": {envdsign.Sign(file, op, "user", token, exp)}}
+		if exp != nil {
+			q.Set("signature_expiration", strconv.FormatInt(*exp, 10))
+		}
+		return q
+	}
+	if r := do("POST", signed(envdsign.Write, envdTok, nil), "Hello, World!"); r.code != http.StatusOK {
+		t.Fatalf("signed upload: %s", r)
+	}
+	later := time.Now().Add(time.Minute).Unix()
+	if r := do("GET", signed(envdsign.Read, envdTok, &later), ""); r.code != http.StatusOK || string(r.body) != "Hello, World!" {
+		t.Fatalf("signed download: %s", r)
+	}
+	past := time.Now().Add(-3 * time.Hour).Unix()
+	wrongExp := signed(envdsign.Read, envdTok, nil)
+	wrongExp.Set("signature_expiration", strconv.FormatInt(past, 10))
+	for _, c := range []struct {
+		name string
+		q    url.Values
+		want string
+	}{
+		{"expired", signed(envdsign.Read, envdTok, &past), `{"code":401,"message":"signature is already expired"}`},
+		{"an expiration it was not signed with", wrongExp, `{"code":401,"message":"invalid signature"}`},
+		{"signed with the trafficAccessToken", signed(envdsign.Read, traffic, nil), `{"code":401,"message":"invalid signature"}`},
+		{"a write signature", signed(envdsign.Write, envdTok, nil), `{"code":401,"message":"invalid signature"}`},
+	} {
+		if r := do("GET", c.q, ""); r.code != http.StatusUnauthorized || strings.TrimSpace(string(r.body)) != c.want {
+			t.Errorf("download %s: %s, want 401 %s", c.name, r, c.want)
+		}
+	}
+	// A download without a signature or a token stays refused.
+	if r := do("GET", url.Values{"path": {file}, "username": {"user"}}, ""); r.code != http.StatusUnauthorized {
+		t.Errorf("download without a token or signature: want 401, got %s", r)
+	}
+
+	// A native sandbox: a URL signed with its access token opens nothing.
+	native, nativeTok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
+	host = "49983-" + native + ".localhost"
+	if r := do("GET", url.Values{"path": {"/etc/hostname"}, "signature": {envdsign.Sign("/etc/hostname", envdsign.Read, "", nativeTok, nil)}}, ""); r.code != http.StatusUnauthorized ||
+		strings.Contains(string(r.body), "signature") {
+		t.Errorf("a signed download from a native sandbox: want the router's 401 (token required), got %s", r)
+	}
+}
+
+// TestE2BLoopbackListenerReachable: a server an /e2b sandbox binds to
+// 127.0.0.1 only is reachable through the router, as on E2B (its envd
+// re-exposes loopback listeners; E2B's TestBindLocalhost).
+func TestE2BLoopbackListenerReachable(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
+	m := r.json(t)
+	id, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["trafficAccessToken"])
+	if r.code != http.StatusCreated {
+		t.Fatalf("POST /e2b/sandboxes: %d %s", r.code, r.body)
+	}
+	if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", "3210", "--bind", "127.0.0.1", "-d", "/etc"}},
+		"X-Access-Token", traffic); r.code != http.StatusCreated {
+		t.Fatalf("starting a server on 127.0.0.1:3210: %d %s", r.code, r.body)
+	}
+	c := hostClient(ta, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := hostDo(t, c, "GET", ta.srv.URL+"/hostname", "3210-"+id+".localhost", "E2b-Traffic-Access-Token", traffic)
+		if r.code == http.StatusOK {
+			break
+		}
+		if r.code != http.StatusBadGateway || time.Now().After(deadline) {
+			t.Fatalf("a server on 127.0.0.1:3210 of an E2B sandbox: want 200 once it listens, got %s", r)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+	}
+}
