@@ -128,3 +128,48 @@ func TestE2BLoopbackListenerReachable(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
 	}
 }
+
+// TestE2BMaskRequestHost: an /e2b sandbox created with
+// network.maskRequestHost gets that Host (${PORT} substituted) on its
+// ports, and the Host asked for in X-Forwarded-Host, as E2B's proxy does
+// (E2B's TestMaskRequestHostAPIParameter); GET shows the mask back.
+func TestE2BMaskRequestHost(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120,
+		"network": map[string]any{"maskRequestHost": "masked-host:${PORT}"}})
+	m := r.json(t)
+	id, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["trafficAccessToken"])
+	if r.code != http.StatusCreated {
+		t.Fatalf("POST /e2b/sandboxes with maskRequestHost: %d %s", r.code, r.body)
+	}
+	if r := ta.req("GET", "/e2b/sandboxes/"+id, nil); !strings.Contains(string(r.body), `"maskRequestHost":"masked-host:${PORT}"`) {
+		t.Errorf("GET /e2b/sandboxes/%s does not show the mask: %d %s", id, r.code, r.body)
+	}
+	server := `import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(s):
+        b = (s.headers["Host"] + "|" + str(s.headers["X-Forwarded-Host"])).encode()
+        s.send_response(200); s.end_headers(); s.wfile.write(b)
+h.HTTPServer(("0.0.0.0", 8081), H).serve_forever()`
+	if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-c", server}},
+		"X-Access-Token", traffic); r.code != http.StatusCreated {
+		t.Fatalf("starting the server: %d %s", r.code, r.body)
+	}
+	c := hostClient(ta, nil)
+	host := "8081-" + id + ".localhost"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := hostDo(t, c, "GET", ta.srv.URL+"/", host, "E2b-Traffic-Access-Token", traffic)
+		if r.code == http.StatusOK {
+			if got, want := string(r.body), "masked-host:8081|"+host; got != want {
+				t.Fatalf("the sandbox's server saw Host|X-Forwarded-Host %q, want %q", got, want)
+			}
+			break
+		}
+		if r.code != http.StatusBadGateway || time.Now().After(deadline) {
+			t.Fatalf("port 8081: want 200 once the server listens, got %s", r)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+	}
+}

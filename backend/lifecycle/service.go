@@ -183,7 +183,8 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		TemplateID: spec.TemplateID, Metadata: spec.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
-		Spec:      store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure},
+		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
+			E2BMaskRequestHost: spec.E2BMaskRequestHost},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {
