@@ -100,8 +100,9 @@ func TestE2BSignedFileURLs(t *testing.T) {
 }
 
 // TestE2BLoopbackListenerReachable: a server an /e2b sandbox binds to
-// 127.0.0.1 only is reachable through the router, as on E2B (its envd
-// re-exposes loopback listeners; E2B's TestBindLocalhost).
+// 127.0.0.1 or ::1 only is reachable through the router, as on E2B (its
+// envd re-exposes loopback listeners, and its sandboxes have ::1; E2B's
+// TestBindLocalhost).
 func TestE2BLoopbackListenerReachable(t *testing.T) {
 	t.Parallel()
 	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
@@ -111,21 +112,48 @@ func TestE2BLoopbackListenerReachable(t *testing.T) {
 	if r.code != http.StatusCreated {
 		t.Fatalf("POST /e2b/sandboxes: %d %s", r.code, r.body)
 	}
-	if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", "3210", "--bind", "127.0.0.1", "-d", "/etc"}},
-		"X-Access-Token", traffic); r.code != http.StatusCreated {
-		t.Fatalf("starting a server on 127.0.0.1:3210: %d %s", r.code, r.body)
-	}
 	c := hostClient(ta, nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := hostDo(t, c, "GET", ta.srv.URL+"/hostname", "3210-"+id+".localhost", "E2b-Traffic-Access-Token", traffic)
-		if r.code == http.StatusOK {
+	for port, bind := range map[string]string{"3210": "127.0.0.1", "3211": "::1"} {
+		if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", port, "--bind", bind, "-d", "/etc"}},
+			"X-Access-Token", traffic); r.code != http.StatusCreated {
+			t.Fatalf("starting a server on %s port %s: %d %s", bind, port, r.code, r.body)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := hostDo(t, c, "GET", ta.srv.URL+"/hostname", port+"-"+id+".localhost", "E2b-Traffic-Access-Token", traffic)
+			if r.code == http.StatusOK {
+				break
+			}
+			if r.code != http.StatusBadGateway || time.Now().After(deadline) {
+				t.Fatalf("a server on %s port %s of an E2B sandbox: want 200 once it listens, got %s", bind, port, r)
+			}
+			time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+		}
+	}
+
+	// A native sandbox's loopback stays its own: a server on 127.0.0.1:8080
+	// (a port its template declares) answers inside, never through the
+	// router, over three of the agent's scan periods.
+	native, nativeTok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
+	if r := ta.req("POST", "/sandboxes/"+native+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", "8080", "--bind", "127.0.0.1", "-d", "/etc"}},
+		"X-Access-Token", nativeTok); r.code != http.StatusCreated {
+		t.Fatalf("starting a server in the native sandbox: %d %s", r.code, r.body)
+	}
+	probe := []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/hostname')"}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := ta.req("POST", "/sandboxes/"+native+"/exec", map[string]any{"cmd": probe}, "X-Access-Token", nativeTok)
+		if r.code == http.StatusOK && r.json(t)["exitCode"] == float64(0) {
 			break
 		}
-		if r.code != http.StatusBadGateway || time.Now().After(deadline) {
-			t.Fatalf("a server on 127.0.0.1:3210 of an E2B sandbox: want 200 once it listens, got %s", r)
+		if time.Now().After(deadline) {
+			t.Fatalf("the native sandbox's server never answered inside: %d %s", r.code, r.body)
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if r := hostDo(t, c, "GET", ta.srv.URL+"/hostname", "8080-"+native+".localhost", "X-Access-Token", nativeTok); r.code != http.StatusBadGateway {
+			t.Fatalf("a native sandbox's loopback server through the router: want 502, got %s", r)
+		}
 	}
 }
 
