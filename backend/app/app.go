@@ -124,18 +124,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain})
-	rates, settleEvery, err := billing.EnvConfig()
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
 	// Billing reads sandbox logs through the lifecycle service and hands
 	// the records it kills for lack of credits to the reconciler; it imports
 	// neither.
 	if a.Billing, err = billing.New(ctx, billing.Config{DB: db, Logs: a.Lifecycle.Logs, Killed: func(r *store.Record) {
 		a.Reconciler.Changed(r)
 		a.Reconciler.Kick(r.ID)
-	}, Logger: log, Rates: &rates, SettleInterval: settleEvery}); err != nil {
+	}, Logger: log, Rates: cfg.CreditRates, SettleInterval: cfg.SettleInterval}); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -219,7 +214,7 @@ func buildProvider(cfg Config, name, deployment string) (compute.Provider, error
 		}
 		return p, nil
 	case "e2b":
-		ec := e2b.ConfigFromEnv()
+		var ec e2b.Config
 		if cfg.E2B != nil {
 			ec = *cfg.E2B
 		}
@@ -251,7 +246,7 @@ func diskLimit(mb int) int {
 func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		if cfg.Provider == "e2b" {
-			ec := e2b.ConfigFromEnv()
+			var ec e2b.Config
 			if cfg.E2B != nil {
 				ec = *cfg.E2B
 			}

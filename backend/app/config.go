@@ -12,6 +12,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/api"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/multi"
@@ -55,8 +56,14 @@ type Config struct {
 	// TemplateProviders routes templates to another provider than Provider
 	// (DREADNODE_TEMPLATE_PROVIDERS="gpu=e2b,local=docker").
 	TemplateProviders map[string]string
-	// E2B, when set, replaces the E2B_* variables (embedding and tests).
+	// E2B is the E2B provider's configuration (E2B_*); nil is its zero
+	// value (embedding and tests set it).
 	E2B *e2b.Config
+	// CreditRates (DREADNODE_CREDIT_RATES) prices the ledger; nil is
+	// billing.DefaultRates. SettleInterval (DREADNODE_SETTLE_INTERVAL) is the
+	// settle loop's period; 0 is billing's default.
+	CreditRates    *billing.Rates
+	SettleInterval time.Duration
 	// Capacity of the provider (DREADNODE_CAPACITY_*; zero fields: the
 	// provider's default) and the per-org queue bound (DREADNODE_MAX_QUEUE).
 	Capacity admission.Capacity
@@ -144,6 +151,14 @@ func ConfigFromEnv() (Config, error) {
 		SandboxDomain:     e.Edge.SandboxDomain,
 		MaxBodyBytes:      int64(e.MaxBodyBytes),
 	}
+	ec := e2b.ConfigFrom(e.E2B)
+	c.E2B = &ec
+	c.SettleInterval = e.Billing.SettleInterval
+	rates, err := billing.ParseRates(e.Billing.CreditRates)
+	if err != nil {
+		return c, err
+	}
+	c.CreditRates = &rates
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "dreadnode.db")
 	}

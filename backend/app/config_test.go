@@ -10,6 +10,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 )
 
 func TestConfigLeaseTTL(t *testing.T) {
@@ -131,10 +132,6 @@ func TestConfigDefaultsAreThePackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, settle, err := billing.EnvConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name      string
 		got, want any
@@ -148,8 +145,9 @@ func TestConfigDefaultsAreThePackages(t *testing.T) {
 		{"DREADNODE_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(DefaultMaxBodyBytes)},
 		{"DREADNODE_BOOTSTRAP_CREDITS", cfg.BootstrapCredits, float64(DefaultBootstrapCredits)},
 		{"DOCKER_DISK_LIMIT_MB", cfg.DockerDiskLimitMB, docker.DefaultDiskLimitMB},
-		{"DREADNODE_SETTLE_INTERVAL", settle, billing.DefaultSettleInterval},
-		{"DREADNODE_CREDIT_RATES", rates, billing.DefaultRates},
+		{"DREADNODE_SETTLE_INTERVAL", cfg.SettleInterval, billing.DefaultSettleInterval},
+		{"DREADNODE_CREDIT_RATES", *cfg.CreditRates, billing.DefaultRates},
+		{"DREADNODE_TASKS_DIR", cfg.TasksDir, tasks.DefaultCatalogDir},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s defaults to %v in config.Backend, %v in its package", c.name, c.got, c.want)

@@ -25,10 +25,11 @@ func TestE2BSignedFileURLs(t *testing.T) {
 	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
 	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true})
 	m := r.json(t)
-	id, envdTok, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"]), fmt.Sprint(m["trafficAccessToken"])
+	id, envdTok := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"])
 	if r.code != http.StatusCreated || m["envdAccessToken"] == nil {
 		t.Fatalf("POST /e2b/sandboxes secure: %d %s", r.code, r.body)
 	}
+	access := accessTokenOf(ta, id)
 	c := hostClient(ta, nil)
 	host := "49983-" + id + ".localhost"
 	do := func(method string, q url.Values, body string, hdr ...string) hostAnswer {
@@ -78,7 +79,7 @@ func TestE2BSignedFileURLs(t *testing.T) {
 	}{
 		{"expired", signed(envdsign.Read, envdTok, &past), `{"code":401,"message":"signature is already expired"}`},
 		{"an expiration it was not signed with", wrongExp, `{"code":401,"message":"invalid signature"}`},
-		{"signed with the trafficAccessToken", signed(envdsign.Read, traffic, nil), `{"code":401,"message":"invalid signature"}`},
+		{"signed with the access token", signed(envdsign.Read, access, nil), `{"code":401,"message":"invalid signature"}`},
 		{"a write signature", signed(envdsign.Write, envdTok, nil), `{"code":401,"message":"invalid signature"}`},
 	} {
 		if r := do("GET", c.q, ""); r.code != http.StatusUnauthorized || strings.TrimSpace(string(r.body)) != c.want {
@@ -108,10 +109,11 @@ func TestE2BLoopbackListenerReachable(t *testing.T) {
 	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
 	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
 	m := r.json(t)
-	id, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["trafficAccessToken"])
+	id := fmt.Sprint(m["sandboxID"])
 	if r.code != http.StatusCreated {
 		t.Fatalf("POST /e2b/sandboxes: %d %s", r.code, r.body)
 	}
+	traffic := accessTokenOf(ta, id)
 	c := hostClient(ta, nil)
 	for port, bind := range map[string]string{"3210": "127.0.0.1", "3211": "::1"} {
 		if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", port, "--bind", bind, "-d", "/etc"}},
@@ -167,10 +169,11 @@ func TestE2BMaskRequestHost(t *testing.T) {
 	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120,
 		"network": map[string]any{"maskRequestHost": "masked-host:${PORT}"}})
 	m := r.json(t)
-	id, traffic := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["trafficAccessToken"])
+	id := fmt.Sprint(m["sandboxID"])
 	if r.code != http.StatusCreated {
 		t.Fatalf("POST /e2b/sandboxes with maskRequestHost: %d %s", r.code, r.body)
 	}
+	traffic := accessTokenOf(ta, id)
 	if r := ta.req("GET", "/e2b/sandboxes/"+id, nil); !strings.Contains(string(r.body), `"maskRequestHost":"masked-host:${PORT}"`) {
 		t.Errorf("GET /e2b/sandboxes/%s does not show the mask: %d %s", id, r.code, r.body)
 	}
@@ -200,4 +203,17 @@ h.HTTPServer(("0.0.0.0", 8081), H).serve_forever()`
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval within the deadline
 	}
+}
+
+// accessTokenOf is the access token of sandbox id, from the native API's
+// connect (the key's holder drives its processes; an /e2b sandbox with
+// public traffic is answered no trafficAccessToken).
+func accessTokenOf(ta *testApp, id string) string {
+	ta.t.Helper()
+	r := ta.req("POST", "/sandboxes/"+id+"/connect", map[string]any{"timeout": 120})
+	tok, ok := r.json(ta.t)["accessToken"].(string)
+	if !ok || tok == "" {
+		ta.t.Fatalf("connect of %s answered no accessToken: %d %s", id, r.code, r.body)
+	}
+	return tok
 }

@@ -293,7 +293,9 @@ func TestHostRoutingEnvd(t *testing.T) {
 	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
 	// Created as E2B's SDK does; the URL is built as it builds it:
 	// {port}-{sandboxID}.{domain} from the answer.
-	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true})
+	// Not public, so create answers a trafficAccessToken (E2B answers one only then).
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120, "secure": true,
+		"network": map[string]any{"allowPublicTraffic": false}})
 	m := r.json(t)
 	id, tok, domain := fmt.Sprint(m["sandboxID"]), fmt.Sprint(m["envdAccessToken"]), fmt.Sprint(m["domain"])
 	traffic := fmt.Sprint(m["trafficAccessToken"])
@@ -408,8 +410,8 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
 	m := r.json(t)
 	id := fmt.Sprint(m["sandboxID"])
-	if r.code != http.StatusCreated || m["envdAccessToken"] != nil || m["trafficAccessToken"] == nil {
-		t.Fatalf("POST /e2b/sandboxes without secure: want 201 without envdAccessToken, got %d %s", r.code, r.body)
+	if r.code != http.StatusCreated || m["envdAccessToken"] != nil || m["trafficAccessToken"] != nil {
+		t.Fatalf("POST /e2b/sandboxes without secure, public: want 201 without envdAccessToken nor trafficAccessToken, got %d %s", r.code, r.body)
 	}
 	native, nativeTok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
 	c := hostClient(ta, nil)
@@ -428,13 +430,16 @@ func TestHostRoutingE2BOpenEnvd(t *testing.T) {
 	if r := hostDo(t, c, "GET", base+"/health", "", "E2b-Sandbox-Id", id, "E2b-Sandbox-Port", "49983"); r.code != http.StatusNoContent {
 		t.Errorf("envd /health by headers without a token: %s", r)
 	}
-	// Another port of it still takes the access token.
-	if r := hostDo(t, c, "GET", base+"/", "8080-"+id+".localhost"); r.code != http.StatusUnauthorized {
-		t.Errorf("port 8080 of a non-secure E2B sandbox without a token: want 401, got %s", r)
+	// Its traffic is public: another port takes no token either, as on
+	// E2B (nothing listens on 8080: E2B's 502 of a closed port).
+	if r := hostDo(t, c, "GET", base+"/", "8080-"+id+".localhost"); r.code != http.StatusBadGateway || !strings.Contains(string(r.body), "port is not open") {
+		t.Errorf("port 8080 of a public E2B sandbox without a token: want the 502 of a closed port, got %s", r)
 	}
 	// Any port of an E2B sandbox is routed, as E2B's proxy does (its
 	// template declares 8080 only); a native sandbox keeps its template's.
-	traffic := fmt.Sprint(m["trafficAccessToken"])
+	// The native API's connect issues the access token (the key's holder
+	// drives its processes).
+	traffic := fmt.Sprint(ta.req("POST", "/sandboxes/"+id+"/connect", map[string]any{"timeout": 120}).json(t)["accessToken"])
 	if r := ta.req("POST", "/sandboxes/"+id+"/processes", map[string]any{"cmd": []string{"python3", "-m", "http.server", "3210", "-d", "/etc"}},
 		"X-Access-Token", traffic); r.code != http.StatusCreated {
 		t.Fatalf("starting a server on port 3210: %d %s", r.code, r.body)

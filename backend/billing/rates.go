@@ -2,7 +2,6 @@ package billing
 
 import (
 	"fmt"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"math"
 	"math/bits"
 	"strconv"
@@ -102,17 +101,6 @@ func ParseRates(s string) (Rates, error) {
 
 // DefaultSettleInterval is how often running records are settled.
 const DefaultSettleInterval = 10 * time.Second
-
-// EnvConfig reads DREADNODE_CREDIT_RATES and DREADNODE_SETTLE_INTERVAL
-// (default DefaultSettleInterval) through package config.
-func EnvConfig() (Rates, time.Duration, error) {
-	e, err := config.Parse[config.Billing]()
-	if err != nil {
-		return Rates{}, 0, err
-	}
-	rates, err := ParseRates(e.CreditRates)
-	return rates, e.SettleInterval, err
-}
 
 // cost is the price in micro-credits of ns nanoseconds at rate nano-credits
 // per second, rounded down: ns × rate / 1e12, without overflow.

@@ -22,6 +22,8 @@ var forbidden = map[string][]string{
 	"backend/domain":         {"backend/", "apitypes", "client"},
 	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
 	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	// ids makes and hashes secrets for every layer: a leaf.
+	"backend/ids": {"backend/", "apitypes", "client"},
 	// The compute port is plain Go; adapters import it, never the reverse.
 	"backend/compute": {"backend/", "apitypes", "client"},
 	// Adapters never reach up into services or the HTTP edge.
@@ -112,5 +114,39 @@ func TestOnlyHandlerFilesSpeakHTTP(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// readers are the only files that read the environment through package
+// config: the backend's configuration (read once at start and passed down
+// as Go values), the binaries' mains and the in-sandbox agent's own start.
+// A library that reads it finds values the backend's tests never set and
+// re-reads them on every call.
+var readers = []string{"backend/app/config.go", "backend/agent/run.go", "backend/cmd/"}
+
+func TestConfigurationIsReadOnce(t *testing.T) {
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(filepath.Join(root, "backend"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "backend/config/") || slices.ContainsFunc(readers, func(r string) bool { return strings.HasPrefix(rel, r) }) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, call := range []string{"config.Parse[", "config.Load("} {
+			if strings.Contains(string(b), call) {
+				t.Errorf("%s calls %s: configuration is read once by backend/app/config.go (ConfigFromEnv) and passed down; add a field to app.Config instead", rel, call)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -17,6 +17,10 @@ import (
 // e2bDefaultTimeout is E2B's timeout when a create names none.
 const e2bDefaultTimeout = 15
 
+// minAutoResumeTimeout is the least timeout E2B's auto-resume gives (its
+// feature flag minimum-autoresume-timeout, 300 s by default).
+const minAutoResumeTimeout = 300
+
 // newSandbox is E2B's NewSandbox. Fields E2B's SDKs send that change
 // nothing here (autoPauseMemory) are read and ignored; fields this backend
 // cannot honour are refused naming the field rather than ignored, since
@@ -71,6 +75,10 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 	// E2B accepts any timeout; this deployment keeps sandboxes at least
 	// minTimeout seconds (GET /sandboxes/{id} shows the endAt it got).
 	sp.TimeoutSec = max(sp.TimeoutSec, minTimeout)
+	if sp.AutoResume {
+		// E2B fixes at create the timeout a resume by traffic gives.
+		sp.AutoResumeTimeoutSec = min(max(sp.TimeoutSec, minAutoResumeTimeout), lifecycle.MaxTimeout)
+	}
 	if len(b.Mcp) > 0 {
 		return sp, unsupported("mcp", "E2B's MCP gateway; start MCP servers with a command instead")
 	}

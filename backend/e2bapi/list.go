@@ -84,6 +84,8 @@ func (e *Edge) handleListV1(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Newest first, as E2B's v1 answers (its TestSandboxListSortedV1).
+	slices.SortStableFunc(recs, func(a, b *store.Record) int { return startedAt(b).Compare(startedAt(a)) })
 	out := make([]e2btypes.ListedSandbox, len(recs))
 	for i, rec := range recs {
 		out[i] = e.listed(rec)

@@ -139,7 +139,10 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 	// A resume that finds another in flight waits for it and answers as it
 	// does (E2B's tests resume one sandbox five times at once, and expect
 	// 201 from each).
-	if pausedOnly && rec.Phase != sandbox.PhasePaused && rec.Phase != sandbox.PhaseResuming {
+	// A pausing sandbox already shows as paused (an auto-pause at its
+	// timeout, E2B's TestSandboxAutoPausePauseResume): Connect pauses it
+	// first, then resumes it.
+	if pausedOnly && rec.Phase != sandbox.PhasePaused && rec.Phase != sandbox.PhaseResuming && rec.Phase != sandbox.PhasePausing {
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, rec.Phase.PublicState()))
 	}
 	secs := int(d / time.Second)
@@ -200,7 +203,9 @@ func (e *Edge) setEnd(w http.ResponseWriter, r *http.Request, field string, secs
 	if err := lifecycle.Owned(rec); err != nil {
 		return err
 	}
-	if _, err := e.lc.SetEnd(r.Context(), rec, d, extend); err != nil {
+	// E2B moves the end of a running sandbox only (409 while it pauses,
+	// its TestSandboxSetTimeoutPausingSandbox).
+	if _, err := e.lc.SetRunningEnd(r.Context(), rec, d, extend); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

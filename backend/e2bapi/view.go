@@ -5,6 +5,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -14,8 +15,10 @@ import (
 // short is E2B's Sandbox. envdToken, the derived envd token of a secure
 // sandbox (lifecycle.EnvdToken), is answered as envdAccessToken (a sandbox
 // created without secure has none, as on E2B); traffic, the sandbox's
-// access token, as trafficAccessToken: the router needs it on every
-// sandbox port but envd's (E2B's clients send it as E2b-Traffic-Access-Token).
+// access token, as trafficAccessToken when the sandbox's traffic is not
+// public (allowPublicTraffic false), as E2B answers it: the router then
+// needs it on every sandbox port but envd's (E2B's clients send it as
+// E2b-Traffic-Access-Token); a public sandbox's ports take no token.
 func (e *Edge) short(r *store.Record, envdToken, traffic string) e2btypes.Sandbox {
 	d := e.cfg.Domain
 	out := e2btypes.Sandbox{TemplateID: r.TemplateID, SandboxID: r.ID, ClientID: ClientID, EnvdVersion: e.cfg.EnvdVersion, Domain: &d,
@@ -23,7 +26,7 @@ func (e *Edge) short(r *store.Record, envdToken, traffic string) e2btypes.Sandbo
 	if envdToken != "" {
 		out.EnvdAccessToken = &envdToken
 	}
-	if traffic != "" {
+	if traffic != "" && lifecycle.PrivateTraffic(r) {
 		out.TrafficAccessToken = &traffic
 	}
 	return out
@@ -95,10 +98,15 @@ func (e *Edge) detail(r *store.Record) e2btypes.SandboxDetail {
 	return out
 }
 
-// startedAt is when the sandbox started, or was created while it starts.
+// startedAt is when the sandbox last began running (its start, or its
+// latest resume, as E2B's startedAt is its current instance's), or when
+// it was created while it starts.
 func startedAt(r *store.Record) time.Time {
-	if r.StartedAt.IsZero() {
-		return r.CreatedAt
+	switch {
+	case !r.LastStartedAt.IsZero():
+		return r.LastStartedAt
+	case !r.StartedAt.IsZero():
+		return r.StartedAt
 	}
-	return r.StartedAt
+	return r.CreatedAt
 }

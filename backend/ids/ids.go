@@ -3,12 +3,11 @@ package ids
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/hex"
 	"strings"
-
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 var enc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -33,6 +32,13 @@ func Matches(secret, hash string) bool {
 	if secret == "" || hash == "" {
 		return false
 	}
-	got := store.HashSecret(strings.TrimSpace(secret))
+	got := HashSecret(strings.TrimSpace(secret))
 	return subtle.ConstantTimeCompare([]byte(got), []byte(hash)) == 1
+}
+
+// HashSecret is how every secret (API keys, access and execute tokens) is
+// stored: SHA-256 hex. Secrets are random and long, so no salt is needed.
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
 }

@@ -76,6 +76,10 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 		if !ok {
 			return nil // refused with envd's own answer
 		}
+	} else if rec.Spec.E2BSecure != nil { // created through /e2b: E2B's rules (handlers_e2btraffic.go)
+		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok); written || err != nil {
+			return err
+		}
 	} else if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
 		return err
 	}
@@ -89,7 +93,7 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			return httpx.Conflict(fmt.Sprintf("sandbox %s is paused and autoResume is off; POST /sandboxes/%s/connect to resume it", id, id))
 		}
 		var err error
-		if rec, _, err = s.Resume(r.Context(), rec); err != nil {
+		if rec, err = s.autoResume(r.Context(), rec); err != nil {
 			return err
 		}
 	}

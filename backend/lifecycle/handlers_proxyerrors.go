@@ -45,7 +45,7 @@ func proxyError(w http.ResponseWriter, r *http.Request, typ, id, message string,
 		Message   string `json:"message"`
 		Port      int    `json:"port,omitempty"`
 	}{httpx.NewError(http.StatusBadGateway, typ, detail).Envelope(), id, message, port}
-	if browserAgent.MatchString(r.UserAgent()) {
+	if wantsHTML(r) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusBadGateway)
 		title := "Sandbox Not Found"

@@ -82,6 +82,8 @@ type Spec struct {
 	E2BSecure *bool
 	// E2BMaskRequestHost is store.Spec.E2BMaskRequestHost: set by the E2B edge alone.
 	E2BMaskRequestHost string
+	// AutoResumeTimeoutSec is store.Spec.AutoResumeTimeoutSec: set by the E2B edge alone.
+	AutoResumeTimeoutSec int
 }
 
 // specOf is the sandbox the request asks for, with the defaults filled in.

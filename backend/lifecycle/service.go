@@ -51,9 +51,7 @@ type Service struct {
 	rc        *reconciler.Reconciler
 	prov      compute.Provider
 	log       *slog.Logger
-	tmplOnce  sync.Once
-	templates map[string]compute.Template
-	tmplErr   error
+	templates templateCache
 	rendered  renderCache
 	seedMu    sync.Mutex
 	envdSeed  []byte // the key of EnvdToken, read once from the database
@@ -86,26 +84,14 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 func (s *Service) MinTimeout() int { return s.cfg.MinTimeout }
 
 func (s *Service) template(ctx context.Context, id string) (compute.Template, error) {
-	s.tmplOnce.Do(func() {
-		ts, err := s.prov.Templates(ctx)
-		if err != nil {
-			s.tmplErr = err
-			return
-		}
-		s.templates = map[string]compute.Template{}
-		for _, t := range ts {
-			s.templates[t.ID] = t
-		}
-	})
-	if s.tmplErr != nil {
-		err := s.tmplErr
-		s.tmplOnce = sync.Once{} // try again next time
+	templates, err := s.templates.get(ctx, s.prov.Templates)
+	if err != nil {
 		return compute.Template{}, &domain.UnavailableError{Detail: "the " + s.prov.Name() + " provider did not list its templates: " + err.Error()}
 	}
-	t, ok := s.templates[id]
+	t, ok := templates[id]
 	if !ok {
-		names := make([]string, 0, len(s.templates))
-		for n := range s.templates {
+		names := make([]string, 0, len(templates))
+		for n := range templates {
 			names = append(names, n)
 		}
 		sort.Strings(names)
@@ -184,7 +170,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
-			E2BMaskRequestHost: spec.E2BMaskRequestHost},
+			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {
@@ -394,9 +380,20 @@ func (s *Service) drive(ctx context.Context, id string) (*store.Record, error) {
 // SetEnd moves the TTL: to now+d when extend is false, else to
 // max(current, now+d). Only live sandboxes have a TTL to move.
 func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
+	return s.setEnd(ctx, r, d, extend, sandbox.Phase.Live)
+}
+
+// SetRunningEnd is SetEnd for a sandbox that runs (or starts) only: the
+// E2B edge's timeout and refreshes, which E2B answers only for a running
+// sandbox (409 while it pauses, is paused or resumes).
+func (s *Service) SetRunningEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool) (*store.Record, error) {
+	return s.setEnd(ctx, r, d, extend, func(p sandbox.Phase) bool { return p == sandbox.PhaseRunning || p.Starting() })
+}
+
+func (s *Service) setEnd(ctx context.Context, r *store.Record, d time.Duration, extend bool, allowed func(sandbox.Phase) bool) (*store.Record, error) {
 	now := s.now()
 	cur, err := s.transition(ctx, r.ID, "", func(r *store.Record) error {
-		if !r.Phase.Live() {
+		if !allowed(r.Phase) {
 			return store.ErrConflict
 		}
 		end := now.Add(d)
@@ -408,7 +405,11 @@ func (s *Service) SetEnd(ctx context.Context, r *store.Record, d time.Duration, 
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return cur, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; its timeout can no longer change", r.ID, cur.Phase.PublicState()))
+		why := "its timeout can no longer change"
+		if cur.Phase.Live() {
+			why = "its timeout changes only while it runs; connect resumes it"
+		}
+		return cur, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s; %s", r.ID, cur.Phase.PublicState(), why))
 	}
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -74,9 +73,9 @@ type Reconciler struct {
 	runs     []*run
 	sb       *run // the sandbox driver's
 	sweepNow chan struct{}
-	creating sync.Map     // id -> context.CancelFunc of its create in flight
-	remote   chan string  // kicks for other replicas' changes (remote.go)
-	deadline atomic.Int64 // deadline drives in flight: new creates wait for them
+	creating sync.Map    // id -> context.CancelFunc of its create in flight
+	remote   chan string // kicks for other replicas' changes (remote.go)
+	deadline inFlight    // deadline drives in flight: new creates wait for them
 	leases   *leaseTable
 }
 
@@ -220,11 +219,7 @@ const maxYield = 2 * time.Second
 // yieldToDeadlines holds a new create back while deadline work is in flight
 // (at most maxYield): the engine then serves removals without a queue of
 // creates ahead of them.
-func (rc *Reconciler) yieldToDeadlines(ctx context.Context) {
-	for end := time.Now().Add(maxYield); rc.deadline.Load() > 0 && time.Now().Before(end) && ctx.Err() == nil; {
-		time.Sleep(20 * time.Millisecond) // a short poll: the engine works at a far coarser pace
-	}
-}
+func (rc *Reconciler) yieldToDeadlines(ctx context.Context) { rc.deadline.wait(ctx, maxYield) }
 
 // sandboxDriver is the Driver of compute-backed sandbox records.
 type sandboxDriver struct{ rc *Reconciler }
@@ -276,8 +271,7 @@ func (d sandboxDriver) Step(ctx context.Context, id string, l Lane) error {
 	}
 	switch l {
 	case LaneDeadline:
-		rc.deadline.Add(1)
-		defer rc.deadline.Add(-1)
+		defer rc.deadline.begin()()
 	case LaneCreate:
 		rc.yieldToDeadlines(ctx)
 	}

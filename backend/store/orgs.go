@@ -2,13 +2,13 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 )
 
 // Org is a tenant. Its credit balance is kept in millionths of a credit so
@@ -20,12 +20,9 @@ type Org struct {
 	CreatedAt    time.Time
 }
 
-// HashSecret is how every secret (API keys, access and execute tokens) is
-// stored: SHA-256 hex. Secrets are random and long, so no salt is needed.
-func HashSecret(secret string) string {
-	h := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(h[:])
-}
+// HashSecret is ids.HashSecret, the one way every secret is stored (kept
+// here for the store's callers; ids, a leaf, owns it).
+func HashSecret(secret string) string { return ids.HashSecret(secret) }
 
 // EnsureOrg creates the org named name if it does not exist, with the given
 // initial balance (only applied when new). It returns the org and whether it

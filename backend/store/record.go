@@ -38,6 +38,11 @@ type Spec struct {
 	// Host the router sends on the sandbox's ports but envd's ("${PORT}"
 	// stands for the port), as E2B's proxy does; "" keeps the Host.
 	E2BMaskRequestHost string `json:"e2bMaskRequestHost,omitempty"`
+	// AutoResumeTimeoutSec, when set (by the E2B edge, for a sandbox
+	// created with autoResume), is the timeout a resume by traffic gives:
+	// E2B's rule, fixed at create from the create's timeout, whatever a
+	// later timeout call set (lifecycle.autoResume).
+	AutoResumeTimeoutSec int `json:"autoResumeTimeoutSec,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -37,12 +36,14 @@ const (
 	DefaultExecTimeoutSec    = apitypes.TaskExecRequestTimeoutSecDefault // the document's bounds
 	MaxExecTimeoutSec        = apitypes.TaskExecRequestTimeoutSecMaximum
 	DefaultMaxConcurrentJobs = 16
+	DefaultCatalogDir        = "tasks" // DREADNODE_TASKS_DIR's default
 )
 
 // Config configures a Service. Zero values take the defaults above.
 type Config struct {
 	DB *store.DB
-	// CatalogDir is the task catalog (DREADNODE_TASKS_DIR, default ./tasks).
+	// CatalogDir is the task catalog (DREADNODE_TASKS_DIR, read by the
+	// backend's configuration); "" is DefaultCatalogDir.
 	CatalogDir string
 	Logger     *slog.Logger
 	// Now is the clock (tests move it to expire environments).
@@ -156,8 +157,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.CatalogDir == "" {
-		e, _ := config.Parse[config.Catalog]() // text: reading it cannot fail
-		cfg.CatalogDir = e.TasksDir            // default tasks
+		cfg.CatalogDir = DefaultCatalogDir
 	}
 	setDefault(&cfg.BuildDeadline, DefaultBuildDeadline)
 	setDefault(&cfg.ReadyDeadline, DefaultReadyDeadline)

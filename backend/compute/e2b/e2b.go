@@ -137,24 +137,10 @@ type Config struct {
 	WebhookSecret string
 }
 
-// ConfigFromEnv reads E2B_API_KEY, E2B_DOMAIN, E2B_API_URL, E2B_WEBHOOK_URL
-// and E2B_WEBHOOK_SECRET.
-// (through package config; they are text, so reading them cannot fail).
-func ConfigFromEnv() Config {
-	e, _ := config.Parse[config.E2B]()
+// ConfigFrom is the provider's configuration from the E2B_* variables
+// (read once by the backend's configuration, package config).
+func ConfigFrom(e config.E2B) Config {
 	return Config{APIKey: e.APIKey, Domain: e.Domain, APIURL: e.APIURL, WebhookURL: e.WebhookURL, WebhookSecret: e.WebhookSecret}
-}
-
-// ServiceURL is the public URL of port on a sandbox under E2B_DOMAIN (default
-// e2b.app): https://<port>-<sandboxID>.<domain>. A Provider's own ServiceURL
-// method uses its configured domain.
-func ServiceURL(sandboxID string, port int) string {
-	e, _ := config.Parse[config.E2B]()
-	domain := e.Domain
-	if domain == "" {
-		domain = DefaultDomain
-	}
-	return serviceURL(domain, sandboxID, port)
 }
 
 func serviceURL(domain, sandboxID string, port int) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 )
 
 // fastRetry keeps backoffs tiny so retry tests take milliseconds.
@@ -715,21 +716,19 @@ func TestNewAndConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "E2B_API_URL") {
 		t.Fatalf("New with a bad URL: %v", err)
 	}
-	t.Setenv("E2B_API_KEY", " e2b_abc ")
-	t.Setenv("E2B_DOMAIN", "example.dev")
-	t.Setenv("E2B_API_URL", "")
-	cfg := e2b.ConfigFromEnv()
-	if cfg.APIKey != "e2b_abc" || cfg.Domain != "example.dev" || cfg.APIURL != "" {
-		t.Fatalf("%+v", cfg)
-	}
-	if _, err := e2b.New(cfg); err != nil {
+	cfg := e2b.ConfigFrom(config.E2B{APIKey: "e2b_abc", Domain: "example.dev"})
+	p, err := e2b.New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e2b.ServiceURL("sbx", 8080); got != "https://8080-sbx.example.dev" {
+	if got := p.ServiceURL("sbx", 8080); got != "https://8080-sbx.example.dev" {
 		t.Fatal(got)
 	}
-	t.Setenv("E2B_DOMAIN", "")
-	if got := e2b.ServiceURL("sbx", 8080); got != "https://8080-sbx.e2b.app" {
+	p, err = e2b.New(e2b.ConfigFrom(config.E2B{APIKey: "e2b_abc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ServiceURL("sbx", 8080); got != "https://8080-sbx.e2b.app" {
 		t.Fatal(got)
 	}
 }
