@@ -115,9 +115,10 @@ done
 
 # What E2B's clients assume of a sandbox: bash (Essential, so minbase has
 # it) and a user "user" (uid 1000) with /home/user, whom E2B's SDKs run
-# commands as; as in E2B's base, it is the image's default user and
-# /home/user its working directory (the agent itself runs as root and
-# starts the main command as user: backend/compute/docker/agent.go).
+# commands as (E2B's clients name it). The image's default user stays
+# root and its working directory /root: the native API's contract runs a
+# sandbox's commands as the image's user, and the provider's own helpers
+# (the route and disk helpers) run this image as root.
 [ -x "$root/bin/bash" ] || fail "bash check (minbase without bash)"
 chroot "$root" useradd --create-home --uid 1000 --user-group --shell /bin/bash user >>"$log" 2>&1 || fail "useradd user"
 
@@ -129,8 +130,7 @@ rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin "$root"/
 tar --numeric-owner -C "$root" -c . | docker import \
 	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'ENV LANG=C.UTF-8' \
-	--change 'WORKDIR /home/user' \
-	--change 'USER user' \
+	--change 'WORKDIR /root' \
 	--change 'LABEL dev.dreadnode.image=base' \
 	--change "LABEL dev.dreadnode.recipe=$RECIPE" \
 	--change 'CMD ["sleep","infinity"]' \
