@@ -26,6 +26,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
 )
 
 // Port is envd's port, which E2B's SDKs and the router dial.
@@ -82,8 +83,8 @@ func New(cfg Config, reaper *Reaper) *Server {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	s.mux.HandleFunc("GET /envs", s.envs)
-	s.mux.HandleFunc("GET /files", getFile)
-	s.mux.HandleFunc("POST /files", postFile)
+	s.mux.HandleFunc("GET /files", s.signed(envdsign.Read, getFile))
+	s.mux.HandleFunc("POST /files", s.signed(envdsign.Write, postFile))
 	return s
 }
 
@@ -92,7 +93,7 @@ func (s *Server) Close() { s.fs.close(); s.trim.stop() }
 
 // ServeHTTP checks the token, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/health" && !s.authorized(r) {
+	if r.URL.Path != "/health" && !fileRoute(r) && !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "the access token in "+TokenHeader+" is missing or wrong")
 		return
 	}

@@ -98,6 +98,9 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "dn-agent: cannot listen:", err)
 		return 2
 	}
+	if ownEnv().ExposeLoopback == "1" {
+		go NewLoopbackForwarder().Run(context.Background()) // ends with the agent
+	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

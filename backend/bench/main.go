@@ -71,6 +71,7 @@ var (
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
+	baseImage   = flag.String("image", images.Base, "the base template's image, of both sides (another tag: a candidate recipe, built beforehand)")
 	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
@@ -81,12 +82,18 @@ func want(part string) bool { return slices.Contains(strings.Split(*parts, ","),
 func main() {
 	flag.Parse()
 	ctx := context.Background()
-	if err := images.EnsureBaseImage(ctx); err != nil {
-		fail(err)
+	if *baseImage == images.Base {
+		if err := images.EnsureBaseImage(ctx); err != nil {
+			fail(err)
+		}
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		fail(err)
+	}
+	img, err := cli.ImageInspect(ctx, *baseImage)
+	if err != nil {
+		fail(fmt.Errorf("the base image %s: %w (images/base/build.sh builds it; DREADNODE_BASE_IMAGE names another tag)", *baseImage, err))
 	}
 	engine = cli
 	onSignals()
@@ -96,7 +103,7 @@ func main() {
 	cold := start(ctx, 0)
 	defer cold.close()
 
-	fmt.Printf("dreadnode backend vs raw Docker (same engine, image %s, same container options)\n\n", images.Base)
+	fmt.Printf("dreadnode backend vs raw Docker (same engine, image %s of %.0f MB, same container options)\n\n", *baseImage, float64(img.Size)/1e6)
 	var ours, raw []time.Duration
 	for i := range *samples * boolInt(want("cold")) { // interleaved so drift hits both sides alike
 		ours = append(ours, cold.createRunning())
@@ -209,7 +216,7 @@ func start(ctx context.Context, pool int, mutate ...func(*app.Config)) *backend 
 	// engine's default capacity (its CPUs × 32) never queues a burst.
 	cfg := app.Config{Listen: "127.0.0.1:0", DataDir: dir, DatabaseURL: filepath.Join(dir, "db"), TasksDir: filepath.Join(dir, "tasks"),
 		Provider: "docker", BootstrapOrg: "bench", BootstrapKey: key, BootstrapCredits: 1e9, MinTimeoutSec: 60,
-		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy, DockerNetwork: benchNetwork}
+		ReconcileInterval: time.Second, WarmPoolSize: pool, Capacity: roomy, DockerNetwork: benchNetwork, DockerImage: *baseImage}
 	if cfg.AgentBinary, err = agentbin.Build(); err != nil {
 		os.RemoveAll(dir)
 		fail(err)
@@ -398,7 +405,7 @@ const benchNetwork = "dreadnode-bench"
 // rawConfig is the container the provider would make: same image, network,
 // (no) port binding and resource limits.
 func rawConfig() (*container.Config, *container.HostConfig) {
-	cfg := &container.Config{Image: images.Base, Labels: map[string]string{"dev.dreadnode.bench": "raw"}}
+	cfg := &container.Config{Image: *baseImage, Labels: map[string]string{"dev.dreadnode.bench": "raw"}}
 	pids := int64(4096)
 	return cfg, &container.HostConfig{
 		NetworkMode: benchNetwork,

@@ -51,6 +51,10 @@ type Spec struct {
 	Network    Network
 	// Volumes are named volumes private to the instance, removed with it.
 	Volumes []Volume
+	// ExposeLoopback: servers listening only on the instance's loopback are
+	// reachable on its address too, as on E2B (whose envd does it; set for
+	// sandboxes created through the E2B edge).
+	ExposeLoopback bool
 }
 
 // Volume mounts a named volume at Path.

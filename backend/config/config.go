@@ -153,6 +153,8 @@ type Agent struct {
 	// way: what inspect shows does not give the token back).
 	TokenSHA256 string `env:"DN_AGENT_TOKEN_SHA256"`
 	ReadyFile   string `env:"DN_AGENT_READY_FILE"` // written once listening
+	// "1": loopback listeners are re-exposed on the sandbox's addresses
+	ExposeLoopback string `env:"DN_AGENT_EXPOSE_LOOPBACK"`
 }
 
 // Load reads the backend's variables.

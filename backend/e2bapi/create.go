@@ -94,7 +94,10 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
 			return sp, unsupported("network.egressProxy", "an egress proxy")
 		case n.MaskRequestHost != nil:
-			return sp, unsupported("network.maskRequestHost", "rewriting the Host of sandbox requests")
+			if err := checkMaskRequestHost(*n.MaskRequestHost); err != nil {
+				return sp, err
+			}
+			sp.E2BMaskRequestHost = *n.MaskRequestHost
 		case len(n.Rules) > 0:
 			return sp, unsupported("network.rules", "per-domain request transforms")
 		}

@@ -89,8 +89,11 @@ func (e *Edge) detail(r *store.Record) e2btypes.SandboxDetail {
 	if r.AutoPause {
 		out.Lifecycle.OnTimeout = e2btypes.Pause
 	}
-	if n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 {
+	if n.AllowPublicTraffic != nil || len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || r.Spec.E2BMaskRequestHost != "" {
 		out.Network = &e2btypes.SandboxNetworkConfig{AllowPublicTraffic: n.AllowPublicTraffic, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+		if m := r.Spec.E2BMaskRequestHost; m != "" {
+			out.Network.MaskRequestHost = &m
+		}
 	}
 	return out
 }

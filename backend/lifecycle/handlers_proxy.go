@@ -23,6 +23,10 @@ import (
 // RegisterRouter adds the traffic router. It authenticates with the
 // sandbox's access token alone (a browser or agent reaching a preview URL has
 // no API key), so it must be registered outside the API-key middleware.
+// maskPortPlaceholder in store.Spec.E2BMaskRequestHost stands for the
+// port a request is routed to (E2B's pool.MaskRequestHostPortPlaceholder).
+const maskPortPlaceholder = "${PORT}"
+
 func (s *Service) RegisterRouter(r *mux.Router) {
 	r.PathPrefix("/sandboxes/{id}/proxy/{port:[0-9]+}").Handler(httpx.Handler(s.handleProxy))
 }
@@ -66,7 +70,11 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 	if err != nil {
 		return err
 	}
-	if rec.Spec.E2BSecure != nil { // created through /e2b: E2B's rules (handlers_e2btraffic.go)
+	if signed, ok := signedFileURL(w, r, envd, path, envdTok); signed {
+		if !ok {
+			return nil // refused with envd's own answer
+		}
+	} else if rec.Spec.E2BSecure != nil { // created through /e2b: E2B's rules (handlers_e2btraffic.go)
 		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok); written || err != nil {
 			return err
 		}
@@ -148,6 +156,12 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 				pr.Out.Header.Set("X-Access-Token", envdToken)
 			}
 			pr.SetXForwarded()
+			if mask := rec.Spec.E2BMaskRequestHost; mask != "" && !envd {
+				// E2B's proxy: the Host the sandbox's server expects (one that
+				// checks it), the one asked for in X-Forwarded-Host.
+				pr.Out.Host = strings.ReplaceAll(mask, maskPortPlaceholder, strconv.Itoa(port))
+				pr.Out.Header.Set("X-Forwarded-Host", r.Host)
+			}
 		},
 		ModifyResponse: func(res *http.Response) error {
 			hostOnlyCookies(res.Header)

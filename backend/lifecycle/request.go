@@ -80,6 +80,8 @@ type Spec struct {
 	Command    []string
 	// E2BSecure is store.Spec.E2BSecure: set by the E2B edge alone.
 	E2BSecure *bool
+	// E2BMaskRequestHost is store.Spec.E2BMaskRequestHost: set by the E2B edge alone.
+	E2BMaskRequestHost string
 	// AutoResumeTimeoutSec is store.Spec.AutoResumeTimeoutSec: set by the E2B edge alone.
 	AutoResumeTimeoutSec int
 }

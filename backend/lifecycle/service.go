@@ -175,7 +175,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
-			AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec},
+			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {

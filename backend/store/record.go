@@ -34,6 +34,10 @@ type Spec struct {
 	// port to any request, as E2B's envd does without a token; true makes
 	// envd's port take the derived envd token (lifecycle.EnvdToken).
 	E2BSecure *bool `json:"e2bSecure,omitempty"`
+	// E2BMaskRequestHost is an /e2b create's network.maskRequestHost: the
+	// Host the router sends on the sandbox's ports but envd's ("${PORT}"
+	// stands for the port), as E2B's proxy does; "" keeps the Host.
+	E2BMaskRequestHost string `json:"e2bMaskRequestHost,omitempty"`
 	// AutoResumeTimeoutSec, when set (by the E2B edge, for a sandbox
 	// created with autoResume), is the timeout a resume by traffic gives:
 	// E2B's rule, fixed at create from the create's timeout, whatever a

@@ -28,6 +28,10 @@ LOCK="${DREADNODE_IMAGE_LOCK:-/tmp/dreadnode-image-build.lock}"
 # python-is-python3: `python`, which E2B's base has and its clients (and
 # E2B's own tests) run.
 PACKAGES="busybox,python3-minimal,libpython3.11-stdlib,python-is-python3,ca-certificates"
+# What else E2B's base gives a client: pip, node and npm (Debian's own,
+# installed by apt in the new root, without Recommends: debootstrap's
+# resolver does not follow npm's alternatives).
+APT_PACKAGES="python3-pip nodejs npm"
 
 force=0
 for arg in "$@"; do
@@ -93,6 +97,15 @@ fail() {
 debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="$CACHE" \
 	"$SUITE" "$root" "$MIRROR" >"$log" 2>&1 || fail debootstrap
 
+# apt's downloads go to the same cache (bind-mounted, unmounted on exit).
+mkdir -p "$CACHE/apt" "$root/var/cache/apt/archives"
+mount --bind "$CACHE/apt" "$root/var/cache/apt/archives"
+trap 'umount "$root/var/cache/apt/archives" 2>/dev/null || true; rm -rf --one-file-system "$work" "$log"' EXIT
+{ chroot "$root" apt-get update -qq &&
+	DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends $APT_PACKAGES; } >>"$log" 2>&1 ||
+	fail "apt-get install $APT_PACKAGES"
+umount "$root/var/cache/apt/archives"
+
 # busybox applets the base lacks (wget, nc, ...), without shadowing real tools.
 for applet in wget nc ps ip netstat vi less; do
 	if ! chroot "$root" sh -c "command -v $applet" >/dev/null 2>&1; then
@@ -102,12 +115,15 @@ done
 
 # What E2B's clients assume of a sandbox: bash (Essential, so minbase has
 # it) and a user "user" (uid 1000) with /home/user, whom E2B's SDKs run
-# commands as. The image's default user stays root.
+# commands as (E2B's clients name it). The image's default user stays
+# root and its working directory /root: the native API's contract runs a
+# sandbox's commands as the image's user, and the provider's own helpers
+# (the route and disk helpers) run this image as root.
 [ -x "$root/bin/bash" ] || fail "bash check (minbase without bash)"
 chroot "$root" useradd --create-home --uid 1000 --user-group --shell /bin/bash user >>"$log" 2>&1 || fail "useradd user"
 
 # Trim what a sandbox never needs; keeps the import (and every layer copy) small.
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* \
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/* \
 	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
 	"$root"/var/log/*.log "$root"/var/log/apt/* "$root"/tmp/* "$root"/dev/*
 

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
@@ -80,7 +81,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	// left two networks of one name. Other errors end it at once.
 	inst, err := backoff.Retry(ctx, func() (compute.Instance, error) {
 		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
-			volumeMounts(spec, labels))
+			volumeMounts(spec, labels), spec.ExposeLoopback)
 		switch {
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use"):
 			inst, aerr := p.adopt(ctx, name)
@@ -161,7 +162,7 @@ func env(m map[string]string) []string {
 // ports are kept in a label, and the router dials the container's address on
 // its network (see endpoints).
 func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
-	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount) (string, error) {
+	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount, exposeLoopback bool) (string, error) {
 	labels = maps.Clone(labels)
 	if !isolated && len(ports) > 0 { // nothing outside an internal network reaches its containers
 		labels[labelPorts] = portsLabel(ports)
@@ -178,6 +179,9 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			return "", err
 		}
 		mounts = append(mounts, p.agent.mount())
+		if exposeLoopback {
+			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1") // the agent's own: its processes never see it
+		}
 	}
 	hc := &container.HostConfig{
 		Mounts: mounts,
@@ -188,7 +192,13 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			PidsLimit:  ptr(int64(pidsLimit)),
 		},
 	}
-	hardening.Apply(hc)               // sandboxes share networks: no capability is ever added back
+	hardening.Apply(hc) // sandboxes share networks: no capability is ever added back
+	if exposeLoopback && p.agent != nil {
+		// ::1, which the engine turns off with IPv6 on a network without it:
+		// E2B's sandboxes have it and servers there bind it. Loopback only;
+		// the sandbox's interfaces stay IPv4.
+		hc.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
+	}
 	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
 		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first

@@ -299,7 +299,7 @@ func TestStartOnRemovedNetworkIsRetried(t *testing.T) {
 	cleanupRecord(t, p, spec.RecordID)
 	tmpl, image, _ := p.template(BaseTemplate)
 	id, err := p.createContainer(ctx, containerName(spec.RecordID), image, tmpl.Ports, map[string]string{compute.LabelManaged: "true"},
-		nil, nil, 1, 128, false, nil)
+		nil, nil, 1, 128, false, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
