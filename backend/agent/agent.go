@@ -85,6 +85,7 @@ func New(cfg Config, reaper *Reaper) *Server {
 	s.mux.HandleFunc("GET /envs", s.envs)
 	s.mux.HandleFunc("GET /files", s.signed(envdsign.Read, getFile))
 	s.mux.HandleFunc("POST /files", s.signed(envdsign.Write, postFile))
+	s.mux.HandleFunc("PUT /archive", putArchive) // ours, not envd's: archive.go
 	return s
 }
 

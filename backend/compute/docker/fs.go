@@ -5,8 +5,6 @@ import (
 	"io"
 	"path"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
@@ -120,23 +118,21 @@ func (p *Provider) ReadArchive(ctx context.Context, ref compute.Ref, dir string)
 	return rc, nil
 }
 
-// WriteArchive implements compute.Files.
+// WriteArchive implements compute.Files through the agent, which extracts
+// beneath dir only and as the sandbox's user (backend/agent/archive.go).
+// The engine's own extraction (CopyToContainer), used before, writes as
+// root and follows symlinks the archive or the sandbox put in the way.
 func (p *Provider) WriteArchive(ctx context.Context, ref compute.Ref, dir string, r io.Reader) error {
 	const op = "upload archive"
 	dir, err := absPath(op, dir)
 	if err != nil {
 		return err
 	}
-	if err := p.MakeDir(ctx, ref, dir); err != nil {
+	c, err := p.agentClient(ctx, op, ref)
+	if err != nil {
 		return err
 	}
-	if err := p.cli.CopyToContainer(ctx, ref.ID, dir, r, container.CopyToContainerOptions{}); err != nil {
-		if kind := compute.KindOf(classify(op, err)); kind != compute.KindInternal && kind != compute.KindInvalid {
-			return classify(op, err)
-		}
-		return compute.Errorf(compute.KindInvalid, op, err, "the body is not a tar archive the engine could extract into %s: %s", dir, daemonMessage(err))
-	}
-	return nil
+	return c.PutArchive(ctx, dir, r)
 }
 
 // WatchDir implements compute.Files with the agent's inotify watch of dir

@@ -125,11 +125,17 @@ func (c *Client) OpenFile(ctx context.Context, name string, offset, length int64
 // 204 or 206 response (its body is the caller's to close); edit, when
 // set, adjusts the request before it goes.
 func (c *Client) filesHTTP(ctx context.Context, op, method, name string, body io.Reader, contentType string, edit func(*http.Request)) (*http.Response, error) {
+	return c.pathHTTP(ctx, op, method, "/files", name, body, contentType, edit)
+}
+
+// pathHTTP is filesHTTP on another route that takes ?path= (the agent's
+// /archive).
+func (c *Client) pathHTTP(ctx context.Context, op, method, route, name string, body io.Reader, contentType string, edit func(*http.Request)) (*http.Response, error) {
 	q := url.Values{"path": {name}}
 	if c.User != "" {
 		q.Set("username", c.User)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base()+"/files?"+q.Encode(), body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base()+route+"?"+q.Encode(), body)
 	if err != nil {
 		return nil, compute.Errorf(compute.KindInternal, op, err, "building the envd request: %v", err)
 	}
@@ -220,6 +226,26 @@ func (c *Client) CreateFile(ctx context.Context, name string, r io.Reader, size 
 	}()
 	res, err := c.filesHTTP(ctx, op, http.MethodPost, name, pr, mw.FormDataContentType(), nil)
 	pr.CloseWithError(io.ErrClosedPipe) // ends the writer whatever happened
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	return nil
+}
+
+// PutArchive extracts tar stream r into directory dir with backend/agent's
+// PUT /archive (E2B's envd has no such route): beneath dir only, as the
+// sandbox's user (backend/agent/archive.go).
+func (c *Client) PutArchive(ctx context.Context, dir string, r io.Reader) error {
+	const op = "upload archive"
+	dir, err := AbsPath(op, dir)
+	if err != nil {
+		return err
+	}
+	if !c.Agent {
+		return compute.Errorf(compute.KindInvalid, op, nil, "%s has no archive upload; write files one by one", c.daemon())
+	}
+	res, err := c.pathHTTP(ctx, op, http.MethodPut, "/archive", dir, io.NopCloser(r), "application/x-tar", nil)
 	if err != nil {
 		return err
 	}
