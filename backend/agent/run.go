@@ -87,6 +87,11 @@ func Main(args []string) int {
 			mainUser = &id // processes started without a user run as the image's USER
 		}
 	}
+	if name := ownEnv().DefaultUser; name != "" {
+		if id := lookupUser(name); id.uid != 0 { // root: the image has no such account
+			defaultUser = &id
+		}
+	}
 	reaper := NewReaper(true)
 	srv := New(Config{Token: token, TokenSHA256: tokenSum, Env: env}, reaper)
 	addr := ownEnv().Listen

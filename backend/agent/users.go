@@ -24,13 +24,20 @@ var root = identity{name: "root", home: "/root"}
 // requestUser reads the user from "Authorization: Basic <user>:" as envd
 // does. A user found in the image's /etc/passwd is used; any other (or
 // none) is root, since an image without that user has no one else to be.
-func requestUser(h http.Header) identity { return lookupUser(basicUser(h)) }
+// With none, the sandbox's default user (defaultUser) when it has one.
+func requestUser(h http.Header) identity {
+	name := basicUser(h)
+	if name == "" && defaultUser != nil {
+		return *defaultUser
+	}
+	return lookupUser(name)
+}
 
 // processUser is the user a process runs as: the request's, else the
 // image's USER (mainUser, set by Main), as the engine's own exec would
 // run it; root when the image has none.
 func processUser(h http.Header) identity {
-	if basicUser(h) == "" && mainUser != nil {
+	if basicUser(h) == "" && defaultUser == nil && mainUser != nil {
 		return *mainUser
 	}
 	return requestUser(h)
@@ -38,6 +45,17 @@ func processUser(h http.Header) identity {
 
 // mainUser is the image's USER (EnvMainUser), nil when it has none.
 var mainUser *identity
+
+// defaultUser is the user of requests that name none, processes and files
+// alike (EnvDefaultUser: E2B's envd takes its template's default user, "user"
+// in /home/user on E2B's base); nil: processes run as mainUser and files as
+// root, the native contract.
+var defaultUser *identity
+
+// EnvDefaultUser names defaultUser. The Docker provider sets it to "user"
+// for sandboxes made through /e2b only; an image without that account
+// keeps the native defaults.
+const EnvDefaultUser = "DN_AGENT_DEFAULT_USER"
 
 func basicUser(h interface{ Get(string) string }) string {
 	name := ""

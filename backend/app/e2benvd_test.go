@@ -217,3 +217,39 @@ func accessTokenOf(ta *testApp, id string) string {
 	}
 	return tok
 }
+
+// A sandbox made through /e2b runs what names no user as "user" in
+// /home/user, as E2B's base does (E2B's envd takes its template's default
+// user), processes and files alike; a native sandbox keeps root, the
+// native contract. Seen failing without the agent's default user (root in
+// /root, the file owned by root).
+func TestE2BSandboxDefaultUser(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { c.AgentBinary = agentbin.Path(t) })
+	r := ta.req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "timeout": 120})
+	if r.code != http.StatusCreated {
+		t.Fatalf("POST /e2b/sandboxes: %d %s", r.code, r.body)
+	}
+	e2bID := fmt.Sprint(r.json(t)["sandboxID"])
+	e2bTok := accessTokenOf(ta, e2bID)
+	native, nativeTok := ta.create(map[string]any{"waitReady": true, "timeout": 120})
+
+	whoami := []string{"sh", "-c", "id -un; pwd; echo x > f; stat -c %U f"}
+	for _, c := range []struct{ id, tok, want string }{
+		{e2bID, e2bTok, "user\n/home/user\nuser\n"},
+		{native, nativeTok, "root\n/root\nroot\n"},
+	} {
+		r := ta.req("POST", "/sandboxes/"+c.id+"/exec", map[string]any{"cmd": whoami}, "X-Access-Token", c.tok)
+		if got := r.json(t); r.code != http.StatusOK || got["stdout"] != c.want {
+			t.Errorf("sandbox %s: %d %v; want stdout %q", c.id, r.code, got, c.want)
+		}
+	}
+	// A file written with no user names lands as the default user's.
+	if r := ta.req("PUT", "/sandboxes/"+e2bID+"/files?path=/home/user/g", "data", "X-Access-Token", e2bTok); r.code/100 != 2 {
+		t.Fatalf("writing a file: %d %s", r.code, r.body)
+	}
+	r = ta.req("POST", "/sandboxes/"+e2bID+"/exec", map[string]any{"cmd": []string{"stat", "-c", "%U", "/home/user/g"}}, "X-Access-Token", e2bTok)
+	if got := r.json(t); got["stdout"] != "user\n" {
+		t.Fatalf("a file written with no user belongs to %v; want user", got["stdout"])
+	}
+}

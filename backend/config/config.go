@@ -155,6 +155,8 @@ type Agent struct {
 	ReadyFile   string `env:"DN_AGENT_READY_FILE"` // written once listening
 	// "1": loopback listeners are re-exposed on the sandbox's addresses
 	ExposeLoopback string `env:"DN_AGENT_EXPOSE_LOOPBACK"`
+	// the user of requests that name none (agent.EnvDefaultUser)
+	DefaultUser string `env:"DN_AGENT_DEFAULT_USER"`
 }
 
 // Load reads the backend's variables.

@@ -180,7 +180,11 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		}
 		mounts = append(mounts, p.agent.mount())
 		if exposeLoopback {
-			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1") // the agent's own: its processes never see it
+			// E2B's envd, for sandboxes made through /e2b: loopback servers
+			// re-exposed, and "user" (in /home/user) for requests that name
+			// no user, as on E2B's base. The agent's own: its processes
+			// never see them.
+			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1", agent.EnvDefaultUser+"=user")
 		}
 	}
 	hc := &container.HostConfig{
