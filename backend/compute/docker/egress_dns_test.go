@@ -272,7 +272,7 @@ func TestEgressDomainNamesAfterRestart(t *testing.T) {
 	r := newTestResolver(t, map[string]string{"allowed.test": a})
 	cfg := Config{Network: testNetwork + "-egress-dns-restart",
 		Egress:      EgressConfig{AllowPrivate: []netip.Prefix{prefix}, Upstreams: []netip.AddrPort{r.addr}},
-		AgentBinary: agentbin.Path(t)} // New, unlike newProvider, injects only what it is given
+		AgentBinary: agentbin.Path(t), AgentTokenSeed: testAgentSeed} // New, unlike newProvider, injects only what it is given (the seed: both are one deployment's backends)
 	first, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
