@@ -67,6 +67,7 @@ import (
 
 var (
 	samples     = flag.Int("n", 20, "sequential creates per side")
+	gcPercent   = flag.Int("gogc", 100, "the GC percent of the backend under test (dreadnode-backend serve runs at Go's default, 100, unless GOGC is set)")
 	concurrent  = flag.Int("c", 50, "concurrent creates per side")
 	getDuration = flag.Duration("get-duration", 5*time.Second, "duration of the GET throughput run")
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
@@ -99,7 +100,7 @@ func main() {
 	onSignals()
 	atExit(func() { removeRaw(ctx, cli) })
 	defer runExits()
-	debug.SetGCPercent(400) // as dreadnode-backend serve does
+	debug.SetGCPercent(*gcPercent)
 	cold := start(ctx, 0)
 	defer cold.close()
 

@@ -133,16 +133,6 @@ type E2B struct {
 	WebhookSecret string `env:"E2B_WEBHOOK_SECRET"`
 }
 
-// GoRuntime is what the binary looks at of Go's own variables.
-type GoRuntime struct {
-	GOGC string `env:"GOGC"` // unset: the binary sets its own GC percent
-	// GOMEMLIMIT unset: the binary sets a soft memory limit of 90% of the
-	// container's memory limit (cgroup v1 or v2) or of the host's memory.
-	GOMEMLIMIT string `env:"GOMEMLIMIT"`
-	// AUTOMEMLIMIT is that share (e.g. 0.5), or "off" for no limit.
-	AUTOMEMLIMIT string `env:"AUTOMEMLIMIT"`
-}
-
 // Agent is every variable of the in-sandbox agent (dn-agent).
 type Agent struct {
 	Listen    string `env:"DN_AGENT_LISTEN"`     // default :49983

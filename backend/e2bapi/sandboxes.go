@@ -60,15 +60,33 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return refused
 	}
-	if _, err := e.lc.Pause(r.Context(), rec); err != nil {
+	// The sandbox ran when this request read it. A pause that loses the race
+	// to another (E2B's tests send five at once) answers as the winner's
+	// ends; a record that still reads running after the race (a read before
+	// the winner's write was seen) is tried again, a few times.
+	for attempt := 0; ; attempt++ {
+		_, err := e.lc.Pause(r.Context(), rec)
+		if err == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
 		var conflict *domain.ConflictError
-		if errors.As(err, &conflict) {
-			return e.pausedBy(w, r, rec.ID, err) // another pause won the race
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		cur, werr := e.lc.WaitPaused(r.Context(), rec.ID)
+		switch {
+		case werr != nil:
+			return werr
+		case cur.Phase == sandbox.PhasePaused:
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		case cur.Phase == sandbox.PhaseRunning && attempt < 3:
+			rec = cur
+			continue
 		}
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // pausedBy answers a pause that found another one in flight as E2B does

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/billing"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -78,12 +76,6 @@ func usage() {
 }
 
 func serve(ctx context.Context, args []string) error {
-	if e, _ := config.Parse[config.GoRuntime](); e.GOGC == "" {
-		// The live heap is small and requests allocate: collecting at 5× the
-		// live heap instead of 2× cuts GC work under polling load by about a
-		// third and takes the p99 of GET from ~10 ms to ~5 ms on 2 cores.
-		debug.SetGCPercent(400)
-	}
 	cfg, err := app.ConfigFromEnv()
 	if err != nil {
 		return err
