@@ -157,7 +157,12 @@ func benchResolver() (netip.AddrPort, func()) {
 }
 
 // serveBenchDNS serves c on a free loopback port of the bench's own
-// network namespace.
+// network namespace: /proc/thread-self's, not /proc/self's. The latter is
+// the main thread's, and the main thread may be parked in a sandbox's
+// namespace for good: listenIn's locked goroutine ends without unlocking,
+// and when it ran on the main thread, Go wedges that thread instead of
+// ending it (a bench run's egress part did; dns then served in a deleted
+// sandbox's namespace and its queries were refused).
 func serveBenchDNS(d *egress.Forwarder, c egress.Client) netip.AddrPort {
 	for attempt := 0; ; attempt++ {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -166,7 +171,7 @@ func serveBenchDNS(d *egress.Forwarder, c egress.Client) netip.AddrPort {
 		}
 		addr := netip.MustParseAddrPort(pc.LocalAddr().String())
 		_ = pc.Close()
-		if err = d.ServeIn(c.MAC, "/proc/self/ns/net", addr, c); err == nil {
+		if err = d.ServeIn(c.MAC, "/proc/thread-self/ns/net", addr, c); err == nil {
 			return addr
 		}
 		if attempt == 20 {

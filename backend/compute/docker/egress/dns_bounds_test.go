@@ -111,7 +111,7 @@ func serveTest(t *testing.T, d *Forwarder, c Client) netip.AddrPort {
 		}
 		addr := netip.MustParseAddrPort(pc.LocalAddr().String())
 		pc.Close()
-		if err = d.ServeIn(c.MAC, "/proc/self/ns/net", addr, c); err == nil {
+		if err = d.ServeIn(c.MAC, "/proc/thread-self/ns/net", addr, c); err == nil {
 			return addr
 		}
 		if attempt == 20 {

@@ -83,7 +83,7 @@ func TestForwarderAnswersByPolicy(t *testing.T) {
 		}
 		addr = netip.MustParseAddrPort(pc.LocalAddr().String())
 		pc.Close()
-		err = d.ServeIn("02:00:00:00:00:07", "/proc/self/ns/net", addr, Client{MAC: "02:00:00:00:00:07", Names: []string{"allowed.test"}, DenyAll: true})
+		err = d.ServeIn("02:00:00:00:00:07", "/proc/thread-self/ns/net", addr, Client{MAC: "02:00:00:00:00:07", Names: []string{"allowed.test"}, DenyAll: true})
 		if err == nil {
 			break
 		}
