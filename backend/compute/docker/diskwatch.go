@@ -37,7 +37,10 @@ func (p *Provider) watchDisk(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.DiskWatchEvery, 30*time.Second))
+		// Generous: the engine sizes each container's layers by walking them,
+		// which under load can take tens of seconds, and a round cut short
+		// enforces nothing (a CI run at load 20+ saw a minute of them).
+		ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.DiskWatchEvery, 2*time.Minute))
 		capped, known := p.diskCap(ctx)
 		if known && capped {
 			cancel()

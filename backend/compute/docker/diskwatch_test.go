@@ -19,7 +19,7 @@ import (
 // test's containers.
 func TestDiskLimitStopsSandboxPastIt(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	p := newProvider(t, Config{Network: testNetwork + "-disk", DiskLimitMB: 32, DiskWatchEvery: 200 * time.Millisecond})
 	small := mustCreate(t, p, testSpec())
@@ -41,7 +41,7 @@ func TestDiskLimitStopsSandboxPastIt(t *testing.T) {
 	if !warn || !strings.Contains(detail, "cannot cap") {
 		t.Errorf("the detail of an engine that cannot cap does not say so: %s", detail)
 	}
-	eventually(t, time.Minute, func() error {
+	eventually(t, 3*time.Minute, func() error { // a round sizes every layer: tens of seconds at load 20+
 		in, err := p.Get(ctx, big.Ref)
 		if err != nil {
 			return err
@@ -54,7 +54,7 @@ func TestDiskLimitStopsSandboxPastIt(t *testing.T) {
 	t.Logf("stopped %s after the write began", time.Since(began))
 	// Three more rounds of the watchdog later, the one under the limit runs.
 	from := p.diskRounds.Load()
-	eventually(t, time.Minute, func() error {
+	eventually(t, 3*time.Minute, func() error {
 		if p.diskRounds.Load() < from+3 {
 			return errors.New("waiting for three more rounds of the watchdog")
 		}
@@ -70,7 +70,7 @@ func TestDiskLimitStopsSandboxPastIt(t *testing.T) {
 // stops a service (of the provider's own groups) that writes past it.
 func TestDiskLimitStopsTaskServicePastIt(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	p := newProvider(t, Config{Network: testNetwork + "-disk-task", DiskLimitMB: 32, DiskWatchEvery: 200 * time.Millisecond})
 	g, err := p.Groups(GroupConfig{Owner: p.cfg.Scope})
@@ -94,7 +94,7 @@ func TestDiskLimitStopsTaskServicePastIt(t *testing.T) {
 		return
 	}
 	_, _ = g.Exec(ctx, id, "app", []string{"sh", "-c", "head -c 100000000 /dev/zero > /big"}, time.Minute, 1<<20) // may be cut by the stop
-	eventually(t, time.Minute, func() error {
+	eventually(t, 3*time.Minute, func() error {                                                                   // a round sizes every layer: tens of seconds at load 20+
 		c, err := p.cli.ContainerInspect(ctx, res.Containers["app"])
 		if err != nil {
 			return err
