@@ -9,13 +9,10 @@ package main
 // against a resolver of the bench's own on 127.0.0.1.
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +20,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 )
 
 var (
@@ -32,23 +28,8 @@ var (
 )
 
 func dnsPart() {
-	ns := "dnd-" + ids.New()[:8]
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		fail(fmt.Errorf("ip netns add %s: %v: %s", ns, err, out))
-	}
-	defer atExit(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })()
-	fw := egress.New(egress.Config{}, func(ctx context.Context, stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("nft %v: %v: %s", args, err, out)
-		}
-		return string(out), nil
-	})
-	if err := fw.Install(context.Background()); err != nil {
-		fail(err)
-	}
+	fw, releaseNS := nsFirewall("dnd-")
+	defer releaseNS()
 	up, release := benchResolver()
 	defer release()
 	d := egress.NewForwarder(fw, []netip.AddrPort{up})

@@ -82,24 +82,9 @@ func egressPart(ctx context.Context) {
 // beside -egress-live others, in a network namespace of its own: the
 // engine's and the backend's noise left out, nothing of the host touched.
 func rulesAlone(base int) {
-	ns := "dnb-" + ids.New()[:8]
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		fail(fmt.Errorf("ip netns add %s: %v: %s", ns, err, out))
-	}
-	defer atExit(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })()
-	fw := egress.New(egress.Config{}, func(ctx context.Context, stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("nft %v: %v: %s", args, err, out)
-		}
-		return string(out), nil
-	})
+	fw, release := nsFirewall("dnb-")
+	defer release()
 	ctx := context.Background()
-	if err := fw.Install(ctx); err != nil {
-		fail(err)
-	}
 	pol := egress.Policy{Deny: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, Allow: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
 	live := 0
 	fillTo := func(n int) {
@@ -130,6 +115,31 @@ func rulesAlone(base int) {
 	atN := pct(sample(), 50)
 	fmt.Printf("%-28s p50 beside %d: %.1f ms; beside %d: %.1f ms (%.2f×; nft alone, in a network namespace of its own)\n",
 		"install a sandbox's rules", base, ms(at10), *egressLive, ms(atN), float64(atN)/float64(at10))
+}
+
+// nsFirewall installs the egress firewall's base rules in a network
+// namespace of its own (named prefix + an id), nothing of the host
+// touched; release deletes the namespace.
+func nsFirewall(prefix string) (*egress.Firewall, func()) {
+	ns := prefix + ids.New()[:8]
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		fail(fmt.Errorf("ip netns add %s: %v: %s", ns, err, out))
+	}
+	release := atExit(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	fw := egress.New(egress.Config{}, func(ctx context.Context, stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("nft %v: %v: %s", args, err, out)
+		}
+		return string(out), nil
+	})
+	if err := fw.Install(context.Background()); err != nil {
+		release()
+		fail(err)
+	}
+	return fw, release
 }
 
 // live counts the sandboxes this backend made that are still kept.
