@@ -46,6 +46,9 @@ var packages = []struct{ name, dir string }{
 	{"sandboxes", "internal/tests/api/sandboxes"},
 	{"envd", "internal/tests/envd"},
 	{"proxies", "internal/tests/proxies"},
+	{"volumes", "internal/tests/api/volumes"},
+	{"metrics", "internal/tests/api/metrics"},
+	{"templates", "internal/tests/api/templates"},
 }
 
 const org = "e2bsuite"
@@ -278,6 +281,13 @@ func buildTests(infra, cacheDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The binaries built depend on the package list too: a package added
+	// here must not be looked for in an older build.
+	h := sha256.New()
+	for _, p := range packages {
+		fmt.Fprintf(h, "%s %s\n", p.name, p.dir)
+	}
+	key += "-" + hex.EncodeToString(h.Sum(nil))[:8]
 	bin := filepath.Join(cacheDir, key)
 	if _, err := os.Stat(filepath.Join(bin, "complete")); err == nil {
 		fmt.Printf("test binaries from the cache %s\n", bin)
