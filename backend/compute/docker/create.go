@@ -50,6 +50,9 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if cpu <= 0 || mem <= 0 {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "cpuCount and memoryMB must be positive")
 	}
+	if spec.Image != "" {
+		image = spec.Image // a snapshot or a fork's checkpoint of a container of this template
+	}
 	if p.pool != nil && poolCompatible(spec) {
 		if inst, ok := p.pool.claim(ctx, spec, tmpl, cpu, mem); ok {
 			return inst, nil
@@ -73,6 +76,11 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	}
 	if err := egressLabels(spec, labels); err != nil {
 		return compute.Instance{}, err
+	}
+	if spec.Image != "" {
+		if err := p.clearInherited(ctx, spec.Image, labels); err != nil {
+			return compute.Instance{}, err
+		}
 	}
 	name := containerName(spec.RecordID)
 	// Retry the races that resolve themselves within moments (10 attempts,
@@ -185,6 +193,10 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 			// no user, as on E2B's base. The agent's own: its processes
 			// never see them.
 			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1", agent.EnvDefaultUser+"=user")
+		} else {
+			// Said off, not left out: an image copied from a sandbox of
+			// /e2b (Commit) carries its "on" in its environment.
+			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=", agent.EnvDefaultUser+"=")
 		}
 	}
 	hc := &container.HostConfig{

@@ -64,7 +64,7 @@ func startPool(p *Provider, size int) *pool {
 // default (internet) network without an allowOut/denyOut of their own.
 // Resources can be changed by ContainerUpdate.
 func poolCompatible(spec compute.Spec) bool {
-	return len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
+	return spec.Image == "" && len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
 		!spec.ExposeLoopback && // the agent's setting, fixed when the container was made
 		len(spec.Network.AllowOut) == 0 && len(spec.Network.DenyOut) == 0 && // their rules are keyed at creation
 		(spec.Network.AllowInternetAccess == nil || *spec.Network.AllowInternetAccess)
