@@ -24,6 +24,16 @@ const (
 	ExecSandboxTimeoutMsDefault                 = 60000
 	ExecSandboxTimeoutMsMinimum                 = 1
 	ExecSandboxTimeoutMsMaximum                 = 600000
+	NewWorldJobCommandMinItems                  = 1
+	NewWorldJobCommandMaxItems                  = 256
+	NewWorldJobCommandItemsMaxLength            = 4096
+	NewWorldJobCpuCountMinimum                  = 1
+	NewWorldJobCpuCountMaximum                  = 64
+	NewWorldJobMemoryMBMinimum                  = 128
+	NewWorldJobMemoryMBMaximum                  = 262144
+	NewWorldJobOutputDirMaxLength               = 1024
+	NewWorldJobTimeoutMinimum                   = 1
+	NewWorldJobTimeoutMaximum                   = 86400
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0

@@ -428,6 +428,36 @@ func (e WebhookDeliveryStatus) Valid() bool {
 	}
 }
 
+// Defines values for WorldJobState.
+const (
+	WorldJobStateCompleted  WorldJobState = "completed"
+	WorldJobStateCreating   WorldJobState = "creating"
+	WorldJobStateFailed     WorldJobState = "failed"
+	WorldJobStatePending    WorldJobState = "pending"
+	WorldJobStateRunning    WorldJobState = "running"
+	WorldJobStateTerminated WorldJobState = "terminated"
+)
+
+// Valid indicates whether the value is a known member of the WorldJobState enum.
+func (e WorldJobState) Valid() bool {
+	switch e {
+	case WorldJobStateCompleted:
+		return true
+	case WorldJobStateCreating:
+		return true
+	case WorldJobStateFailed:
+		return true
+	case WorldJobStatePending:
+		return true
+	case WorldJobStateRunning:
+		return true
+	case WorldJobStateTerminated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListOrder.
 const (
 	ListOrderAsc  ListOrder = "asc"
@@ -800,6 +830,25 @@ type MovePath struct {
 
 	// To absolute path
 	To string `json:"to"`
+}
+
+// NewWorldJob defines model for NewWorldJob.
+type NewWorldJob struct {
+	// Command the main command; the job ends when it exits
+	Command  []string           `json:"command"`
+	CpuCount *int               `json:"cpuCount,omitempty"`
+	EnvVars  *map[string]string `json:"envVars,omitempty"`
+	MemoryMB *int               `json:"memoryMB,omitempty"`
+	Metadata *map[string]string `json:"metadata,omitempty"`
+
+	// OutputDir absolute directory whose files are kept when the job ends (default /output)
+	OutputDir *string `json:"outputDir,omitempty"`
+
+	// Template the template the job runs (default base); build your own image as a template (§15)
+	Template *string `json:"template,omitempty"`
+
+	// Timeout seconds the job may run (default 3600); past it, it is stopped and ends terminated
+	Timeout *int `json:"timeout,omitempty"`
 }
 
 // OrgInfo defines model for OrgInfo.
@@ -1349,6 +1398,60 @@ type WebhookDelivery struct {
 // WebhookDeliveryStatus defines model for WebhookDelivery.Status.
 type WebhookDeliveryStatus string
 
+// WorldJob defines model for WorldJob.
+type WorldJob struct {
+	Command   []string  `json:"command"`
+	CpuCount  int       `json:"cpuCount"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Diagnostic why it failed or was stopped, when it did
+	Diagnostic *string    `json:"diagnostic,omitempty"`
+	EndedAt    *time.Time `json:"endedAt,omitempty"`
+
+	// ExitCode the main command's exit code, once it exited
+	ExitCode *int `json:"exitCode,omitempty"`
+
+	// Id the job's id, which is its ledger record's (kind world)
+	Id       string             `json:"id"`
+	MemoryMB int                `json:"memoryMB"`
+	Metadata *map[string]string `json:"metadata,omitempty"`
+
+	// Output what was kept of outputDir, once the job ended
+	Output     *WorldJobOutput `json:"output,omitempty"`
+	OutputDir  string          `json:"outputDir"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty"`
+	State      WorldJobState   `json:"state"`
+	TemplateID string          `json:"templateID"`
+	Timeout    int             `json:"timeout"`
+}
+
+// WorldJobState defines model for WorldJob.State.
+type WorldJobState string
+
+// WorldJobList defines model for WorldJobList.
+type WorldJobList struct {
+	Items      []WorldJob `json:"items"`
+	NextCursor *string    `json:"nextCursor,omitempty"`
+}
+
+// WorldJobLogs defines model for WorldJobLogs.
+type WorldJobLogs struct {
+	JobID string   `json:"jobID"`
+	Logs  []string `json:"logs"`
+}
+
+// WorldJobOutput defines model for WorldJobOutput.
+type WorldJobOutput struct {
+	// Bytes bytes of file contents kept
+	Bytes int64 `json:"bytes"`
+
+	// Files entries kept
+	Files int `json:"files"`
+
+	// Truncated entries were left out past the bounds
+	Truncated bool `json:"truncated"`
+}
+
 // AccessToken defines model for AccessToken.
 type AccessToken = string
 
@@ -1399,6 +1502,9 @@ type Workspace = string
 
 // WorkspacePath defines model for WorkspacePath.
 type WorkspacePath = string
+
+// WorldJobID defines model for WorldJobID.
+type WorldJobID = string
 
 // BadGateway The envelope of every non-2xx answer.
 type BadGateway = Error

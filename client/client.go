@@ -187,6 +187,10 @@ func (c *Client) do(ctx context.Context, q request) error {
 	if resp.StatusCode() < 200 || resp.StatusCode() > 299 {
 		return newAPIError(q.method, q.path, resp.StatusCode(), body)
 	}
+	if raw, ok := q.out.(*[]byte); ok { // a download, not JSON
+		*raw = body
+		return nil
+	}
 	if q.out != nil && len(body) > 0 && resp.StatusCode() != http.StatusNoContent {
 		if err := json.Unmarshal(body, q.out); err != nil {
 			return fmt.Errorf("%s %s: decoding the response (HTTP %d): %w", q.method, q.path, resp.StatusCode(), err)

@@ -32,6 +32,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/worlds"
 )
 
 // App is a wired backend.
@@ -45,6 +46,7 @@ type App struct {
 	Tasks      *tasks.Service
 	Billing    *billing.Service
 	Runtimes   *runtimes.Service
+	Worlds     *worlds.Service
 	Admission  *admission.Admitter
 	Keys       *keys.Service
 	Handler    http.Handler
@@ -148,6 +150,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		a.Close()
 		return nil, err
 	}
+	a.Worlds = worlds.New(db, a.Lifecycle)
 	if a.Runtimes, err = runtimes.New(runtimes.Config{DB: db, Sandboxes: a.Lifecycle, Billing: a.Billing, Provider: a.Provider,
 		Logger: log}); err != nil {
 		a.Close()
@@ -175,7 +178,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Handler = api.NewHandler(api.Config{
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
-		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
+		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Worlds.Register, a.Tasks.Register, a.Admission.Register,
 			a.Keys.Register, a.Events.Register},
 		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Details: readyDetails(a.Provider),

@@ -84,6 +84,8 @@ type Spec struct {
 	E2BMaskRequestHost string
 	// AutoResumeTimeoutSec is store.Spec.AutoResumeTimeoutSec: set by the E2B edge alone.
 	AutoResumeTimeoutSec int
+	// OutputDir is store.Spec.OutputDir: set by the Worlds jobs service.
+	OutputDir string
 }
 
 // specOf is the sandbox the request asks for, with the defaults filled in.

@@ -175,7 +175,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
-			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec},
+			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec, OutputDir: spec.OutputDir},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {
@@ -233,6 +233,12 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 // starting phases, and returns the record as it is then.
 func (s *Service) WaitStarted(ctx context.Context, id string) (*store.Record, error) {
 	return s.waitFor(ctx, id, func(p sandbox.Phase) bool { return !p.Starting() })
+}
+
+// WaitEnded waits (bounded by WaitLimit and ctx) until id is in a terminal
+// phase, and returns the record as it is then.
+func (s *Service) WaitEnded(ctx context.Context, id string) (*store.Record, error) {
+	return s.waitFor(ctx, id, func(p sandbox.Phase) bool { return p.Terminal() })
 }
 
 // WaitPaused waits (bounded by WaitLimit and ctx) until id is no longer

@@ -364,6 +364,7 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 		if err := rc.MayAct(ctx); err != nil {
 			return err
 		}
+		rc.keepOutput(ctx, r, ref)
 		if err := rc.prov.Delete(ctx, ref); err != nil && !compute.IsNotFound(err) {
 			return fmt.Errorf("removing the instance of %s: %w", r.ID, err)
 		}

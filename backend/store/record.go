@@ -43,6 +43,10 @@ type Spec struct {
 	// E2B's rule, fixed at create from the create's timeout, whatever a
 	// later timeout call set (lifecycle.autoResume).
 	AutoResumeTimeoutSec int `json:"autoResumeTimeoutSec,omitempty"`
+	// OutputDir, when set (a Worlds job, API §16), is a directory whose
+	// contents the reconciler keeps (SaveOutput) just before it removes
+	// the instance, so they can be downloaded after the record ended.
+	OutputDir string `json:"outputDir,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the

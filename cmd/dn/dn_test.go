@@ -182,6 +182,26 @@ func TestDNAgainstBackend(t *testing.T) {
 		expect(t, r, 1, r.stderr, "HTTP 404")
 	})
 
+	t.Run("world run --save runs a job to its end and downloads its output", func(t *testing.T) {
+		tarPath := filepath.Join(t.TempDir(), "out.tar")
+		r := d.must("world", "run", "--save", tarPath, "--", "sh", "-c", "mkdir -p /output && echo world-result > /output/r.txt && echo world-log")
+		expect(t, r, 0, r.stdout, "State:      completed", "Output:     2 files")
+		m := regexp.MustCompile(`Job:\s+(\S+)`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no job id in: %s", r)
+		}
+		sandboxes = append(sandboxes, m[1])
+		if b, err := os.ReadFile(tarPath); err != nil || !strings.Contains(string(b), "world-result") {
+			t.Fatalf("saved output: %v %q", err, b)
+		}
+		r = d.must("world", "logs", m[1])
+		expect(t, r, 0, r.stdout, "world-log")
+		r = d.run("world", "run", "--wait", "--", "sh", "-c", "exit 4")
+		expect(t, r, 1, r.stderr, "ended failed", "code 4", "dn world logs")
+		r = d.must("world", "list", "--json")
+		expect(t, r, 0, r.stdout, m[1])
+	})
+
 	var envID, token string
 	t.Run("env create --wait reaches ready and prints the token once", func(t *testing.T) {
 		r := d.run("env", "create", "web-login", "--timeout-sec", "900", "--wait")
