@@ -70,6 +70,7 @@ func TestGeneratedStateEnumsAreTheDomains(t *testing.T) {
 			func(s string) bool { return apitypes.SandboxTimelineEntryPhase(s).Valid() }},
 		{"TaskEnvironmentState", enumOf(schema("TaskEnvironmentState")), strs(taskenv.States), func(s string) bool { return apitypes.TaskEnvironmentState(s).Valid() }},
 		{"LedgerState", enumOf(schema("LedgerState")), strs(sandbox.LedgerStates), func(s string) bool { return apitypes.LedgerState(s).Valid() }},
+		{"WorldJob.state", enumOf(schema("WorldJob").Value.Properties["state"]), sandbox.JobStates, func(s string) bool { return apitypes.WorldJobState(s).Valid() }},
 	}
 	for _, c := range cases {
 		got, want := slices.Sorted(slices.Values(c.doc)), slices.Sorted(slices.Values(c.domain))
