@@ -58,6 +58,11 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 			rc.log.Warn("removing an orphaned instance failed; retrying next period", "instance", in.Ref.ID, "err", err)
 		}
 	}
+	if hs, ok := rc.prov.(compute.HelperSweeper); ok {
+		if err := hs.SweepHelpers(ctx); err != nil {
+			rc.log.Warn("removing leftover helper containers failed; retrying next period", "err", err)
+		}
+	}
 	for _, r := range live {
 		if r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused {
 			continue
