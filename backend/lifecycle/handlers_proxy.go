@@ -76,7 +76,11 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			return nil // refused with envd's own answer
 		}
 	} else if rec.Spec.E2BSecure != nil { // created through /e2b: E2B's rules (handlers_e2btraffic.go)
-		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok); written || err != nil {
+		trafficTok, err := s.TrafficToken(r.Context(), rec)
+		if err != nil {
+			return err
+		}
+		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok, trafficTok); written || err != nil {
 			return err
 		}
 	} else if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
