@@ -302,12 +302,17 @@ for i in 1 2 3; do
 	e=$(curl -s -X POST -H "X-API-Key: $KEY" -H 'Content-Type: application/json' -d '{"task_ref":"web-login","timeout_sec":600}' "$B/api/v1/org/$ORG/ws/default/environments")
 	envs+="$(jq -r .id <<<"$e") "
 done
-sleep 60 # as the issue's probe: three environments given 60 s
+sleep 60 # as the issue's probe: three environments given 60 s, and more while their images build
 states=""
-for e in $envs; do states+="$(curl -s -H "X-API-Key: $KEY" "$B/api/v1/org/$ORG/ws/default/environments/$e/status" | jq -r .state) "; done
+for _ in $(seq 120); do
+	states=""
+	for e in $envs; do states+="$(curl -s -H "X-API-Key: $KEY" "$B/api/v1/org/$ORG/ws/default/environments/$e/status" | jq -r .state) "; done
+	grep -q building <<<"$states" || break
+	sleep 5
+done
 use=$(curl -s -H "X-API-Key: $KEY" "$B/api/v1/org/$ORG/quotas" | jq -c '.use')
 ok=0; [ "$(grep -o ready <<<"$states" | wc -l)" -eq 0 ] && ok=1
-row "Task environments with max_running 1 and a sandbox running" "states after 60 s: $states; use: $use" "$(safe $ok)"
+row "Task environments with max_running 1 and a sandbox running" "states once built (at most 11 min): $states; use: $use" "$(safe $ok)"
 
 echo
 echo "rows also in $ROWS"
