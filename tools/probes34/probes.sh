@@ -161,7 +161,7 @@ ok=0; [ "$t1" = 400 ] && [ "$t2" = 400 ] && ok=1
 row "Fuzz: /e2b timeout 2147483648 (timeout route, create)" "$t1, $t2" "$(safe $ok)"
 
 # --- Sandbox with a server for the router probes ------------------------------
-create '{"waitReady":true,"timeout":900,"command":["python3","-c","import http.server,json\nclass H(http.server.BaseHTTPRequestHandler):\n    protocol_version=\"HTTP/1.1\"\n    def log_message(self,*a): pass\n    def go(self):\n        n=int(self.headers.get(\"Content-Length\",\"0\")); self.rfile.read(n)\n        b=json.dumps({k.lower():v for k,v in self.headers.items()}).encode()\n        self.send_response(200); self.send_header(\"Content-Length\",str(len(b))); self.end_headers(); self.wfile.write(b)\n    do_GET=go\n    do_POST=go\nhttp.server.ThreadingHTTPServer((\"\",8080),H).serve_forever()"]}'
+create '{"waitReady":true,"timeout":3600,"command":["python3","-c","import http.server,json\nclass H(http.server.BaseHTTPRequestHandler):\n    protocol_version=\"HTTP/1.1\"\n    def log_message(self,*a): pass\n    def go(self):\n        n=int(self.headers.get(\"Content-Length\",\"0\")); self.rfile.read(n)\n        b=json.dumps({k.lower():v for k,v in self.headers.items()}).encode()\n        self.send_response(200); self.send_header(\"Content-Length\",str(len(b))); self.end_headers(); self.wfile.write(b)\n    do_GET=go\n    do_POST=go\nhttp.server.ThreadingHTTPServer((\"\",8080),H).serve_forever()"]}'
 SRV=$ID; SRVTOK=$TOK
 H="8080-$SRV.$DOMAIN"
 for _ in $(seq 120); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $H" -H "X-Access-Token: $SRVTOK" "$B/")" = 200 ] && break; sleep 0.5; done
@@ -311,6 +311,7 @@ for _ in $(seq 120); do
 	sleep 5
 done
 use=$(curl -s -H "X-API-Key: $KEY" "$B/api/v1/org/$ORG/quotas" | jq -c '.use')
+use+=" (the running sandbox: $(curl -s -H "X-API-Key: $KEY" "$B/sandboxes/$SRV" | jq -r .state))"
 ok=0; [ "$(grep -o ready <<<"$states" | wc -l)" -eq 0 ] && ok=1
 row "Task environments with max_running 1 and a sandbox running" "states once built (at most 11 min): $states; use: $use" "$(safe $ok)"
 
