@@ -51,7 +51,9 @@ var compressMin = connect.WithCompressMinBytes(4 << 10)
 // Config configures a Server.
 type Config struct {
 	// Token is the access token every request but /health must carry in
-	// X-Access-Token; "" accepts every request (envd before /init does the same).
+	// X-Access-Token; with neither it nor TokenSHA256 every request but
+	// /health is refused (envd before /init accepts every request; an
+	// agent reachable by the sandbox's own processes must not).
 	Token string
 	// TokenSHA256, when set, is the SHA-256 of the token instead (Token is
 	// then ignored): the agent need not know the token to check it.
@@ -99,6 +101,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.trim.ended()
+	guardEnvelopes(r)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -111,7 +114,7 @@ func (s *Server) authorized(r *http.Request) bool {
 		return subtle.ConstantTimeCompare(sum[:], s.cfg.TokenSHA256) == 1
 	}
 	if s.cfg.Token == "" {
-		return true
+		return false // no token configured: nothing is authorized (fail closed)
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
 }

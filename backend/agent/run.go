@@ -81,6 +81,14 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "dn-agent:", err)
 		return 2
 	}
+	if token == "" && tokenSum == nil {
+		// envd serves everyone until /init gives it a token; the agent is
+		// reachable by every process of the sandbox (as root, it would run
+		// their commands and write their files), so it refuses to start.
+		fmt.Fprintf(os.Stderr, "dn-agent: no access token: set %s, %s or %s, or put the token in %s; refusing to serve without one\n",
+			EnvToken, EnvTokenFile, EnvTokenSHA256, DefaultTokenFile)
+		return 2
+	}
 	env := childEnv(os.Environ())
 	if spec := ownEnv().MainUser; spec != "" {
 		if id, err := userSpec(spec); err == nil {
@@ -172,7 +180,7 @@ func readToken() (string, error) {
 	file := ownEnv().TokenFile
 	if file == "" {
 		if _, err := os.Stat(DefaultTokenFile); err != nil {
-			return "", nil // no token: every request is accepted (envd before /init)
+			return "", nil // none here: Main then needs EnvTokenSHA256
 		}
 		file = DefaultTokenFile
 	}

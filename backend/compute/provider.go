@@ -200,6 +200,14 @@ type NetworkChecker interface {
 	CheckNetwork(template string, n Network) (field, reason string)
 }
 
+// HelperSweeper is implemented by providers that start helper instances
+// no record owns (Docker's route helper and agent-volume filler): the
+// reconciler's orphan sweep calls SweepHelpers each period to remove those
+// whose owner is gone, which List, being for sandboxes, never shows.
+type HelperSweeper interface {
+	SweepHelpers(ctx context.Context) error
+}
+
 // Event reports a change the provider observed without being asked (e.g. a
 // container's main process exited). The reconciler re-reads the record.
 type Event struct {

@@ -172,7 +172,11 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, envdToken, created.AccessToken))
+	traffic, err := e.lc.TrafficToken(r.Context(), rec)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, envdToken, traffic))
 	return nil
 }
 

@@ -164,7 +164,7 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 		return httpx.Conflict(fmt.Sprintf("sandbox %s is %s, not paused; connect returns a running sandbox", rec.ID, rec.Phase.PublicState()))
 	}
 	secs := int(d / time.Second)
-	cur, token, resumed, err := e.lc.Connect(r.Context(), rec, &secs)
+	cur, _, resumed, err := e.lc.Connect(r.Context(), rec, &secs)
 	if err != nil {
 		return err
 	}
@@ -172,13 +172,17 @@ func (e *Edge) connect(w http.ResponseWriter, r *http.Request, timeout int, paus
 	if resumed {
 		status = http.StatusCreated
 	}
-	// envdAccessToken is derived, so the one create answered (E2B's resume
-	// keeps it too); the access token (trafficAccessToken) is fresh.
+	// envdAccessToken and trafficAccessToken are derived, so the ones
+	// create answered (E2B's connect and resume keep both).
 	envdToken, err := e.lc.EnvdToken(r.Context(), cur)
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, status, e.short(cur, envdToken, token))
+	traffic, err := e.lc.TrafficToken(r.Context(), cur)
+	if err != nil {
+		return err
+	}
+	httpx.WriteJSON(w, status, e.short(cur, envdToken, traffic))
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/e2bapi/internal/e2bclient"
 )
 
 // sandboxAnswer is what create answered, as E2B's Sandbox.
@@ -139,5 +141,36 @@ func TestE2BTrafficToken(t *testing.T) {
 	}
 	if a := e.port(native.ID, 8080); a.code != 401 {
 		t.Errorf("a native sandbox's port without a token: want 401, got %s", a)
+	}
+}
+
+// A private sandbox's trafficAccessToken is the same in create's, connect's
+// and resume's answers, and create's still opens its ports after them, as
+// on E2B: a second client connecting does not lock the first out. (E2B's
+// tests use create's token after pauses and resumes and never connect's.)
+// Seen failing with the token rotated on connect: "connect answered
+// trafficAccessToken sbx_at_… , create's was sbx_at_…" and create's token
+// answered 403 invalid_access_token after the connect.
+func TestE2BTrafficTokenStable(t *testing.T) {
+	e := newEdge(t)
+	sb := e.create(map[string]any{"templateID": "base", "timeout": 120, "secure": true,
+		"network": map[string]any{"allowPublicTraffic": false}})
+	if sb.TrafficAccessToken == nil {
+		t.Fatalf("create answered no trafficAccessToken: %+v", sb)
+	}
+	id, tok := sb.SandboxID, *sb.TrafficAccessToken
+	for i := 0; i < 2; i++ {
+		res, err := e.c.PostSandboxesSandboxIDConnectWithResponse(e.ctx, id, e2bclient.ConnectSandbox{Timeout: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.status("POST /connect", res.HTTPResponse, res.Body, 200)
+		if got := res.JSON200.TrafficAccessToken; got == nil || *got != tok {
+			t.Errorf("connect %d answered %s; create's trafficAccessToken was %s", i+1, res.Body, tok)
+		}
+	}
+	closed := "The sandbox is running but port is not open"
+	if a := e.port(id, 8080, "E2b-Traffic-Access-Token", tok); a.code != 502 || !strings.Contains(a.body, closed) {
+		t.Errorf("create's traffic token after two connects: want the 502 of a closed port, got %s", a)
 	}
 }

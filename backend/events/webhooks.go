@@ -112,19 +112,18 @@ func (s *Service) CreateWebhook(r *http.Request, b *WebhookBody) (*store.Webhook
 	if err := s.apply(r, wh, b); err != nil {
 		return nil, err
 	}
-	// Each webhook costs a delivery per event: an org's count is bounded.
-	// (Two creates at once may pass it by one; the bound is on cost, not
-	// a contract.)
-	have, err := s.db.ListWebhooks(r.Context(), wh.OrgID)
-	if err != nil {
-		return nil, err
-	}
-	if max := s.cfg.Delivery.MaxPerOrg; len(have) >= max {
+	// Each webhook costs a delivery per event: an org's count is bounded,
+	// checked in the insert's transaction (creates at once cannot pass it).
+	max := s.cfg.Delivery.MaxPerOrg
+	var limit *store.ErrWebhookLimit
+	if err := s.db.AddWebhook(r.Context(), wh, max); errors.As(err, &limit) {
 		return nil, httpx.NewError(http.StatusConflict, "webhook_limit_reached", fmt.Sprintf(
 			"this organization has %d webhooks, the most it may have (DREADNODE_WEBHOOK_MAX_PER_ORG=%d): delete one (DELETE /events/webhooks/{id}) or ask the operator to raise the limit",
-			len(have), max))
+			limit.Have, max))
+	} else if err != nil {
+		return nil, err
 	}
-	return wh, s.db.PutWebhook(r.Context(), wh)
+	return wh, nil
 }
 
 // UpdateWebhook validates b and applies it to wh (PATCH).

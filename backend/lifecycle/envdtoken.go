@@ -33,6 +33,31 @@ func (s *Service) EnvdToken(ctx context.Context, rec *store.Record) (string, err
 	return envdTokenPrefix + hex.EncodeToString(m.Sum(nil)), nil
 }
 
+// trafficTokenPrefix marks a derived traffic token: ids.Token's form (a
+// prefix, "_", 48 hex digits), so the router strips it by form.
+const trafficTokenPrefix = "sbx_at"
+
+// TrafficToken is the trafficAccessToken of a sandbox created through the
+// E2B edge ("" for any other): derived as EnvdToken is (HMAC-SHA256 of the
+// id keyed by the database's seed, with a label of its own), so create,
+// connect and resume answer the same token, as E2B's API does, and a
+// second client connecting does not lock the first out. E2B's tests use
+// the token create answered after pauses and resumes and never one from
+// connect. The router takes it beside the record's access token
+// (checkE2BTraffic); the native connect still rotates that one.
+func (s *Service) TrafficToken(ctx context.Context, rec *store.Record) (string, error) {
+	if rec.Spec.E2BSecure == nil {
+		return "", nil
+	}
+	key, err := s.envdKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("traffic\x00" + rec.ID))
+	return trafficTokenPrefix + "_" + hex.EncodeToString(m.Sum(nil)[:24]), nil
+}
+
 // envdKey is the seed, read from the database once (a failure is retried
 // on the next call).
 func (s *Service) envdKey(ctx context.Context) ([]byte, error) {

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"crypto/hmac"
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
@@ -49,7 +50,7 @@ func PrivateTraffic(rec *store.Record) bool {
 // checkE2BTraffic applies E2B's contract to a sandbox created through
 // /e2b; written is true when it answered the refusal itself (E2B's 403
 // bodies), err is a refusal of this API's (envd's own 401/403).
-func checkE2BTraffic(w http.ResponseWriter, r *http.Request, rec *store.Record, byHost, envd bool, envdTok string) (written bool, err error) {
+func checkE2BTraffic(w http.ResponseWriter, r *http.Request, rec *store.Record, byHost, envd bool, envdTok, trafficTok string) (written bool, err error) {
 	resumable := rec.AutoResume && (rec.Phase == sandbox.PhasePaused || rec.Phase == sandbox.PhasePausing)
 	if envd {
 		err := checkTraffic(r, rec, byHost, envd, envdTok)
@@ -76,12 +77,12 @@ func checkE2BTraffic(w http.ResponseWriter, r *http.Request, rec *store.Record, 
 	switch {
 	case tok == "":
 		title, msg, typ = "Missing Traffic Access Token", fmt.Sprintf(msgTrafficMissing, e2bTrafficHeader), "missing_access_token"
-	case !ids.Matches(tok, rec.AccessTokenHash):
+	case !ids.Matches(tok, rec.AccessTokenHash) && (trafficTok == "" || !hmac.Equal([]byte(tok), []byte(trafficTok))):
 		title, msg, typ = "Invalid Traffic Access Token", fmt.Sprintf(msgTrafficInvalid, header), "invalid_access_token"
 	default:
 		return false, nil
 	}
-	detail := msg + "; send the trafficAccessToken create answered (connect answers a fresh one) in the " + trafficTokenHeader + " header"
+	detail := msg + "; send the trafficAccessToken create answered (connect and resume answer the same one) in the " + trafficTokenHeader + " header"
 	if resumable {
 		title, msg, typ = "Resume Permission Denied", msgResumeDenied, "resume_denied"
 	}

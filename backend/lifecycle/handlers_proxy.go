@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gorilla/mux"
 
@@ -75,7 +76,11 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			return nil // refused with envd's own answer
 		}
 	} else if rec.Spec.E2BSecure != nil { // created through /e2b: E2B's rules (handlers_e2btraffic.go)
-		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok); written || err != nil {
+		trafficTok, err := s.TrafficToken(r.Context(), rec)
+		if err != nil {
+			return err
+		}
+		if written, err := checkE2BTraffic(w, r, rec, byHost, envd, envdTok, trafficTok); written || err != nil {
 			return err
 		}
 	} else if err := checkTraffic(r, rec, byHost, envd, envdTok); err != nil {
@@ -141,6 +146,7 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 		}
 	}
 	strip := s.credentialStripper(r, rec, envdTok)
+	var upgraded atomic.Bool
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -164,6 +170,9 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 			}
 		},
 		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode == http.StatusSwitchingProtocols {
+				upgraded.Store(true)
+			}
 			hostOnlyCookies(res.Header)
 			return nil
 		},
@@ -187,6 +196,19 @@ func (s *Service) route(w http.ResponseWriter, r *http.Request, rec *store.Recor
 	// hundred process starts through the router).
 	_ = http.NewResponseController(w).EnableFullDuplex() // unsupported only under HTTP/2, which is duplex
 	proxy.ServeHTTP(w, r)
+	// The body is closed before the handler returns (Go's HTTP/1 server
+	// panics otherwise: golang/go#68560). When the dial or the round trip
+	// failed without reading it (a sandbox paused or deleted meanwhile), the
+	// server drained it after the handler, reached its end, started its
+	// background read of the connection there, and then read the
+	// connection for the next request beside it: "invalid concurrent
+	// Body.Read call". Closed here, the end is reached (or the body
+	// abandoned) while the handler runs, and the server stops that
+	// background read before it reads on. A hijacked (upgraded)
+	// connection's body belongs to the hijacker.
+	if !upgraded.Load() {
+		_ = r.Body.Close()
+	}
 	return nil
 }
 

@@ -43,3 +43,24 @@ func TestObserveRecordsEgressViolations(t *testing.T) {
 		t.Fatalf("phase %s diagnostic %q: the failure and the violations must both show", r.Phase, r.Diagnostic)
 	}
 }
+
+// A sandbox the observation finds exited (List, which carries no exit
+// reason) is failed with the reason Get gives, e.g. the disk watchdog's
+// stop. Seen failing without the Get: the diagnostic read only "entrypoint
+// error: the main process exited with code 137" (issue 34's disk probe).
+func TestObserveExitReasonFromGet(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	g.insert(t, "sb1", 300)
+	r := g.drive(t, "sb1")
+	const why = "stopped by the backend: its writable layer passed the disk limit of 64 MB"
+	g.fake.SetStatus(r.Ref(), compute.StatusExited, 137)
+	g.fake.SetExitReason(r.Ref(), why)
+	if err := g.rc.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = g.drive(t, "sb1")
+	if r.Phase != sandbox.PhaseFailed || !strings.Contains(r.Diagnostic, why) {
+		t.Fatalf("phase %s diagnostic %q, want failed naming %q", r.Phase, r.Diagnostic, why)
+	}
+}

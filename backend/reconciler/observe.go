@@ -58,6 +58,11 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 			rc.log.Warn("removing an orphaned instance failed; retrying next period", "instance", in.Ref.ID, "err", err)
 		}
 	}
+	if hs, ok := rc.prov.(compute.HelperSweeper); ok {
+		if err := hs.SweepHelpers(ctx); err != nil {
+			rc.log.Warn("removing leftover helper containers failed; retrying next period", "err", err)
+		}
+	}
 	for _, r := range live {
 		if r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused {
 			continue
@@ -123,6 +128,14 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in compute.I
 		return rc.repair(ctx, r.ID)
 	case in.Status == compute.StatusExited:
 		code := in.ExitCode
+		if code != 0 && in.ExitReason == "" {
+			// An instance from List has no ExitReason (Docker's list call
+			// does not carry it): Get says why it ended, e.g. that the disk
+			// watchdog stopped it, which the diagnostic must name.
+			if full, err := rc.prov.Get(ctx, in.Ref); err == nil {
+				in.ExitReason = full.ExitReason
+			}
+		}
 		now := rc.now()
 		_, err := rc.transitionIf(ctx, r.ID, sandbox.PhaseStopping, sandbox.CauseProvider, store.Expect(r.Phase, func(r *store.Record) error {
 			r.StopAt(now)

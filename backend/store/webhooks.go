@@ -61,6 +61,38 @@ func (db *DB) PutWebhook(ctx context.Context, w *Webhook) error {
 	return err
 }
 
+// ErrWebhookLimit is AddWebhook's answer when the org already has max
+// webhooks; Have is how many.
+type ErrWebhookLimit struct{ Have int }
+
+func (e *ErrWebhookLimit) Error() string {
+	return fmt.Sprintf("the organization already has %d webhooks", e.Have)
+}
+
+// AddWebhook inserts a new webhook unless its org already has max: the
+// count and the insert are one transaction, serialised per org (LockTx),
+// so creates racing each other cannot pass the cap (a count read before
+// a separate insert let two at once make max+1).
+func (db *DB) AddWebhook(ctx context.Context, w *Webhook, max int) error {
+	events, _ := json.Marshal(nonNilSlice(w.Events))
+	return db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := LockTx(ctx, tx, "webhooks of", w.OrgID); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhooks WHERE org_id = ?`, w.OrgID).Scan(&have); err != nil {
+			return err
+		}
+		if have >= max {
+			return &ErrWebhookLimit{Have: have}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO webhooks (`+webhookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?,
+			(SELECT COALESCE(MAX(seq), 0) FROM events))`,
+			w.ID, w.OrgID, w.Name, w.URL, b2i(w.Enabled), string(events), w.Secret, w.CreatedAt.UnixNano(), w.DisabledReason)
+		return err
+	})
+}
+
 // GetWebhook reads an org's webhook; another org's is ErrNotFound.
 func (db *DB) GetWebhook(ctx context.Context, orgID, id string) (*Webhook, error) {
 	return scanWebhook(db.r.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE id = ? AND org_id = ?`, id, orgID))

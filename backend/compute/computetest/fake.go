@@ -109,6 +109,16 @@ func (f *Fake) SetStatus(ref compute.Ref, status compute.Status, exitCode int) {
 	}
 }
 
+// SetExitReason sets an exited instance's ExitReason, which Get reports
+// and List does not (as Docker's List, answered from one list call).
+func (f *Fake) SetExitReason(ref compute.Ref, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in := f.instances[ref.ID]; in != nil {
+		in.ExitReason = reason
+	}
+}
+
 // SetEgressDrops sets the packets the host's egress rules dropped from an
 // instance, by reason, as List reports them.
 func (f *Fake) SetEgressDrops(ref compute.Ref, drops map[string]uint64) {
@@ -199,12 +209,16 @@ func (f *Fake) Get(_ context.Context, ref compute.Ref) (compute.Instance, error)
 	return compute.Instance{}, notFound("get", ref)
 }
 
-// List returns every instance.
+// List returns every instance, without ExitReason (Get has it).
 func (f *Fake) List(context.Context) ([]compute.Instance, error) {
 	if err := f.begin("list"); err != nil {
 		return nil, err
 	}
-	return f.Instances(), nil
+	out := f.Instances()
+	for i := range out {
+		out[i].ExitReason = ""
+	}
+	return out, nil
 }
 
 // Pause pauses a running instance; a paused one is a conflict.

@@ -212,6 +212,7 @@ func (h *agentHost) fillOnce(ctx context.Context, image, filler string, labels m
 	owner := randomHex(8)
 	labels = maps.Clone(labels)
 	labels[labelFillOwner] = owner
+	labels[labelHelper] = helperAgentFill
 	resp, err := h.cli.ContainerCreate(ctx,
 		&container.Config{Image: image, Entrypoint: []string{agentPath}, Labels: labels, NetworkDisabled: true},
 		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: h.volume, Target: "/v",

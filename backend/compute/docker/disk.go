@@ -23,6 +23,18 @@ const DefaultDiskLimitMB = 10 << 10
 // overlay2 on ext4...). Rather than guess from the driver's name, the first
 // create asks the engine with a throwaway container that is never started.
 // Where it cannot, the disk watchdog (diskwatch.go) enforces the limit.
+//
+// No ENOSPC for the root filesystem is possible on such an engine (this
+// project's: Docker 20.10 on fuse-overlayfs, data-root on ext4 without
+// prjquota). Tried: StorageOpt ("--storage-opt is not supported"); ext4
+// project quotas (the host's root filesystem would have to be remounted
+// with prjquota, and fuse-overlayfs writes the upper layer as its own
+// daemon, without the container's project id); a size-limited tmpfs on
+// the work directories (ENOSPC for them only, not /, charged to the
+// sandbox's memory, lost on restart); a loop-mounted ext4 image per
+// sandbox (ENOSPC for its directories only, a loop device and an mkfs per
+// create, both leaked by a backend that dies mid-create). See README,
+// Containment.
 func (p *Provider) storageOpt(ctx context.Context) map[string]string {
 	if capped, _ := p.diskCap(ctx); !capped {
 		return nil

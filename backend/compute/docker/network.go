@@ -193,7 +193,7 @@ func (p *Provider) runRouteHelper(ctx context.Context, id string) error {
 		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"sh", "-c", dropRouteScript},
 			// The deployment's, as every container of it; not "managed":
 			// List (and so the orphan sweep) is for sandboxes only.
-			Labels: map[string]string{labelScope: p.cfg.Scope}}, hc, nil, nil, "")
+			Labels: map[string]string{labelScope: p.cfg.Scope, labelHelper: helperRoute}}, hc, nil, nil, "")
 	if err != nil {
 		return err
 	}
