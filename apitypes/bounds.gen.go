@@ -24,6 +24,12 @@ const (
 	ExecSandboxTimeoutMsDefault                 = 60000
 	ExecSandboxTimeoutMsMinimum                 = 1
 	ExecSandboxTimeoutMsMaximum                 = 600000
+	ForkSandboxCountDefault                     = 1
+	ForkSandboxCountMinimum                     = 1
+	ForkSandboxCountMaximum                     = 100
+	ForkSandboxTimeoutDefault                   = 300
+	ForkSandboxTimeoutMinimum                   = 1
+	ForkSandboxTimeoutMaximum                   = 86400
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0

@@ -676,6 +676,27 @@ type FileInfo struct {
 	ModifiedAt time.Time `json:"modifiedAt"`
 }
 
+// ForkResult one fork's outcome; exactly one of sandbox and error is set
+type ForkResult struct {
+	// Error The envelope of every non-2xx answer.
+	Error *Error `json:"error,omitempty"`
+
+	// Sandbox A sandbox as create, list, detail and connect answer it. Every property but the last four is always present (x-order keeps the generated struct, and so the JSON, in this order).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// ForkSandbox defines model for ForkSandbox.
+type ForkSandbox struct {
+	// Count how many sandboxes to make from the one checkpoint
+	Count *int `json:"count,omitempty"`
+
+	// Timeout each fork's lifetime in seconds (raised to the deployment's least)
+	Timeout *int `json:"timeout,omitempty"`
+
+	// WaitReady answer once every fork runs or failed
+	WaitReady *bool `json:"waitReady,omitempty"`
+}
+
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
 	Items      []LedgerRecord `json:"items"`

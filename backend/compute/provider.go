@@ -55,6 +55,10 @@ type Spec struct {
 	// reachable on its address too, as on E2B (whose envd does it; set for
 	// sandboxes created through the E2B edge).
 	ExposeLoopback bool
+	// Image, when set, is the image the instance starts from instead of
+	// the template's: a fork's checkpoint (Committer). The template still
+	// decides everything else (its ports, its runtime, its main command).
+	Image string
 }
 
 // Volume mounts a named volume at Path.

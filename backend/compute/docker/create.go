@@ -80,7 +80,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	// container is not visible yet, or a concurrent network creation briefly
 	// left two networks of one name. Other errors end it at once.
 	inst, err := backoff.Retry(ctx, func() (compute.Instance, error) {
-		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
+		id, err := p.createContainer(ctx, name, image, spec.Image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
 			volumeMounts(spec, labels), spec.ExposeLoopback)
 		switch {
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use"):
@@ -161,18 +161,25 @@ func env(m map[string]string) []string {
 // or the isolated network. No port is published on the host: the template's
 // ports are kept in a label, and the router dials the container's address on
 // its network (see endpoints).
-func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
+//
+// from, when set, is the image the container runs instead (a fork's
+// checkpoint); image's configuration still makes its main command, since a
+// checkpoint's is the agent's wrapping of its parent's.
+func (p *Provider) createContainer(ctx context.Context, name, image, from string, ports []int, labels map[string]string,
 	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount, exposeLoopback bool) (string, error) {
 	labels = maps.Clone(labels)
 	if !isolated && len(ports) > 0 { // nothing outside an internal network reaches its containers
 		labels[labelPorts] = portsLabel(ports)
 	}
 	cfg := &container.Config{Image: image, Labels: labels, Env: envs}
+	if from != "" {
+		cfg.Image = from
+	}
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	if p.agent != nil {
-		if err := p.agent.ensureVolume(ctx, image); err != nil {
+		if err := p.agent.ensureVolume(ctx, cfg.Image); err != nil {
 			return "", err // the caller's createError names a missing image
 		}
 		if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {

@@ -64,7 +64,7 @@ func startPool(p *Provider, size int) *pool {
 // default (internet) network without an allowOut/denyOut of their own.
 // Resources can be changed by ContainerUpdate.
 func poolCompatible(spec compute.Spec) bool {
-	return len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
+	return spec.Image == "" && len(spec.EnvVars) == 0 && len(spec.Command) == 0 && len(spec.Volumes) == 0 &&
 		!spec.ExposeLoopback && // the agent's setting, fixed when the container was made
 		len(spec.Network.AllowOut) == 0 && len(spec.Network.DenyOut) == 0 && // their rules are keyed at creation
 		(spec.Network.AllowInternetAccess == nil || *spec.Network.AllowInternetAccess)
@@ -181,7 +181,7 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 		labelPoolBy:          pl.owner,
 		labelScope:           p.cfg.Scope,
 	}
-	id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil, false)
+	id, err := p.createContainer(ctx, name, image, "", tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil, false)
 	if err != nil {
 		return poolEntry{}, err
 	}
