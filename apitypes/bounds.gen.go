@@ -30,6 +30,9 @@ const (
 	ForkSandboxTimeoutDefault                   = 300
 	ForkSandboxTimeoutMinimum                   = 1
 	ForkSandboxTimeoutMaximum                   = 86400
+	ForkTaskEnvironmentCountDefault             = 1
+	ForkTaskEnvironmentCountMinimum             = 1
+	ForkTaskEnvironmentCountMaximum             = 100
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0

@@ -697,6 +697,12 @@ type ForkSandbox struct {
 	WaitReady *bool `json:"waitReady,omitempty"`
 }
 
+// ForkTaskEnvironment defines model for ForkTaskEnvironment.
+type ForkTaskEnvironment struct {
+	// Count how many environments to make from the one checkpoint
+	Count *int `json:"count,omitempty"`
+}
+
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
 	Items      []LedgerRecord `json:"items"`
@@ -1181,6 +1187,15 @@ type TaskEnvironment struct {
 	// password), which reach the task's services but never a response; all of them when the task
 	// is no longer in the catalog. Compare a value with `POST …/check`.
 	SecretInputs []string `json:"secret_inputs"`
+}
+
+// TaskEnvironmentForkResult one fork's outcome; exactly one of environment and error is set
+type TaskEnvironmentForkResult struct {
+	// Environment x-order keeps the generated struct, and so the JSON, in the order the server has always written.
+	Environment *TaskEnvironment `json:"environment,omitempty"`
+
+	// Error The envelope of every non-2xx answer.
+	Error *Error `json:"error,omitempty"`
 }
 
 // TaskEnvironmentState defines model for TaskEnvironmentState.

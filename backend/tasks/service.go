@@ -80,6 +80,8 @@ type Config struct {
 	// the app passes compute/docker's or compute/e2b's). The Service closes
 	// what it returns.
 	Groups func(GroupsFor) (Engine, error)
+	// Committer checkpoints services for Fork (nil: forks answer 503).
+	Committer Committer
 }
 
 // GroupsFor is what the Service asks of its group provider.
