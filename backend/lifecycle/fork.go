@@ -107,8 +107,8 @@ func (s *Service) checkpoint(ctx context.Context, parent *store.Record, checkpoi
 		}
 		return "", providerErr("checkpoint", err)
 	}
-	if s.cfg.afterCommit != nil {
-		s.cfg.afterCommit(parent)
+	if s.afterCheckpoint != nil {
+		s.afterCheckpoint(parent)
 	}
 	cur, err := s.db.FreshRecord(ctx, parent.ID)
 	if err == nil && (cur.Phase == sandbox.PhaseStopping || cur.Phase.Terminal()) {
@@ -142,6 +142,11 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Record, checkpoint,
 	}
 	return Forked{Created: Created{Record: rec, AccessToken: token}}
 }
+
+// SetAfterCheckpoint makes every later fork run f between its commit and
+// its check that the parent still lives: tests end the parent there. Set it
+// before any fork starts.
+func (s *Service) SetAfterCheckpoint(f func(parent *store.Record)) { s.afterCheckpoint = f }
 
 // LabelCheckpoint labels a checkpoint's images with its id (the records
 // forked from it name it in their checkpoint column).

@@ -49,9 +49,6 @@ type Config struct {
 	OperatorKeys []string
 	// Committer checkpoints sandboxes for Fork (nil: forks answer 503).
 	Committer Committer
-	// afterCommit, in tests, runs between a fork's commit and its check
-	// that the parent still lives.
-	afterCommit func(parent *store.Record)
 }
 
 // Committer commits an instance's filesystem to a private local image and
@@ -71,7 +68,10 @@ type Service struct {
 	templates templateCache
 	rendered  renderCache
 	seedMu    sync.Mutex
-	envdSeed  []byte // the key of EnvdToken, read once from the database
+	// afterCheckpoint, in tests, runs between a fork's commit and its
+	// check that the parent still lives (SetAfterCheckpoint).
+	afterCheckpoint func(parent *store.Record)
+	envdSeed        []byte // the key of EnvdToken, read once from the database
 }
 
 // New returns a Service.
