@@ -291,8 +291,8 @@ func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.Gr
 }
 
 // committer is the provider's checkpointing (forks), nil when it has none.
-func committer(p compute.Provider) lifecycle.Committer {
-	if c, ok := p.(lifecycle.Committer); ok {
+func committer(p compute.Provider) compute.Committer {
+	if c, ok := p.(compute.Committer); ok {
 		return c
 	}
 	return nil
@@ -300,7 +300,7 @@ func committer(p compute.Provider) lifecycle.Committer {
 
 // taskCommitter checkpoints task environments' services: the Docker
 // provider's, when they run on Docker.
-func (a *App) taskCommitter(cfg Config) tasks.Committer {
+func (a *App) taskCommitter(cfg Config) compute.Committer {
 	if cfg.Provider == "e2b" {
 		return nil
 	}

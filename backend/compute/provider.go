@@ -34,10 +34,15 @@ type Network struct {
 
 // Spec is everything a provider needs to create one instance.
 type Spec struct {
-	RecordID  string // our ledger record id; becomes a label / metadata entry
-	OrgID     string
-	Kind      string // runtime, task, world
-	Template  string // template id, e.g. "base"
+	RecordID string // our ledger record id; becomes a label / metadata entry
+	OrgID    string
+	Kind     string // runtime, task, world
+	Template string // template id, e.g. "base"
+	// Image, when set, is an image made by Committer.Commit (a snapshot or
+	// a fork's checkpoint) that the instance starts from instead of the
+	// template's own; the template still gives ports, runtime and default
+	// resources.
+	Image     string
 	EnvVars   map[string]string
 	Metadata  map[string]string
 	CPUCount  int // 0 means the template default
@@ -55,10 +60,6 @@ type Spec struct {
 	// reachable on its address too, as on E2B (whose envd does it; set for
 	// sandboxes created through the E2B edge).
 	ExposeLoopback bool
-	// Image, when set, is the image the instance starts from instead of
-	// the template's: a fork's checkpoint (Committer). The template still
-	// decides everything else (its ports, its runtime, its main command).
-	Image string
 }
 
 // Volume mounts a named volume at Path.

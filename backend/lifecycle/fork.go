@@ -100,7 +100,8 @@ func (s *Service) Fork(ctx context.Context, parent *store.Record, opts ForkOptio
 // answer is that the sandbox is gone.
 func (s *Service) checkpoint(ctx context.Context, parent *store.Record, checkpoint string) (string, error) {
 	labels := map[string]string{compute.LabelOrg: parent.OrgID, compute.LabelRecord: parent.ID, LabelCheckpoint: checkpoint}
-	image, err := s.cfg.Committer.Commit(ctx, parent.Ref(), labels)
+	img, err := s.cfg.Committer.Commit(ctx, parent.Ref(), compute.CommitOptions{Name: CheckpointImage(checkpoint, "sandbox"), Labels: labels})
+	image := img.Name
 	if err != nil {
 		if compute.IsNotFound(err) {
 			return "", domain.ConflictIn(string(sandbox.StateDeleted), fmt.Sprintf("sandbox %s ended while it was being forked; nothing was forked", parent.ID))
@@ -147,6 +148,12 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Record, checkpoint,
 // its check that the parent still lives: tests end the parent there. Set it
 // before any fork starts.
 func (s *Service) SetAfterCheckpoint(f func(parent *store.Record)) { s.afterCheckpoint = f }
+
+// CheckpointImage names the image of one instance of checkpoint (a task
+// service's name, or "sandbox").
+func CheckpointImage(checkpoint, instance string) string {
+	return "dreadnode-checkpoint/" + checkpoint + ":" + instance
+}
 
 // LabelCheckpoint labels a checkpoint's images with its id (the records
 // forked from it name it in their checkpoint column).

@@ -48,14 +48,7 @@ type Config struct {
 	// backend mints are recognised by their form alone.
 	OperatorKeys []string
 	// Committer checkpoints sandboxes for Fork (nil: forks answer 503).
-	Committer Committer
-}
-
-// Committer commits an instance's filesystem to a private local image and
-// removes such images.
-type Committer interface {
-	Commit(ctx context.Context, ref compute.Ref, labels map[string]string) (image string, err error)
-	RemoveImage(ctx context.Context, image string) error
+	Committer compute.Committer
 }
 
 // Service implements the lifecycle operations.

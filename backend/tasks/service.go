@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -81,7 +82,7 @@ type Config struct {
 	// what it returns.
 	Groups func(GroupsFor) (Engine, error)
 	// Committer checkpoints services for Fork (nil: forks answer 503).
-	Committer Committer
+	Committer compute.Committer
 }
 
 // GroupsFor is what the Service asks of its group provider.

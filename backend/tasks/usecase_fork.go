@@ -28,14 +28,6 @@ const (
 // release removes them.
 const LabelCheckpoint = "dev.dreadnode.checkpoint"
 
-// Committer commits an instance's filesystem to a private local image and
-// removes such images (the Docker provider; a service's instance is its
-// container).
-type Committer interface {
-	Commit(ctx context.Context, ref compute.Ref, labels map[string]string) (image string, err error)
-	RemoveImage(ctx context.Context, image string) error
-}
-
 // ForkRequest asks for Count copies of environment ID.
 type ForkRequest struct {
 	Org, Workspace, ID string
@@ -108,13 +100,14 @@ func (s *Service) checkpointEnv(ctx context.Context, req ForkRequest) (*Env, *ca
 		if slices.Contains(parent.OneShots, svc) {
 			continue
 		}
-		img, err := s.cfg.Committer.Commit(ctx, compute.Ref{ID: parent.Containers[svc], Record: parent.RecordID},
-			map[string]string{compute.LabelOrg: parent.OrgID, compute.LabelRecord: parent.RecordID, compute.LabelService: svc, LabelCheckpoint: checkpoint})
+		img, err := s.cfg.Committer.Commit(ctx, compute.Ref{ID: parent.Containers[svc], Record: parent.RecordID}, compute.CommitOptions{
+			Name:   "dreadnode-checkpoint/" + checkpoint + ":" + svc,
+			Labels: map[string]string{compute.LabelOrg: parent.OrgID, compute.LabelRecord: parent.RecordID, compute.LabelService: svc, LabelCheckpoint: checkpoint}})
 		if err != nil {
 			s.dropImages(slices.Collect(maps.Values(images)))
 			return nil, nil, nil, "", &domain.ProviderError{Detail: fmt.Sprintf("could not checkpoint service %q of environment %s: %v", svc, parent.ID, err)}
 		}
-		images[svc] = img
+		images[svc] = img.Name
 	}
 	return parent, task, images, checkpoint, nil
 }

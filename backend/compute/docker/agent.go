@@ -40,7 +40,9 @@ const (
 	agentDir  = "/.dreadnode"
 	agentPath = agentDir + "/dn-agent"
 	// agentReadyPath is outside the read-only volume, in the container's
-	// own writable layer.
+	// own writable layer. Each container's file has a suffix of its own
+	// (readyPath): a container started from a copy of another's
+	// filesystem (Commit) finds its source's file there already.
 	agentReadyPath = "/.dreadnode-ready"
 	// labelAgentBinary marks the agent's volume (and its filler container)
 	// with the binary's SHA-256. The volume's name does not start with
@@ -274,8 +276,22 @@ func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image 
 		return err
 	}
 	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, key)
-	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath)
+	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath+"-"+randomHex(8))
 	return nil
+}
+
+// readyPath is where c's agent writes its ready file: the path its
+// environment names (agentReadyPath itself for containers made before the
+// suffix).
+func readyPath(c *container.Config) string {
+	if c != nil {
+		for _, e := range c.Env {
+			if v, ok := strings.CutPrefix(e, agent.EnvReadyFile+"="); ok {
+				return v
+			}
+		}
+	}
+	return agentReadyPath
 }
 
 // imageConfig is what of image's configuration decides its main command
@@ -284,6 +300,13 @@ func (h *agentHost) imageConfig(ctx context.Context, image string) (*container.C
 	img, err := h.cli.ImageInspect(ctx, image)
 	if err != nil {
 		return nil, err
+	}
+	if img.Config != nil && img.Config.Labels[labelSourceImage] != "" {
+		// A copy made by Commit: its own entrypoint is its source
+		// container's agent.
+		if img, err = h.cli.ImageInspect(ctx, img.Config.Labels[labelSourceImage]); err != nil {
+			return nil, err
+		}
 	}
 	if img.Config == nil {
 		return &container.Config{}, nil
@@ -352,7 +375,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		if !hasAgent(c) {
 			return nil // made without the agent (before it was configured): nothing to wait for
 		}
-		if _, err := p.cli.ContainerStatPath(ctx, id, agentReadyPath); err == nil {
+		if _, err := p.cli.ContainerStatPath(ctx, id, readyPath(c.Config)); err == nil {
 			return nil
 		}
 		if c.State != nil && !c.State.Running && c.State.Status != "created" {

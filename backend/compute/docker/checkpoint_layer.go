@@ -18,6 +18,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // loadCheckpoint is the fast checkpoint on an overlay storage driver
@@ -36,24 +38,42 @@ import (
 // followed (symlinks are written as links), files are opened without
 // following links, and only regular files, directories, links and
 // whiteouts are kept.
-func (p *Provider) loadCheckpoint(ctx context.Context, c container.InspectResponse, ref string, labels map[string]string) error {
+func (p *Provider) loadCheckpoint(ctx context.Context, id, ref string, labels map[string]string) (compute.CommittedImage, error) {
+	c, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return compute.CommittedImage{}, err
+	}
+	out, err := p.loadLayer(ctx, c, ref, labels)
+	if err != nil {
+		return out, err
+	}
+	img, err := p.cli.ImageInspect(ctx, out.ID)
+	if err != nil {
+		return out, err
+	}
+	out.SizeBytes = img.Size
+	return out, nil
+}
+
+func (p *Provider) loadLayer(ctx context.Context, c container.InspectResponse, ref string, labels map[string]string) (compute.CommittedImage, error) {
+	var none compute.CommittedImage
 	upper := ""
 	if c.GraphDriver.Data != nil {
 		upper = c.GraphDriver.Data["UpperDir"]
 	}
 	if upper == "" || (c.GraphDriver.Name != "overlay2" && c.GraphDriver.Name != "fuse-overlayfs") {
-		return errors.New("not an overlay writable layer")
+		return none, errors.New("not an overlay writable layer")
 	}
 	if _, err := os.Stat(upper); err != nil {
-		return err // the engine runs elsewhere (a remote DOCKER_HOST)
+		return none, err // the engine runs elsewhere (a remote DOCKER_HOST)
 	}
 	img, err := p.cli.ImageInspect(ctx, c.Image)
 	if err != nil {
-		return err
+		return none, err
 	}
 	if c.State != nil && c.State.Running && !c.State.Paused {
 		if err := p.cli.ContainerPause(ctx, c.ID); err != nil {
-			return err
+			return none, err
 		}
 		defer func() {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -63,12 +83,12 @@ func (p *Provider) loadCheckpoint(ctx context.Context, c container.InspectRespon
 	}
 	layer, err := os.CreateTemp("", "dn-checkpoint-*.tar")
 	if err != nil {
-		return err
+		return none, err
 	}
 	defer func() { _ = layer.Close(); _ = os.Remove(layer.Name()) }()
 	sum := sha256.New()
 	if err := tarUpper(upper, io.MultiWriter(layer, sum)); err != nil {
-		return fmt.Errorf("reading the writable layer: %w", err)
+		return none, fmt.Errorf("reading the writable layer: %w", err)
 	}
 	diffID := "sha256:" + hex.EncodeToString(sum.Sum(nil))
 	var cfg any = map[string]any{"Labels": labels}
@@ -77,12 +97,13 @@ func (p *Provider) loadCheckpoint(ctx context.Context, c container.InspectRespon
 		c.Labels = mergeLabels(c.Labels, labels)
 		cfg = c
 	}
+	created := time.Now().UTC()
 	config, err := json.Marshal(map[string]any{
-		"architecture": img.Architecture, "os": img.Os, "config": cfg, "created": time.Now().UTC(),
+		"architecture": img.Architecture, "os": img.Os, "config": cfg, "created": created,
 		"rootfs": map[string]any{"type": "layers", "diff_ids": append(append([]string(nil), img.RootFS.Layers...), diffID)},
 	})
 	if err != nil {
-		return err
+		return none, err
 	}
 	// The parents' layers are named but not sent: the engine has them.
 	layers := make([]string, 0, len(img.RootFS.Layers)+1)
@@ -90,23 +111,28 @@ func (p *Provider) loadCheckpoint(ctx context.Context, c container.InspectRespon
 		layers = append(layers, fmt.Sprintf("parent%d/layer.tar", i))
 	}
 	layers = append(layers, "layer.tar")
-	manifest, _ := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": []string{ref}, "Layers": layers}})
+	tags := []string{}
+	if ref != "" {
+		tags = append(tags, ref)
+	}
+	manifest, _ := json.Marshal([]map[string]any{{"Config": "config.json", "RepoTags": tags, "Layers": layers}})
+	imageID := fmt.Sprintf("sha256:%x", sha256.Sum256(config))
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeLoadArchive(pw, manifest, config, layer)) }()
 	resp, err := p.cli.ImageLoad(ctx, pr)
 	if err != nil {
 		_ = pr.CloseWithError(err)
-		return err
+		return none, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if strings.Contains(string(out), `"error"`) {
-		return fmt.Errorf("loading the checkpoint: %s", out)
+		return none, fmt.Errorf("loading the checkpoint: %s", out)
 	}
-	if _, err := p.cli.ImageInspect(ctx, ref); err != nil {
-		return fmt.Errorf("loading the checkpoint: %s", out)
+	if _, err := p.cli.ImageInspect(ctx, imageID); err != nil {
+		return none, fmt.Errorf("loading the checkpoint: %s", out)
 	}
-	return nil
+	return compute.CommittedImage{ID: imageID, Name: ref, CreatedAt: created}, nil
 }
 
 func mergeLabels(base, add map[string]string) map[string]string {

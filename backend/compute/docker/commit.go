@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"maps"
+	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -11,62 +13,106 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
-// checkpointRepo is the repository of checkpoint images (a fork's parent's
-// filesystem): dreadnode-checkpoint/<checkpoint>:<service, or "sandbox">.
-const checkpointRepo = "dreadnode-checkpoint/"
+var _ compute.Committer = (*Provider)(nil)
 
-// labelCheckpoint names a checkpoint image's checkpoint (lifecycle's and
-// tasks' LabelCheckpoint).
-const labelCheckpoint = "dev.dreadnode.checkpoint"
-
-// Commit commits the filesystem of instance ref (a sandbox's or a task
-// service's container: its image and writable layer, not its volumes or
-// memory) to a local image, labelled with labels and this deployment. A
-// running container is paused for the commit only; a paused one stays
-// paused. ErrNotFound (KindNotFound) when the container is gone.
-func (p *Provider) Commit(ctx context.Context, ref compute.Ref, labels map[string]string) (string, error) {
-	const op = "checkpoint"
-	labels = maps.Clone(labels)
+// Commit implements compute.Committer: by reading the container's writable
+// layer directly where the storage driver allows it (loadCheckpoint), else
+// with the engine's commit. The engine
+// freezes a running container for the copy (Pause) and thaws it after; a
+// paused container is copied as it is and stays paused. The copy keeps the
+// container's configuration (env, working directory; its entrypoint is
+// the agent's, so the copy names its source image in labelSourceImage and
+// the agent takes the main command from there) and its labels merged under
+// opts.Labels: an image cannot lose a label, so Create clears the
+// inherited ones instead (clearInherited).
+func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.CommitOptions) (compute.CommittedImage, error) {
+	const op = "commit"
+	labels := maps.Clone(opts.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
 	labels[labelScope] = p.cfg.Scope
-	labels[compute.LabelManaged] = "true"
-	tag := labels[compute.LabelService]
-	if tag == "" {
-		tag = "sandbox"
-	}
-	repo := checkpointRepo + labels[labelCheckpoint]
-	if labels[labelCheckpoint] == "" {
-		repo = checkpointRepo + "unnamed"
-	}
-	name := repo + ":" + tag
-	c, err := p.cli.ContainerInspect(ctx, ref.ID)
+	src, err := p.sourceImage(ctx, ref.ID)
 	if err != nil {
-		return "", classify(op, err)
+		return compute.CommittedImage{}, err
 	}
-	err = p.loadCheckpoint(ctx, c, name, labels)
-	if err == nil {
-		return name, nil
+	labels[labelSourceImage] = src
+	if out, err := p.loadCheckpoint(ctx, ref.ID, opts.Name, labels); err == nil {
+		return out, nil
+	} else if ctx.Err() != nil {
+		return compute.CommittedImage{}, classify(op, ctx.Err())
+	} else {
+		p.cfg.Logger.Debug("commit: the writable layer could not be read directly; committing through the engine", "container", ref.ID, "err", err)
 	}
-	if ctx.Err() != nil {
-		return "", classify(op, ctx.Err())
-	}
-	p.cfg.Logger.Debug("checkpoint: the fast path did not apply; committing through the engine", "container", ref.ID, "err", err)
-	_, err = p.cli.ContainerCommit(ctx, ref.ID, container.CommitOptions{Reference: name, Pause: true,
-		Config: &container.Config{Labels: labels}})
+	res, err := p.cli.ContainerCommit(ctx, ref.ID, container.CommitOptions{
+		Reference: opts.Name,
+		Pause:     true,
+		Comment:   "dreadnode: filesystem of " + ref.ID,
+		Config:    &container.Config{Labels: labels},
+	})
 	if err != nil {
-		return "", classify(op, err)
+		return compute.CommittedImage{}, classify(op, err)
 	}
-	return name, nil
+	img, _, err := p.cli.ImageInspectWithRaw(ctx, res.ID)
+	if err != nil {
+		// The image exists but cannot be read back: remove it rather than
+		// leave an image no record names.
+		_ = p.RemoveImage(context.WithoutCancel(ctx), res.ID)
+		return compute.CommittedImage{}, classify(op, err)
+	}
+	created, _ := time.Parse(time.RFC3339Nano, img.Created)
+	return compute.CommittedImage{ID: res.ID, Name: opts.Name, SizeBytes: img.Size, CreatedAt: created}, nil
 }
 
-// RemoveImage removes a checkpoint image; a missing one is not an error,
-// and one an instance still uses is refused (KindConflict) and stays.
+// RemoveImage implements compute.Committer. Untagged parents left by the
+// removal go with it (PruneChildren); an image a container still uses is
+// KindConflict, so a snapshot in use is never pulled from under a sandbox.
 func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
 	_, err := p.cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
-	if err != nil && cerrdefs.IsNotFound(err) {
+	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
 	}
+	return classify("remove image", err)
+}
+
+// sourceImage is the image whose configuration (entrypoint, command,
+// user) a copy of container id keeps: the image id was made from, or the
+// one that image names when it is itself a copy. The copy's own
+// configuration is the container's, whose entrypoint starts the agent
+// (withAgent); a copy started from it would have its agent start another.
+func (p *Provider) sourceImage(ctx context.Context, id string) (string, error) {
+	c, err := p.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return classify("remove the checkpoint image", err)
+		return "", classify("commit", err)
+	}
+	img, _, err := p.cli.ImageInspectWithRaw(ctx, c.Image)
+	if err != nil {
+		return "", classify("commit", err)
+	}
+	if img.Config != nil && img.Config.Labels[labelSourceImage] != "" {
+		return img.Config.Labels[labelSourceImage], nil
+	}
+	return img.ID, nil
+}
+
+// clearInherited blanks, in labels, every label of ours that the image
+// carries and labels does not set. A committed image carries the labels
+// of the container it was copied from (egress rules, ports, pool and
+// network markers among them), and a container inherits its image's
+// labels: left alone, a fork would take its parent's firewall MAC or
+// network marker. Every reader treats an empty value as absent.
+func (p *Provider) clearInherited(ctx context.Context, ref string, labels map[string]string) error {
+	img, _, err := p.cli.ImageInspectWithRaw(ctx, ref)
+	if err != nil {
+		return classify("create", err)
+	}
+	if img.Config == nil {
+		return nil
+	}
+	for k := range img.Config.Labels {
+		if _, set := labels[k]; !set && strings.HasPrefix(k, "dev.dreadnode.") {
+			labels[k] = ""
+		}
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if cpu <= 0 || mem <= 0 {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "cpuCount and memoryMB must be positive")
 	}
+	if spec.Image != "" {
+		image = spec.Image // a snapshot or a fork's checkpoint of a container of this template
+	}
 	if p.pool != nil && poolCompatible(spec) {
 		if inst, ok := p.pool.claim(ctx, spec, tmpl, cpu, mem); ok {
 			return inst, nil
@@ -74,13 +77,18 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if err := egressLabels(spec, labels); err != nil {
 		return compute.Instance{}, err
 	}
+	if spec.Image != "" {
+		if err := p.clearInherited(ctx, spec.Image, labels); err != nil {
+			return compute.Instance{}, err
+		}
+	}
 	name := containerName(spec.RecordID)
 	// Retry the races that resolve themselves within moments (10 attempts,
 	// 10 ms doubling to 1 s apart): a concurrent Create holds the name but its
 	// container is not visible yet, or a concurrent network creation briefly
 	// left two networks of one name. Other errors end it at once.
 	inst, err := backoff.Retry(ctx, func() (compute.Instance, error) {
-		id, err := p.createContainer(ctx, name, image, spec.Image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
+		id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, env(spec.EnvVars), spec.Command, cpu, mem, isolated,
 			volumeMounts(spec, labels), spec.ExposeLoopback)
 		switch {
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in use"):
@@ -161,25 +169,18 @@ func env(m map[string]string) []string {
 // or the isolated network. No port is published on the host: the template's
 // ports are kept in a label, and the router dials the container's address on
 // its network (see endpoints).
-//
-// from, when set, is the image the container runs instead (a fork's
-// checkpoint); image's configuration still makes its main command, since a
-// checkpoint's is the agent's wrapping of its parent's.
-func (p *Provider) createContainer(ctx context.Context, name, image, from string, ports []int, labels map[string]string,
+func (p *Provider) createContainer(ctx context.Context, name, image string, ports []int, labels map[string]string,
 	envs, cmd []string, cpu, mem int, isolated bool, mounts []mount.Mount, exposeLoopback bool) (string, error) {
 	labels = maps.Clone(labels)
 	if !isolated && len(ports) > 0 { // nothing outside an internal network reaches its containers
 		labels[labelPorts] = portsLabel(ports)
 	}
 	cfg := &container.Config{Image: image, Labels: labels, Env: envs}
-	if from != "" {
-		cfg.Image = from
-	}
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
 	if p.agent != nil {
-		if err := p.agent.ensureVolume(ctx, cfg.Image); err != nil {
+		if err := p.agent.ensureVolume(ctx, image); err != nil {
 			return "", err // the caller's createError names a missing image
 		}
 		if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {
@@ -192,6 +193,10 @@ func (p *Provider) createContainer(ctx context.Context, name, image, from string
 			// no user, as on E2B's base. The agent's own: its processes
 			// never see them.
 			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1", agent.EnvDefaultUser+"=user")
+		} else {
+			// Said off, not left out: an image copied from a sandbox of
+			// /e2b (Commit) carries its "on" in its environment.
+			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=", agent.EnvDefaultUser+"=")
 		}
 	}
 	hc := &container.HostConfig{

@@ -328,17 +328,20 @@ func (p *Provider) template(id string) (compute.Template, string, bool) {
 
 // Docker-side naming and labels private to this provider.
 const (
-	namePrefix     = "dn-"
-	poolPrefix     = "dn-pool-"
-	metaPrefix     = "dev.dreadnode.meta."
-	labelTemplate  = "dev.dreadnode.template"
-	labelScope     = compute.LabelDeployment // Config.Scope of the deployment that owns the container
-	labelNetwork   = "dev.dreadnode.network" // "isolated" when internet access is cut
-	labelPool      = "dev.dreadnode.pool"    // template of a warm-pool container
-	labelPoolBy    = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
-	isolatedValue  = "isolated"
-	isolatedSuffix = "-isolated"           // the internal network's name after Config.Network
-	labelPorts     = "dev.dreadnode.ports" // the template ports the router may reach, e.g. "8080,3000"
+	namePrefix    = "dn-"
+	poolPrefix    = "dn-pool-"
+	metaPrefix    = "dev.dreadnode.meta."
+	labelTemplate = "dev.dreadnode.template"
+	labelScope    = compute.LabelDeployment // Config.Scope of the deployment that owns the container
+	// labelSourceImage, on an image made by Commit, names the image whose
+	// entrypoint, command and user its containers run (see sourceImage).
+	labelSourceImage = "dev.dreadnode.source-image"
+	labelNetwork     = "dev.dreadnode.network" // "isolated" when internet access is cut
+	labelPool        = "dev.dreadnode.pool"    // template of a warm-pool container
+	labelPoolBy      = "dev.dreadnode.pool-by" // the process whose pool made it (pool.owner)
+	isolatedValue    = "isolated"
+	isolatedSuffix   = "-isolated"           // the internal network's name after Config.Network
+	labelPorts       = "dev.dreadnode.ports" // the template ports the router may reach, e.g. "8080,3000"
 )
 
 func containerName(recordID string) string { return namePrefix + recordID }

@@ -298,7 +298,7 @@ func TestStartOnRemovedNetworkIsRetried(t *testing.T) {
 	spec := testSpec()
 	cleanupRecord(t, p, spec.RecordID)
 	tmpl, image, _ := p.template(BaseTemplate)
-	id, err := p.createContainer(ctx, containerName(spec.RecordID), image, "", tmpl.Ports, map[string]string{compute.LabelManaged: "true"},
+	id, err := p.createContainer(ctx, containerName(spec.RecordID), image, tmpl.Ports, map[string]string{compute.LabelManaged: "true"},
 		nil, nil, 1, 128, false, nil, false)
 	if err != nil {
 		t.Fatal(err)

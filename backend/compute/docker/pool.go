@@ -181,7 +181,7 @@ func (pl *pool) create(ctx context.Context, tmplID string) (poolEntry, error) {
 		labelPoolBy:          pl.owner,
 		labelScope:           p.cfg.Scope,
 	}
-	id, err := p.createContainer(ctx, name, image, "", tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil, false)
+	id, err := p.createContainer(ctx, name, image, tmpl.Ports, labels, nil, nil, tmpl.CPUCount, tmpl.MemoryMB, false, nil, false)
 	if err != nil {
 		return poolEntry{}, err
 	}

@@ -34,7 +34,7 @@ func TestWarmPool(t *testing.T) {
 	// A pool container left by a previous process is removed at start.
 	plain := newProvider(t, Config{Network: net})
 	staleName := poolPrefix + "stale" + randomHex(4)
-	staleID, err := plain.createContainer(ctx, staleName, DefaultBaseImage, "", nil,
+	staleID, err := plain.createContainer(ctx, staleName, DefaultBaseImage, nil,
 		map[string]string{compute.LabelManaged: "true", labelPool: BaseTemplate, labelScope: net}, nil, nil, 1, 64, false, nil, false)
 	if err != nil {
 		t.Fatal(err)
