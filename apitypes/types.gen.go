@@ -750,6 +750,9 @@ type LedgerRecord struct {
 	RuntimeID           string  `json:"runtime_id,omitempty"`
 	EnvironmentID       string  `json:"environment_id,omitempty"`
 	Diagnostic          string  `json:"diagnostic,omitempty"`
+
+	// ParentID the record this one was forked from (API.md §14); absent otherwise
+	ParentID string `json:"parent_id,omitempty"`
 }
 
 // LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, sandboxExecutionId, sandboxBuildId, eventData), plus cause and sandboxMetadata.
@@ -1010,6 +1013,9 @@ type Sandbox struct {
 
 	// QueuePosition a queued sandbox's place in its org's admission queue (1 = next); absent otherwise
 	QueuePosition *int `json:"queuePosition,omitempty"`
+
+	// ParentID the sandbox this one was forked from (API.md §14); absent otherwise
+	ParentID string `json:"parentID,omitempty"`
 }
 
 // SandboxMetrics defines model for SandboxMetrics.

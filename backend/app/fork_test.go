@@ -65,6 +65,24 @@ func execOut(t *testing.T, ta *testApp, id, tok string, cmd ...string) (int, str
 	return int(m["exitCode"].(float64)), m["stdout"].(string)
 }
 
+// onlyFirstForkHas writes path in the first fork and checks that neither
+// the parent nor any other fork sees it (run runs argv in an id with its token).
+func onlyFirstForkHas(t *testing.T, path, parent, ptok string, ids, toks []string, run func(id, tok string, argv ...string) (int, string)) {
+	t.Helper()
+	if code, _ := run(ids[0], toks[0], "sh", "-c", "echo mine > "+path); code != 0 {
+		t.Fatal("writing in a fork failed")
+	}
+	for i, id := range append([]string{parent}, ids[1:]...) {
+		tok := ptok
+		if i > 0 {
+			tok = toks[i]
+		}
+		if code, _ := run(id, tok, "test", "-e", path); code == 0 {
+			t.Fatalf("%s sees a file written in fork %s", id, ids[0])
+		}
+	}
+}
+
 // A fork has the parent's files as they were, each fork's later files are
 // its own, the parent runs on, every fork is a record naming the parent,
 // another org can neither fork the parent nor read a fork, and the
@@ -107,18 +125,7 @@ func TestSandboxForkFilesystem(t *testing.T) {
 			t.Fatalf("fork %s's record: %+v %v", id, rec, err)
 		}
 	}
-	if code, _ := execOut(t, ta, ids[0], toks[0], "sh", "-c", "echo mine > /root/mine"); code != 0 {
-		t.Fatal("writing in a fork failed")
-	}
-	for i, id := range append([]string{parent}, ids[1:]...) {
-		tok := ptok
-		if i > 0 {
-			tok = toks[i]
-		}
-		if code, _ := execOut(t, ta, id, tok, "test", "-e", "/root/mine"); code == 0 {
-			t.Fatalf("%s sees a file written in fork %s", id, ids[0])
-		}
-	}
+	onlyFirstForkHas(t, "/root/mine", parent, ptok, ids, toks, func(id, tok string, argv ...string) (int, string) { return execOut(t, ta, id, tok, argv...) })
 	if st := ta.req("GET", "/sandboxes/"+parent, nil).json(t)["state"]; st != "running" {
 		t.Fatalf("the parent is %v after the fork, want running", st)
 	}
@@ -232,4 +239,109 @@ func TestSandboxKilledWhileForked(t *testing.T) {
 // tasksCatalog is the repository's task catalog.
 func tasksCatalog(c *Config) {
 	c.TasksDir = filepath.Join("..", "..", "tasks")
+}
+
+const envsPath = "/api/v1/org/org1/ws/main/environments"
+
+// envExec runs argv in environment id's execute service.
+func envExec(t *testing.T, ta *testApp, id, token string, argv ...string) (int, string) {
+	t.Helper()
+	r := ta.req("POST", envsPath+"/"+id+"/execute", map[string]any{"command": argv, "timeout_sec": 60}, "X-Environment-Token", token)
+	if r.code != http.StatusOK {
+		t.Fatalf("execute %v in %s: %d %s", argv, id, r.code, r.body)
+	}
+	m := r.json(t)
+	return int(m["exit_code"].(float64)), m["output"].(string)
+}
+
+// waitEnvState polls environment id until its state is one of want.
+func waitEnvState(t *testing.T, ta *testApp, id string, within time.Duration, want ...string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		if r := ta.req("GET", envsPath+"/"+id+"/status?wait=5", nil); r.code == http.StatusOK {
+			last = r.json(t)
+			for _, w := range want {
+				if last["state"] == w {
+					return last
+				}
+			}
+			if last["state"] == "failed" {
+				t.Fatalf("environment %s failed: %v", id, last["error"])
+			}
+		}
+	}
+	t.Fatalf("environment %s did not reach %v within %s; last: %v", id, want, within, last)
+	return nil
+}
+
+// A ready web-login environment forked five times: every fork is ready
+// without a build, has the parent's files, keeps its own, and the task is
+// solved in each (the login bypass from the attacker service).
+func TestEnvForkWebLogin(t *testing.T) {
+	t.Parallel()
+	ta := newTestApp(t, func(c *Config) { tasksCatalog(c); c.AdminKey = testAdminKey })
+	r := ta.req("POST", envsPath, map[string]any{"task_ref": "web-login", "timeout_sec": 1800})
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	env := r.json(t)
+	parent, ptok := env["id"].(string), env["execute_token"].(string)
+	waitEnvState(t, ta, parent, 8*time.Minute, "ready")
+	if code, _ := envExec(t, ta, parent, ptok, "sh", "-c", "echo before-fork > /tmp/before"); code != 0 {
+		t.Fatal("writing in the parent failed")
+	}
+	solve := []string{"wget", "-qO-", "--post-data", "username=admin%27+--+&password=x", "http://web:8080/login"}
+
+	forks := forkResults(t, ta.req("POST", envsPath+"/"+parent+"/fork", map[string]any{"count": 5}))
+	if len(forks) != 5 {
+		t.Fatalf("want 5 forks, got %d", len(forks))
+	}
+	var ids, toks []string
+	for _, f := range forks {
+		e, _ := f["environment"].(map[string]any)
+		if e == nil {
+			t.Fatalf("a fork failed: %v", f)
+		}
+		ids, toks = append(ids, e["id"].(string)), append(toks, e["execute_token"].(string))
+	}
+	for i, id := range ids {
+		waitEnvState(t, ta, id, 8*time.Minute, "ready")
+		full := ta.req("GET", envsPath+"/"+id, nil).json(t)
+		tl, _ := json.Marshal(full["timeline"])
+		if !strings.Contains(string(tl), "forked") {
+			t.Fatalf("fork %s's timeline does not say it was forked (built instead?): %s", id, tl)
+		}
+		code, out := envExec(t, ta, id, toks[i], solve...)
+		if code != 0 || !strings.Contains(out, "FLAG{demo-sqli-login-bypass}") {
+			t.Fatalf("solving web-login in fork %s: %d %q", id, code, out)
+		}
+		if _, out := envExec(t, ta, id, toks[i], "cat", "/tmp/before"); out != "before-fork\n" {
+			t.Fatalf("fork %s: /tmp/before = %q", id, out)
+		}
+		rec, err := ta.app.DB.GetRecord(context.Background(), full["sandbox_id"].(string))
+		if err != nil || rec.ParentID == "" || rec.Checkpoint == "" {
+			t.Fatalf("fork %s's record: %+v %v", id, rec, err)
+		}
+	}
+	onlyFirstForkHas(t, "/tmp/mine", parent, ptok, ids, toks, func(id, tok string, argv ...string) (int, string) { return envExec(t, ta, id, tok, argv...) })
+	if code, out := envExec(t, ta, parent, ptok, solve...); code != 0 || !strings.Contains(out, "FLAG{") {
+		t.Fatalf("the parent after the fork: %d %q", code, out)
+	}
+	// Another org cannot fork it.
+	if r := ta.reqKey(testAdminKey, http.MethodPost, "/admin/orgs", map[string]any{"org": "other", "credits": 100}); r.code != http.StatusCreated {
+		t.Fatalf("POST /admin/orgs: %d %s", r.code, r.body)
+	}
+	_, other := adminKey(t, ta, "other", map[string]any{"name": "k"})
+	if r := ta.reqKey(other, "POST", "/api/v1/org/other/ws/main/environments/"+parent+"/fork", map[string]any{}); r.code != http.StatusNotFound {
+		t.Fatalf("another org's fork: %d %s", r.code, r.body)
+	}
+	prec, _ := ta.app.DB.GetRecord(context.Background(), ta.req("GET", envsPath+"/"+ids[0], nil).json(t)["sandbox_id"].(string))
+	for _, id := range ids {
+		if r := ta.req("DELETE", envsPath+"/"+id, nil); r.code != http.StatusOK {
+			t.Fatalf("delete %s: %d %s", id, r.code, r.body)
+		}
+	}
+	waitNoImages(t, lifecycle.LabelCheckpoint, prec.Checkpoint, 3*time.Minute)
 }

@@ -178,8 +178,20 @@ func writeLoadArchive(w io.Writer, manifest, config []byte, layer *os.File) erro
 var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque", "user.fuseoverlayfs.opaque"}
 
 // tarUpper writes overlay upper directory dir as an image layer.
+//
+// fuse-overlayfs also keeps its markers as files: ".wh..wh..opq" (already
+// the image format's) and ".wh..opq" (its own, written as the former); a
+// marker met twice is written once, since a layer cannot hold one path twice.
 func tarUpper(dir string, w io.Writer) error {
 	tw := tar.NewWriter(w)
+	seen := map[string]bool{}
+	marker := func(name string, at time.Time) error {
+		if seen[name] {
+			return nil
+		}
+		seen[name] = true
+		return tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o600, ModTime: at})
+	}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -196,7 +208,7 @@ func tarUpper(dir string, w io.Writer) error {
 		switch mode := fi.Mode(); {
 		case mode&fs.ModeCharDevice != 0:
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Rdev == 0 { // overlay's whiteout
-				return tw.WriteHeader(&tar.Header{Name: whiteout(name), Typeflag: tar.TypeReg, Mode: 0o600, ModTime: fi.ModTime()})
+				return marker(whiteout(name), fi.ModTime())
 			}
 			return nil
 		case mode.IsDir():
@@ -209,7 +221,7 @@ func tarUpper(dir string, w io.Writer) error {
 				return err
 			}
 			if opaque(path) {
-				return tw.WriteHeader(&tar.Header{Name: name + "/.wh..wh..opq", Typeflag: tar.TypeReg, Mode: 0o600, ModTime: fi.ModTime()})
+				return marker(name+"/.wh..wh..opq", fi.ModTime())
 			}
 			return nil
 		case mode&fs.ModeSymlink != 0:
@@ -223,6 +235,10 @@ func tarUpper(dir string, w io.Writer) error {
 			}
 			hdr.Name = name
 			return tw.WriteHeader(hdr)
+		case mode.IsRegular() && (d.Name() == ".wh..opq" || d.Name() == ".wh..wh..opq"):
+			return marker(filepath.ToSlash(filepath.Join(filepath.Dir(rel), ".wh..wh..opq")), fi.ModTime())
+		case mode.IsRegular() && strings.HasPrefix(d.Name(), ".wh."):
+			return marker(name, fi.ModTime())
 		case mode.IsRegular():
 			return tarFile(tw, path, name, fi)
 		}
