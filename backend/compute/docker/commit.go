@@ -53,7 +53,7 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.Com
 	if err != nil {
 		return compute.CommittedImage{}, classify(op, err)
 	}
-	img, _, err := p.cli.ImageInspectWithRaw(ctx, res.ID)
+	img, err := p.cli.ImageInspect(ctx, res.ID)
 	if err != nil {
 		// The image exists but cannot be read back: remove it rather than
 		// leave an image no record names.
@@ -85,7 +85,7 @@ func (p *Provider) sourceImage(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", classify("commit", err)
 	}
-	img, _, err := p.cli.ImageInspectWithRaw(ctx, c.Image)
+	img, err := p.cli.ImageInspect(ctx, c.Image)
 	if err != nil {
 		return "", classify("commit", err)
 	}
@@ -102,7 +102,7 @@ func (p *Provider) sourceImage(ctx context.Context, id string) (string, error) {
 // labels: left alone, a fork would take its parent's firewall MAC or
 // network marker. Every reader treats an empty value as absent.
 func (p *Provider) clearInherited(ctx context.Context, ref string, labels map[string]string) error {
-	img, _, err := p.cli.ImageInspectWithRaw(ctx, ref)
+	img, err := p.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		return classify("create", err)
 	}
