@@ -197,6 +197,11 @@ func TestSandboxForkPausedParent(t *testing.T) {
 	if r := ta.req("POST", "/sandboxes/"+parent+"/fork", map[string]any{"count": 101}); r.code != http.StatusBadRequest || !strings.Contains(string(r.body), "count") {
 		t.Fatalf("count 101: %d %s", r.code, r.body)
 	}
+	rec, _ := ta.app.DB.GetRecord(context.Background(), id)
+	if r := ta.req("DELETE", "/sandboxes/"+id, nil); r.code != http.StatusNoContent {
+		t.Fatalf("delete the fork: %d %s", r.code, r.body)
+	}
+	waitNoImages(t, lifecycle.LabelCheckpoint, rec.Checkpoint, 2*time.Minute)
 }
 
 // A sandbox killed while it is being forked leaves nothing behind: no
@@ -288,7 +293,7 @@ func TestEnvForkWebLogin(t *testing.T) {
 	}
 	env := r.json(t)
 	parent, ptok := env["id"].(string), env["execute_token"].(string)
-	waitEnvState(t, ta, parent, 8*time.Minute, "ready")
+	waitEnvState(t, ta, parent, 12*time.Minute, "ready")
 	if code, _ := envExec(t, ta, parent, ptok, "sh", "-c", "echo before-fork > /tmp/before"); code != 0 {
 		t.Fatal("writing in the parent failed")
 	}

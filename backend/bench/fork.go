@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
@@ -31,7 +34,16 @@ const benchEnvs = "/api/v1/org/bench/ws/bench/environments"
 // (goal ≤ 0.5×).
 func forkPart(ctx context.Context) {
 	b := start(ctx, 0, func(c *app.Config) { c.TasksDir = "tasks" })
-	defer b.close()
+	dep, err := b.app.DB.DeploymentID(ctx)
+	if err != nil {
+		fail(err)
+	}
+	defer func() {
+		b.close()
+		// The close removes the backend's containers without ending their
+		// records: the checkpoints' images are removed here.
+		removeCheckpoints(ctx, dep)
+	}()
 	committer, ok := b.app.Provider.(compute.Committer)
 	if !ok {
 		fail(fmt.Errorf("the bench's provider cannot commit"))
@@ -144,4 +156,16 @@ func (b *backend) waitEnvReady(id string) {
 		}
 	}
 	fail(fmt.Errorf("environment %s was not ready within 15 minutes", id))
+}
+
+// removeCheckpoints removes the checkpoint images of deployment dep.
+func removeCheckpoints(ctx context.Context, dep string) {
+	imgs, err := engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+dep),
+		filters.Arg("label", lifecycle.LabelCheckpoint))})
+	if err != nil {
+		return
+	}
+	for _, img := range imgs {
+		_, _ = engine.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+	}
 }
