@@ -24,6 +24,15 @@ const (
 	ExecSandboxTimeoutMsDefault                 = 60000
 	ExecSandboxTimeoutMsMinimum                 = 1
 	ExecSandboxTimeoutMsMaximum                 = 600000
+	ForkSandboxCountDefault                     = 1
+	ForkSandboxCountMinimum                     = 1
+	ForkSandboxCountMaximum                     = 100
+	ForkSandboxTimeoutDefault                   = 300
+	ForkSandboxTimeoutMinimum                   = 1
+	ForkSandboxTimeoutMaximum                   = 86400
+	ForkTaskEnvironmentCountDefault             = 1
+	ForkTaskEnvironmentCountMinimum             = 1
+	ForkTaskEnvironmentCountMaximum             = 100
 	NewWorldJobCommandMinItems                  = 1
 	NewWorldJobCommandMaxItems                  = 256
 	NewWorldJobCommandItemsMaxLength            = 4096

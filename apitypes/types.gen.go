@@ -706,6 +706,33 @@ type FileInfo struct {
 	ModifiedAt time.Time `json:"modifiedAt"`
 }
 
+// ForkResult one fork's outcome; exactly one of sandbox and error is set
+type ForkResult struct {
+	// Error The envelope of every non-2xx answer.
+	Error *Error `json:"error,omitempty"`
+
+	// Sandbox A sandbox as create, list, detail and connect answer it. Every property but the last four is always present (x-order keeps the generated struct, and so the JSON, in this order).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// ForkSandbox defines model for ForkSandbox.
+type ForkSandbox struct {
+	// Count how many sandboxes to make from the one checkpoint
+	Count *int `json:"count,omitempty"`
+
+	// Timeout each fork's lifetime in seconds (raised to the deployment's least)
+	Timeout *int `json:"timeout,omitempty"`
+
+	// WaitReady answer once every fork runs or failed
+	WaitReady *bool `json:"waitReady,omitempty"`
+}
+
+// ForkTaskEnvironment defines model for ForkTaskEnvironment.
+type ForkTaskEnvironment struct {
+	// Count how many environments to make from the one checkpoint
+	Count *int `json:"count,omitempty"`
+}
+
 // LedgerPage defines model for LedgerPage.
 type LedgerPage struct {
 	Items      []LedgerRecord `json:"items"`
@@ -753,6 +780,9 @@ type LedgerRecord struct {
 	RuntimeID           string  `json:"runtime_id,omitempty"`
 	EnvironmentID       string  `json:"environment_id,omitempty"`
 	Diagnostic          string  `json:"diagnostic,omitempty"`
+
+	// ParentID the record this one was forked from (API.md §14); absent otherwise
+	ParentID string `json:"parent_id,omitempty"`
 }
 
 // LifecycleEvent E2B's event shape (version, eventCategory, eventLabel, sandboxTeamId, sandboxExecutionId, sandboxBuildId, eventData), plus cause and sandboxMetadata.
@@ -1032,6 +1062,9 @@ type Sandbox struct {
 
 	// QueuePosition a queued sandbox's place in its org's admission queue (1 = next); absent otherwise
 	QueuePosition *int `json:"queuePosition,omitempty"`
+
+	// ParentID the sandbox this one was forked from (API.md §14); absent otherwise
+	ParentID string `json:"parentID,omitempty"`
 }
 
 // SandboxMetrics defines model for SandboxMetrics.
@@ -1209,6 +1242,15 @@ type TaskEnvironment struct {
 	// password), which reach the task's services but never a response; all of them when the task
 	// is no longer in the catalog. Compare a value with `POST …/check`.
 	SecretInputs []string `json:"secret_inputs"`
+}
+
+// TaskEnvironmentForkResult one fork's outcome; exactly one of environment and error is set
+type TaskEnvironmentForkResult struct {
+	// Environment x-order keeps the generated struct, and so the JSON, in the order the server has always written.
+	Environment *TaskEnvironment `json:"environment,omitempty"`
+
+	// Error The envelope of every non-2xx answer.
+	Error *Error `json:"error,omitempty"`
 }
 
 // TaskEnvironmentState defines model for TaskEnvironmentState.

@@ -283,3 +283,21 @@ func TimeText(t *time.Time) string {
 	}
 	return t.Format(time.RFC3339Nano)
 }
+
+// SandboxForkResult is one fork's outcome: the sandbox (with its access
+// token, in this answer only) or the error that kept it from being made.
+type SandboxForkResult struct {
+	Sandbox *Sandbox        `json:"sandbox"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// ErrorText renders the fork's error for a user ("" when it was made).
+func (r *SandboxForkResult) ErrorText() string { return rawText(r.Error) }
+
+// ForkSandbox forks a running or paused sandbox (API.md §14): one entry per
+// fork, in order; with waitReady each answered once it runs or failed.
+func (c *Client) ForkSandbox(ctx context.Context, id string, in apitypes.ForkSandbox) ([]SandboxForkResult, error) {
+	var out []SandboxForkResult
+	err := c.do(ctx, request{method: http.MethodPost, path: "/sandboxes/" + url.PathEscape(id) + "/fork", body: in, out: &out})
+	return out, err
+}

@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain,
-		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}})
+		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}, Committer: committer(a.Provider)})
 	// Billing reads sandbox logs through the lifecycle service and hands
 	// the records it kills for lack of credits to the reconciler; it imports
 	// neither.
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, CatalogDir: cfg.TasksDir, Logger: log,
 		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Admission: a.Admission,
-		Groups: a.taskGroups(cfg, deployment, agentSeed)}); err != nil {
+		Groups: a.taskGroups(cfg, deployment, agentSeed), Committer: a.taskCommitter(cfg)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -293,6 +293,26 @@ func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.Gr
 	}
 }
 
+// committer is the provider's checkpointing (forks), nil when it has none.
+func committer(p compute.Provider) compute.Committer {
+	if c, ok := p.(compute.Committer); ok {
+		return c
+	}
+	return nil
+}
+
+// taskCommitter checkpoints task environments' services: the Docker
+// provider's, when they run on Docker.
+func (a *App) taskCommitter(cfg Config) compute.Committer {
+	if cfg.Provider == "e2b" {
+		return nil
+	}
+	if p, ok := a.Provider.(*docker.Provider); ok {
+		return p
+	}
+	return nil
+}
+
 // admit refuses creates for an org without credits: billing.Admit.
 func (a *App) admit(ctx context.Context, orgID string) error {
 	return a.Billing.Admit(ctx, orgID)
@@ -307,6 +327,9 @@ func (a *App) onChange(r *store.Record) {
 	}
 	if a.Admission != nil {
 		a.Admission.Changed(r) // freed compute or a requeued create: serve the queue
+	}
+	if a.Lifecycle != nil && r.Checkpoint != "" {
+		a.Lifecycle.ReleaseCheckpoint(r) // the last fork of a checkpoint to end removes its images
 	}
 }
 

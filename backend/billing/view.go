@@ -45,7 +45,7 @@ func (s *Service) ViewAt(r *store.Record, now time.Time) *Record {
 		KilledAt: timePtr(r.KilledAt), ExpiresAt: timePtr(r.EndAt), Metadata: r.Metadata,
 		BilledCredits: Credits(r.BilledMicro), RunningCredits: Credits(running), EstimatedTotalCredits: Credits(r.BilledMicro + running),
 		TotalRuntimeSeconds: seconds(r.RuntimeAt(now)), SessionsCount: r.Sessions,
-		RuntimeID: r.RuntimeID, EnvironmentID: r.EnvironmentID, Diagnostic: r.Diagnostic,
+		RuntimeID: r.RuntimeID, EnvironmentID: r.EnvironmentID, Diagnostic: r.Diagnostic, ParentID: r.ParentID,
 	}
 	if r.Phase == sandbox.PhaseRunning || r.Phase == sandbox.PhasePausing || r.Phase == sandbox.PhaseStopping && !r.RunningSince.IsZero() {
 		v.CreditsPerSecond = float64(rate) / NanoPerCredit

@@ -114,7 +114,11 @@ const (
 // GroupService is one service of a group: its image (or template) and how
 // its instance runs. Nil slices and pointers are "unset" (the image's).
 type GroupService struct {
-	Image    string // the image reference (Docker)
+	Image string // the image reference (Docker)
+	// From, when set, is the image the instance runs instead of Image (a
+	// forked environment's checkpoint of the service); Image's
+	// configuration still makes its main command.
+	From     string
 	Template string // the prebuilt template (E2B)
 	// DependsOn maps the services this one waits for to the condition.
 	DependsOn map[string]Condition

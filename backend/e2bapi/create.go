@@ -144,40 +144,51 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rec, err := e.lc.WaitStarted(r.Context(), created.Record.ID)
+	out, err := e.started(r.Context(), created.Record.ID)
 	if err != nil {
 		return err
 	}
+	httpx.WriteJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// started waits until sandbox id runs and answers it as E2B's create does
+// (with its envd token and traffic token); a sandbox that failed is the
+// error, and one that did not start within the wait limit is deleted.
+func (e *Edge) started(ctx context.Context, id string) (e2btypes.Sandbox, error) {
+	rec, err := e.lc.WaitStarted(ctx, id)
+	if err != nil {
+		return e2btypes.Sandbox{}, err
+	}
 	switch {
-	case rec.Phase.Starting() && r.Context().Err() != nil:
+	case rec.Phase.Starting() && ctx.Err() != nil:
 		// The client left while it waited: the sandbox stays, as a native
 		// create's does (it is listed; kill it or let its timeout end it).
-		return r.Context().Err()
+		return e2btypes.Sandbox{}, ctx.Err()
 	case rec.Phase.Starting():
 		// E2B's clients take a 201 as a running sandbox; one that cannot
 		// start in time is removed rather than left to start unobserved.
-		if _, err := e.lc.Delete(context.WithoutCancel(r.Context()), rec, sandbox.KillDeleted); err != nil {
-			return err
+		if _, err := e.lc.Delete(context.WithoutCancel(ctx), rec, sandbox.KillDeleted); err != nil {
+			return e2btypes.Sandbox{}, err
 		}
-		return httpx.NewError(http.StatusGatewayTimeout, "sandbox_placement_timeout", fmt.Sprintf(
+		return e2btypes.Sandbox{}, httpx.NewError(http.StatusGatewayTimeout, "sandbox_placement_timeout", fmt.Sprintf(
 			"sandbox %s did not start within the wait limit (still %s: the admission queue or the provider is full); it was deleted, retry later", rec.ID, rec.Phase))
 	case rec.Phase != sandbox.PhaseRunning:
 		detail := rec.Diagnostic
 		if detail == "" {
 			detail = "it is " + string(rec.PublicState())
 		}
-		return httpx.NewError(http.StatusInternalServerError, "sandbox_create_failed", fmt.Sprintf("sandbox %s did not start: %s", rec.ID, detail))
+		return e2btypes.Sandbox{}, httpx.NewError(http.StatusInternalServerError, "sandbox_create_failed", fmt.Sprintf("sandbox %s did not start: %s", rec.ID, detail))
 	}
-	envdToken, err := e.lc.EnvdToken(r.Context(), rec) // "" without secure
+	envdToken, err := e.lc.EnvdToken(ctx, rec) // "" without secure
 	if err != nil {
-		return err
+		return e2btypes.Sandbox{}, err
 	}
-	traffic, err := e.lc.TrafficToken(r.Context(), rec)
+	traffic, err := e.lc.TrafficToken(ctx, rec)
 	if err != nil {
-		return err
+		return e2btypes.Sandbox{}, err
 	}
-	httpx.WriteJSON(w, http.StatusCreated, e.short(rec, envdToken, traffic))
-	return nil
+	return e.short(rec, envdToken, traffic), nil
 }
 
 // clampTimeout is a timeout E2B accepts (0 or more seconds) within this

@@ -97,6 +97,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{sandboxID}/logs", h(e.handleLogsV1)).Methods(http.MethodGet)
 	r.Handle("/v2/sandboxes/{sandboxID}/logs", h(e.handleLogsV2)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{sandboxID}/metrics", h(e.handleMetrics)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{sandboxID}/fork", h(e.handleFork)).Methods(http.MethodPost)
 	e.registerEvents(r)
 }
 

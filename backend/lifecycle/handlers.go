@@ -38,6 +38,7 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{id}/timeout", httpx.Handler(s.handleTimeout)).Methods(http.MethodPost)
 	r.Handle("/sandboxes/{id}/logs", httpx.Handler(s.handleLogs)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/metrics", httpx.Handler(s.handleMetrics)).Methods(http.MethodGet)
+	r.Handle("/sandboxes/{id}/fork", httpx.Handler(s.handleFork)).Methods(http.MethodPost)
 	r.Handle("/sandboxes/{id}/exec", httpx.Handler(s.handleExec)).Methods(http.MethodPost)
 	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleReadFileStream)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{id}/files", httpx.Handler(s.handleWriteFileStream)).Methods(http.MethodPut)

@@ -47,6 +47,8 @@ type Config struct {
 	// forwards them into a sandbox (handlers_credentials.go). Keys the
 	// backend mints are recognised by their form alone.
 	OperatorKeys []string
+	// Committer checkpoints sandboxes for Fork (nil: forks answer 503).
+	Committer compute.Committer
 }
 
 // Service implements the lifecycle operations.
@@ -59,7 +61,10 @@ type Service struct {
 	templates templateCache
 	rendered  renderCache
 	seedMu    sync.Mutex
-	envdSeed  []byte // the key of EnvdToken, read once from the database
+	// afterCheckpoint, in tests, runs between a fork's commit and its
+	// check that the parent still lives (SetAfterCheckpoint).
+	afterCheckpoint func(parent *store.Record)
+	envdSeed        []byte // the key of EnvdToken, read once from the database
 }
 
 // New returns a Service.
@@ -188,14 +193,33 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		rec.MemoryMB = *spec.MemoryMB
 	}
 	out := Created{Record: rec, AccessToken: token}
+	replayed, err := s.insert(ctx, rec, opts.IdempotencyKey)
+	if err != nil {
+		return Created{}, err
+	}
+	if replayed != "" {
+		r, err := s.db.GetRecord(ctx, replayed)
+		if err != nil {
+			return Created{}, err
+		}
+		return Created{Record: r, Replayed: true}, nil
+	}
+	return out, nil
+}
+
+// insert places rec (admission: pending now, or queued) and stores it, with
+// the idempotency key when there is one, then wakes whoever starts it. It
+// returns the id of the record an earlier create with the same key made,
+// and stores nothing then.
+func (s *Service) insert(ctx context.Context, rec *store.Record, idempotencyKey string) (replayed string, err error) {
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
-		if opts.IdempotencyKey != "" {
-			id, err := store.LookupIdempotencyTx(ctx, tx, orgID, "sandbox", opts.IdempotencyKey)
+		if idempotencyKey != "" {
+			id, err := store.LookupIdempotencyTx(ctx, tx, rec.OrgID, "sandbox", idempotencyKey)
 			if err != nil || id != "" {
-				out = Created{Record: &store.Record{ID: id}, Replayed: true}
+				replayed = id
 				return err
 			}
-			if err := store.SaveIdempotencyTx(ctx, tx, orgID, "sandbox", opts.IdempotencyKey, rec.ID); err != nil {
+			if err := store.SaveIdempotencyTx(ctx, tx, rec.OrgID, "sandbox", idempotencyKey, rec.ID); err != nil {
 				return err
 			}
 		}
@@ -206,16 +230,8 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		}
 		return store.InsertRecordTx(ctx, tx, rec)
 	})
-	if err != nil {
-		return Created{}, err
-	}
-	if out.Replayed {
-		r, err := s.db.GetRecord(ctx, out.Record.ID)
-		if err != nil {
-			return Created{}, err
-		}
-		out.Record = r
-		return out, nil
+	if err != nil || replayed != "" {
+		return replayed, err
 	}
 	s.rc.Changed(rec)
 	switch {
@@ -226,7 +242,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		// sees the new queued create instead of waiting for the next tick.
 		s.cfg.Admission.Wake()
 	}
-	return out, nil
+	return "", nil
 }
 
 // WaitStarted waits (bounded by WaitLimit and ctx) until id leaves the

@@ -27,7 +27,7 @@ func view(r *store.Record, base string) *Sandbox {
 	s := &Sandbox{
 		SandboxID: r.ID, TemplateID: r.TemplateID, State: string(r.PublicState()), CreatedAt: r.CreatedAt,
 		StartedAt: timePtr(r.StartedAt), EndAt: timePtr(r.EndAt), CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
-		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Timeout: r.TimeoutSec, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID,
+		Metadata: r.Metadata, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Timeout: r.TimeoutSec, ExitCode: r.ExitCode, RuntimeID: r.RuntimeID, ParentID: r.ParentID,
 		EnvdURL: base + "/sandboxes/" + r.ID, ServiceURLs: map[string]apitypes.ServiceURL{},
 	}
 	if s.Metadata == nil {

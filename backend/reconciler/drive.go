@@ -284,6 +284,7 @@ func specOf(r *store.Record, now time.Time) compute.Spec {
 		EnvVars: r.Spec.EnvVars, Metadata: r.Metadata, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
 		ExposeLoopback: r.Spec.E2BSecure != nil, // created through /e2b
+		Image:          r.Spec.Image,
 	}
 }
 

@@ -47,6 +47,11 @@ type Spec struct {
 	// contents the reconciler keeps (SaveOutput) just before it removes
 	// the instance, so they can be downloaded after the record ended.
 	OutputDir string `json:"outputDir,omitempty"`
+	// Image, when set, is the image a fork's instance starts from (its
+	// parent's checkpoint) instead of its template's; ServiceImages the
+	// same per service for a forked task environment.
+	Image         string            `json:"image,omitempty"`
+	ServiceImages map[string]string `json:"serviceImages,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the
@@ -93,7 +98,12 @@ type Record struct {
 	Sessions      int       // number of times it started or resumed
 	RuntimeID     string    // the runtime owning this record, if any
 	EnvironmentID string    // the task environment backed by this record, if any
-	Version       int64
+	// ParentID is the record this one was forked from ("" when it was
+	// not); Checkpoint the id its checkpoint's images are labelled with
+	// (CheckpointInUse keeps them while a live record names it).
+	ParentID   string
+	Checkpoint string
+	Version    int64
 }
 
 // Ref is the provider address of the record's instance.

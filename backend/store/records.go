@@ -21,7 +21,7 @@ const recordFrom = `sandboxes s JOIN accruals a ON a.seq = s.seq`
 const recordColumns = `s.seq, s.id, s.org_id, s.kind, s.provider, s.provider_id, s.provider_data, s.phase, s.template_id, s.spec, s.metadata,
 	s.cpu_count, s.memory_mb, s.auto_pause, s.auto_resume, s.timeout_sec, s.access_token_hash, s.created_at, s.started_at,
 	s.last_started_at, s.last_paused_at, s.killed_at, s.end_at, s.phase_deadline, s.kill_reason, s.diagnostic, s.exit_code,
-	s.timeline, s.endpoints, a.billed_micro, a.billed_ns, s.runtime_ns, s.running_since, s.sessions, s.runtime_id, s.environment_id, s.version`
+	s.timeline, s.endpoints, a.billed_micro, a.billed_ns, s.runtime_ns, s.running_since, s.sessions, s.runtime_id, s.environment_id, s.parent_id, s.checkpoint, s.version`
 
 func scanRecord(s Scanner) (*Record, error) {
 	var (
@@ -34,7 +34,7 @@ func scanRecord(s Scanner) (*Record, error) {
 	err := s.Scan(&r.Seq, &r.ID, &r.OrgID, &r.Kind, &r.Provider, &r.ProviderID, &r.ProviderData, &r.Phase, &r.TemplateID,
 		&spec, &meta, &r.CPUCount, &r.MemoryMB, &autoPause, &autoResume, &r.TimeoutSec, &r.AccessTokenHash,
 		nsTime(&r.CreatedAt), &started, &lastStarted, &lastPaused, &killed, &endAt, &dl, &r.KillReason, &r.Diagnostic,
-		&exit, &timeline, &endpoints, &r.BilledMicro, &r.BilledNs, &r.RuntimeNs, &since, &r.Sessions, &r.RuntimeID, &r.EnvironmentID, &r.Version)
+		&exit, &timeline, &endpoints, &r.BilledMicro, &r.BilledNs, &r.RuntimeNs, &since, &r.Sessions, &r.RuntimeID, &r.EnvironmentID, &r.ParentID, &r.Checkpoint, &r.Version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -109,7 +109,7 @@ func recordArgs(r *Record) ([]any, error) {
 		r.AccessTokenHash, r.CreatedAt.UnixNano(), NanosOrNull(r.StartedAt), NanosOrNull(r.LastStartedAt), NanosOrNull(r.LastPausedAt),
 		NanosOrNull(r.KilledAt), NanosOrNull(r.EndAt), NanosOrNull(r.PhaseDeadline), r.KillReason, r.Diagnostic, exit,
 		string(timeline), string(endpoints), r.RuntimeNs, NanosOrNull(r.RunningSince), r.Sessions,
-		r.RuntimeID, r.EnvironmentID}, nil
+		r.RuntimeID, r.EnvironmentID, r.ParentID, r.Checkpoint}, nil
 }
 
 func nonNilMap(m map[string]string) map[string]string {
@@ -178,7 +178,7 @@ func insertRecordTx(ctx context.Context, tx *sql.Tx, r *Record) error {
 		template_id, spec, metadata, cpu_count, memory_mb, auto_pause, auto_resume, timeout_sec, access_token_hash,
 		created_at, started_at, last_started_at, last_paused_at, killed_at, end_at, phase_deadline, kill_reason,
 		diagnostic, exit_code, timeline, endpoints, runtime_ns, running_since, sessions, runtime_id,
-		environment_id, version) VALUES (`+placeholders(len(args))+`, 1) RETURNING seq`, args...).Scan(&r.Seq)
+		environment_id, parent_id, checkpoint, version) VALUES (`+placeholders(len(args))+`, 1) RETURNING seq`, args...).Scan(&r.Seq)
 	if err != nil {
 		return fmt.Errorf("inserting record %s: %w", r.ID, err)
 	}
@@ -376,7 +376,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 		timeout_sec = ?, access_token_hash = ?, created_at = ?, started_at = ?, last_started_at = ?, last_paused_at = ?,
 		killed_at = ?, end_at = ?, phase_deadline = ?, kill_reason = ?, diagnostic = ?, exit_code = ?, timeline = ?,
 		endpoints = ?, runtime_ns = ?, running_since = ?, sessions = ?, runtime_id = ?, environment_id = ?,
-		version = version + 1 WHERE id = ? AND version = ?`+fence, append(args, fargs...)...)
+		parent_id = ?, checkpoint = ?, version = version + 1 WHERE id = ? AND version = ?`+fence, append(args, fargs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("updating record %s: %w", id, err)
 	}
@@ -752,4 +752,14 @@ func (db *DB) PhaseTotals(ctx context.Context) (map[[2]string]int, error) {
 		out[[2]string{k, p}] = n
 	}
 	return out, rows.Err()
+}
+
+// CheckpointInUse reports whether a record that is not over names
+// checkpoint: its images are then still needed (a fork waiting in the
+// queue has no container yet, so the engine alone cannot tell).
+func (db *DB) CheckpointInUse(ctx context.Context, checkpoint string) (bool, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE checkpoint = ? AND phase NOT IN (?, ?, ?)`,
+		checkpoint, string(sandbox.PhaseCompleted), string(sandbox.PhaseFailed), string(sandbox.PhaseDeleted)).Scan(&n)
+	return n > 0, err
 }

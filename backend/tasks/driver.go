@@ -472,6 +472,16 @@ func (s *Service) prepare(ctx context.Context, e *Env) (*catalog.Task, *types.Pr
 
 func projectName(envID string) string { return "dn-" + envID }
 
+// forkImages are the checkpoint images a forked environment's services
+// start from (nil for an environment that is not a fork).
+func (s *Service) forkImages(ctx context.Context, e *Env) (map[string]string, error) {
+	r, err := s.db.GetRecord(ctx, e.RecordID)
+	if err != nil {
+		return nil, err
+	}
+	return r.Spec.ServiceImages, nil
+}
+
 // build makes sure every image of the environment exists, then moves it to
 // provisioning.
 func (s *Service) build(ctx context.Context, e *Env) error {
@@ -479,12 +489,21 @@ func (s *Service) build(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	missing, err := s.engine.Missing(ctx, imgs)
+	fork, err := s.forkImages(ctx, e)
 	if err != nil {
 		return err
 	}
+	var missing []*compute.Image
+	if fork == nil {
+		if missing, err = s.engine.Missing(ctx, imgs); err != nil {
+			return err
+		}
+	}
 	detail := "images cached"
-	if len(imgs) == 0 {
+	switch {
+	case fork != nil:
+		detail = "nothing to build: forked, its services start from the parent's checkpoint"
+	case len(imgs) == 0:
 		detail = "nothing to build (the services start from prebuilt templates)"
 	}
 	if len(missing) > 0 {
@@ -510,8 +529,15 @@ func (s *Service) provision(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.engine.Bring(ctx, toGroup(compute.GroupTarget{ID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()},
-		task, p, imgs))
+	g := toGroup(compute.GroupTarget{ID: e.ID, RecordID: e.RecordID, OrgID: e.OrgID, TaskRef: task.Ref()}, task, p, imgs)
+	fork, err := s.forkImages(ctx, e)
+	if err != nil {
+		return err
+	}
+	if fork != nil {
+		g = forkGroup(g, fork)
+	}
+	res, err := s.engine.Bring(ctx, g)
 	if err != nil {
 		return err
 	}

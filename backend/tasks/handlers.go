@@ -51,6 +51,7 @@ func (s *Service) Register(r *mux.Router) {
 	r.Handle(PathEnvironment+"/resume", h(s.resumeEnv)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/execute", h(s.execute)).Methods(http.MethodPost)
 	r.Handle(PathEnvironment+"/check", h(s.checkInput)).Methods(http.MethodPost)
+	r.Handle(PathEnvironment+"/fork", h(s.forkEnv)).Methods(http.MethodPost)
 }
 
 var workspaceRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)

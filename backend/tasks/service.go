@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/notify"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
@@ -80,6 +81,8 @@ type Config struct {
 	// the app passes compute/docker's or compute/e2b's). The Service closes
 	// what it returns.
 	Groups func(GroupsFor) (Engine, error)
+	// Committer checkpoints services for Fork (nil: forks answer 503).
+	Committer compute.Committer
 }
 
 // GroupsFor is what the Service asks of its group provider.

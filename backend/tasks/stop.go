@@ -131,6 +131,9 @@ func (s *Service) finishStop(ctx context.Context, id string, cause sandbox.Cause
 	if errors.Is(err, errRecordConflict) {
 		return e2, nil // ended meanwhile by another step
 	}
+	if err == nil {
+		s.ReleaseCheckpoint(r) // a fork's: its checkpoint's images go with the last fork of it
+	}
 	return e2, err
 }
 

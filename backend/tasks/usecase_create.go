@@ -104,18 +104,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 				return nil
 			}
 		}
-		if s.cfg.Admit != nil {
-			if err := s.cfg.Admit(ctx, org); err != nil {
-				return err
-			}
-		}
-		if err := s.place(ctx, tx, task, e, rec); err != nil {
-			return err
-		}
-		if err := store.InsertRecordTx(ctx, tx, rec); err != nil {
-			return err
-		}
-		if err := insertEnvTx(ctx, tx, e); err != nil {
+		if err := s.insertTx(ctx, tx, task, e, rec); err != nil {
 			return err
 		}
 		if key != "" {
@@ -135,6 +124,29 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 	}
 	s.log.Info("task environment created", "environment", e.ID, "org", org, "workspace", ws, "task", task.Ref(), "record", e.RecordID,
 		"waits_for_admission", rec.Phase == sandbox.PhaseQueued)
+	s.inserted(e, rec)
+	return Created{Env: e, ExecuteToken: token}, nil
+}
+
+// insertTx asks Config.Admit, places the environment's record (admission)
+// and stores both, in tx.
+func (s *Service) insertTx(ctx context.Context, tx *sql.Tx, task *catalog.Task, e *Env, rec *store.Record) error {
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(ctx, e.OrgID); err != nil {
+			return err
+		}
+	}
+	if err := s.place(ctx, tx, task, e, rec); err != nil {
+		return err
+	}
+	if err := store.InsertRecordTx(ctx, tx, rec); err != nil {
+		return err
+	}
+	return insertEnvTx(ctx, tx, e)
+}
+
+// inserted starts an environment insertTx stored, once committed.
+func (s *Service) inserted(e *Env, rec *store.Record) {
 	if rec.Phase == sandbox.PhaseQueued {
 		// After the commit, so a pass on another connection (PostgreSQL)
 		// sees it; it is kicked when admitted (Admitted).
@@ -142,7 +154,6 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 	} else {
 		s.kick(e.ID)
 	}
-	return Created{Env: e, ExecuteToken: token}, nil
 }
 
 // validateCreate checks what a create says on its own, before the catalog

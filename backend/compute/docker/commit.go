@@ -15,7 +15,9 @@ import (
 
 var _ compute.Committer = (*Provider)(nil)
 
-// Commit implements compute.Committer with the engine's commit. The engine
+// Commit implements compute.Committer: by reading the container's writable
+// layer directly where the storage driver allows it (loadCheckpoint), else
+// with the engine's commit. The engine
 // freezes a running container for the copy (Pause) and thaws it after; a
 // paused container is copied as it is and stays paused. The copy keeps the
 // container's configuration (env, working directory; its entrypoint is
@@ -35,6 +37,13 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.Com
 		return compute.CommittedImage{}, err
 	}
 	labels[labelSourceImage] = src
+	if out, err := p.loadCheckpoint(ctx, ref.ID, opts.Name, labels); err == nil {
+		return out, nil
+	} else if ctx.Err() != nil {
+		return compute.CommittedImage{}, classify(op, ctx.Err())
+	} else {
+		p.cfg.Logger.Debug("commit: the writable layer could not be read directly; committing through the engine", "container", ref.ID, "err", err)
+	}
 	res, err := p.cli.ContainerCommit(ctx, ref.ID, container.CommitOptions{
 		Reference: opts.Name,
 		Pause:     true,

@@ -438,6 +438,9 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 	if e.storageOpt != nil {
 		host.StorageOpt = e.storageOpt(cctx)
 	}
+	if s.From != "" {
+		cfg.Image = s.From // a fork's checkpoint; its main command stays the one made above
+	}
 	var id string
 	for attempt := 0; ; attempt++ {
 		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)

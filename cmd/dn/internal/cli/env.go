@@ -20,7 +20,7 @@ func (a *app) envCmd() *cobra.Command {
 		a.envCreateCmd(), a.envWaitCmd(), a.envStatusCmd(), a.envListCmd(), a.envGetCmd(), a.envExecCmd(),
 		a.envActionCmd("pause", "Pause a ready environment (paused environments accrue no runtime)"),
 		a.envActionCmd("resume", "Resume a paused environment"),
-		a.envDeleteCmd())
+		a.envDeleteCmd(), a.envForkCmd())
 }
 
 // envFinal: states a wait stops at (ready, and what never becomes ready).

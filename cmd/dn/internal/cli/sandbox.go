@@ -18,7 +18,7 @@ import (
 func (a *app) sandboxCmd() *cobra.Command {
 	return group("sandbox", "Sandboxes: create, list, get, exec, cp, logs, pause, connect, delete",
 		a.sandboxCreateCmd(), a.sandboxListCmd(), a.sandboxGetCmd(), a.sandboxExecCmd(), a.sandboxCpCmd(),
-		a.sandboxLogsCmd(), a.sandboxPauseCmd(), a.sandboxConnectCmd(), a.sandboxDeleteCmd())
+		a.sandboxLogsCmd(), a.sandboxPauseCmd(), a.sandboxConnectCmd(), a.sandboxDeleteCmd(), a.sandboxForkCmd())
 }
 
 // sandboxFinal: states a wait stops at.
