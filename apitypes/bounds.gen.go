@@ -24,9 +24,13 @@ const (
 	ExecSandboxTimeoutMsDefault                 = 60000
 	ExecSandboxTimeoutMsMinimum                 = 1
 	ExecSandboxTimeoutMsMaximum                 = 600000
+	NewVolumeNameMinLength                      = 1
+	NewVolumeNameMaxLength                      = 64
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0
+	QuotasMaxVolumeBytesMinimum                 = 0
+	QuotasMaxVolumesMinimum                     = 0
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300
 	RuntimeKeepaliveRequestExtendSecondsMinimum = 60
 	RuntimeKeepaliveRequestExtendSecondsMaximum = 3600
