@@ -1284,6 +1284,12 @@ type Usage struct {
 	SessionsCount       int64     `json:"sessions_count"`
 	CurrentMonthSeconds float64   `json:"current_month_seconds"`
 	MonthStart          time.Time `json:"current_month_start"`
+
+	// Volumes the org's volumes (API.md §14)
+	Volumes int `json:"volumes"`
+
+	// VolumeBytes their disk bytes as last measured (Docker: at most a minute old; E2B reports none, 0)
+	VolumeBytes int64 `json:"volume_bytes"`
 }
 
 // Volume defines model for Volume.

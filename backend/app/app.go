@@ -146,6 +146,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if a.Billing, err = billing.New(ctx, billing.Config{DB: db, Logs: a.Lifecycle.Logs, Killed: func(r *store.Record) {
 		a.Reconciler.Changed(r)
 		a.Reconciler.Kick(r.ID)
+	}, VolumeUsage: func(ctx context.Context, org string) (int, int64, error) {
+		return a.Volumes.Usage(ctx, org) // made below, before any request is served
 	}, Logger: log, Rates: cfg.CreditRates, SettleInterval: cfg.SettleInterval}); err != nil {
 		a.Close()
 		return nil, err
