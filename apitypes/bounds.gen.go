@@ -33,6 +33,8 @@ const (
 	ForkTaskEnvironmentCountDefault             = 1
 	ForkTaskEnvironmentCountMinimum             = 1
 	ForkTaskEnvironmentCountMaximum             = 100
+	NewVolumeNameMinLength                      = 1
+	NewVolumeNameMaxLength                      = 64
 	NewWorldJobCommandMinItems                  = 1
 	NewWorldJobCommandMaxItems                  = 256
 	NewWorldJobCommandItemsMaxLength            = 4096
@@ -46,6 +48,8 @@ const (
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0
+	QuotasMaxVolumeBytesMinimum                 = 0
+	QuotasMaxVolumesMinimum                     = 0
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300
 	RuntimeKeepaliveRequestExtendSecondsMinimum = 60
 	RuntimeKeepaliveRequestExtendSecondsMaximum = 3600

@@ -574,6 +574,9 @@ type CreateSandbox struct {
 	// AutoPause at endAt pause instead of delete
 	AutoPause *bool `json:"autoPause,omitempty"`
 
+	// AutoPauseMemory false: the auto-pause at endAt is filesystem-only (the sandbox is stopped, its memory freed; resume starts its processes again from the template's command). Needs autoPause, and cannot be combined with autoResume
+	AutoPauseMemory *bool `json:"autoPauseMemory,omitempty"`
+
 	// AutoResume traffic through the router resumes a paused sandbox
 	AutoResume *bool `json:"autoResume,omitempty"`
 
@@ -862,6 +865,12 @@ type MovePath struct {
 	To string `json:"to"`
 }
 
+// NewVolume defines model for NewVolume.
+type NewVolume struct {
+	// Name unique in the org: letters, digits, '_' and '-'
+	Name string `json:"name"`
+}
+
 // NewWorldJob defines model for NewWorldJob.
 type NewWorldJob struct {
 	// Command the main command; the job ends when it exits
@@ -891,6 +900,12 @@ type OrgInfo struct {
 	// Quotas an org's limits; each is null (or absent in a request) for unlimited
 	Quotas    Quotas    `json:"quotas"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// PauseSandbox defines model for PauseSandbox.
+type PauseSandbox struct {
+	// Memory false: a filesystem-only pause (stopped, memory freed; resume restarts the processes)
+	Memory *bool `json:"memory,omitempty"`
 }
 
 // Process defines model for Process.
@@ -970,6 +985,12 @@ type Quotas struct {
 
 	// MaxMemoryMB memory in MB held at once (null: unlimited)
 	MaxMemoryMB *int `json:"max_memory_mb"`
+
+	// MaxVolumes volumes (API.md §14) the org may hold; a create past it is a 409 naming max_volumes (0: a 400, none may be made; null: unlimited)
+	MaxVolumes *int `json:"max_volumes"`
+
+	// MaxVolumeBytes disk bytes of the org's volumes, as last measured (at most a minute old): once reached, a volume create is a 409 naming max_volume_bytes (null: unlimited)
+	MaxVolumeBytes *int64 `json:"max_volume_bytes"`
 }
 
 // Readiness defines model for Readiness.
@@ -1354,6 +1375,25 @@ type Usage struct {
 	SessionsCount       int64     `json:"sessions_count"`
 	CurrentMonthSeconds float64   `json:"current_month_seconds"`
 	MonthStart          time.Time `json:"current_month_start"`
+
+	// Volumes the org's volumes (API.md §14)
+	Volumes int `json:"volumes"`
+
+	// VolumeBytes their disk bytes as last measured (Docker: at most a minute old; E2B reports none, 0)
+	VolumeBytes int64 `json:"volume_bytes"`
+}
+
+// Volume defines model for Volume.
+type Volume struct {
+	VolumeID  string    `json:"volumeID"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// SizeBytes disk bytes as last measured (0 before the first measurement)
+	SizeBytes int64 `json:"sizeBytes"`
+
+	// SizeMeasuredAt when sizeBytes was measured (null: never)
+	SizeMeasuredAt *time.Time `json:"sizeMeasuredAt,omitempty"`
 }
 
 // VolumeMount defines model for VolumeMount.
@@ -1363,6 +1403,9 @@ type VolumeMount struct {
 	// Path a clean absolute path; not /, not /proc, /sys, /dev or under them, not /etc/hosts, /etc/hostname or /etc/resolv.conf
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+
+	// Shared true: mount the org volume named `name` (POST /volumes; API.md §14), which outlives the sandbox and which other sandboxes of the org may mount at once; an unknown name is a 400. false (the default): a volume private to this sandbox, made with it and removed with it
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Webhook defines model for Webhook.

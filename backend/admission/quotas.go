@@ -42,8 +42,9 @@ type Capacity apitypes.ProviderCapacity
 // QuotasOf reads org's quotas (all unlimited when none were set).
 func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {
 	var out Quotas
-	var run, cpu, mem sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT max_running, max_cpu, max_memory_mb FROM org_quotas WHERE org_id = ?`, org).Scan(&run, &cpu, &mem)
+	var run, cpu, mem, vols, volBytes sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes FROM org_quotas WHERE org_id = ?`, org).
+		Scan(&run, &cpu, &mem, &vols, &volBytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, nil
 	}
@@ -51,6 +52,10 @@ func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {
 		return out, fmt.Errorf("reading the quotas of %s: %w", org, err)
 	}
 	out.MaxRunning, out.MaxCPU, out.MaxMemoryMB = intPtr(run), intPtr(cpu), intPtr(mem)
+	out.MaxVolumes = intPtr(vols)
+	if volBytes.Valid {
+		out.MaxVolumeBytes = &volBytes.Int64
+	}
 	return out, nil
 }
 
@@ -72,18 +77,26 @@ func nullable(p *int) any {
 // SetQuotas replaces org's quotas (nil fields become unlimited). The org must
 // exist: store.ErrNotFound otherwise.
 func SetQuotas(ctx context.Context, db *store.DB, org string, q Quotas) error {
-	for name, v := range map[string]*int{"max_running": q.MaxRunning, "max_cpu": q.MaxCPU, "max_memory_mb": q.MaxMemoryMB} {
+	for name, v := range map[string]*int{"max_running": q.MaxRunning, "max_cpu": q.MaxCPU, "max_memory_mb": q.MaxMemoryMB, "max_volumes": q.MaxVolumes} {
 		if v != nil && *v < 0 {
 			return fmt.Errorf("%s: must be 0 or more (omit it for unlimited), got %d", name, *v)
 		}
+	}
+	if q.MaxVolumeBytes != nil && *q.MaxVolumeBytes < 0 {
+		return fmt.Errorf("max_volume_bytes: must be 0 or more (omit it for unlimited), got %d", *q.MaxVolumeBytes)
 	}
 	if _, err := db.OrgByName(ctx, org); err != nil {
 		return err
 	}
 	return db.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO org_quotas (org_id, max_running, max_cpu, max_memory_mb) VALUES (?, ?, ?, ?)
-			ON CONFLICT (org_id) DO UPDATE SET max_running = excluded.max_running, max_cpu = excluded.max_cpu, max_memory_mb = excluded.max_memory_mb`,
-			org, nullable(q.MaxRunning), nullable(q.MaxCPU), nullable(q.MaxMemoryMB))
+		var volBytes any
+		if q.MaxVolumeBytes != nil {
+			volBytes = *q.MaxVolumeBytes
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO org_quotas (org_id, max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (org_id) DO UPDATE SET max_running = excluded.max_running, max_cpu = excluded.max_cpu, max_memory_mb = excluded.max_memory_mb,
+			max_volumes = excluded.max_volumes, max_volume_bytes = excluded.max_volume_bytes`,
+			org, nullable(q.MaxRunning), nullable(q.MaxCPU), nullable(q.MaxMemoryMB), nullable(q.MaxVolumes), volBytes)
 		return err
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/volumes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/worlds"
 )
 
@@ -49,6 +50,7 @@ type App struct {
 	Worlds     *worlds.Service
 	Admission  *admission.Admitter
 	Keys       *keys.Service
+	Volumes    *volumes.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -146,6 +148,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if a.Billing, err = billing.New(ctx, billing.Config{DB: db, Logs: a.Lifecycle.Logs, Killed: func(r *store.Record) {
 		a.Reconciler.Changed(r)
 		a.Reconciler.Kick(r.ID)
+	}, VolumeUsage: func(ctx context.Context, org string) (int, int64, error) {
+		return a.Volumes.Usage(ctx, org) // made below, before any request is served
 	}, Logger: log, Rates: cfg.CreditRates, SettleInterval: cfg.SettleInterval}); err != nil {
 		a.Close()
 		return nil, err
@@ -167,6 +171,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.Tasks.Attach(a.Reconciler)
 	a.wireReplicas()
 	a.Keys = keys.New(db, log)
+	a.Volumes = volumes.New(db, a.Provider, log)
 	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	e2bCallback := a.wireE2BWebhook()
@@ -179,7 +184,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Worlds.Register, a.Tasks.Register, a.Admission.Register,
-			a.Keys.Register, a.Events.Register},
+			a.Keys.Register, a.Events.Register, a.Volumes.Register},
 		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Details: readyDetails(a.Provider),
 		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},

@@ -35,8 +35,11 @@ type Config struct {
 	// credits, so whoever drives records (the reconciler) acts on it at
 	// once. Nil in store-only uses (tests, benchmarks).
 	Killed func(rec *store.Record)
-	Logger *slog.Logger
-	Now    func() time.Time
+	// VolumeUsage is the org's volume count and their measured disk bytes
+	// (the volumes service's Usage), for GET /sandboxes/usage. Nil: none.
+	VolumeUsage func(ctx context.Context, org string) (count int, bytes int64, err error)
+	Logger      *slog.Logger
+	Now         func() time.Time
 	// Rates is the credit rate table; the zero value means DefaultRates.
 	Rates *Rates
 	// SettleInterval is the period of the settle loop (default 10s).

@@ -87,6 +87,14 @@ func (s *Service) Usage(ctx context.Context, org string) (*Usage, error) {
 		}
 		monthDur += monthSeconds(u, month, now)
 	}
-	return &Usage{TotalRuntimeSeconds: seconds(time.Duration(total)), SessionsCount: sessions,
-		CurrentMonthSeconds: seconds(monthDur), MonthStart: month}, nil
+	out := &Usage{TotalRuntimeSeconds: seconds(time.Duration(total)), SessionsCount: sessions,
+		CurrentMonthSeconds: seconds(monthDur), MonthStart: month}
+	if s.cfg.VolumeUsage != nil {
+		n, b, err := s.cfg.VolumeUsage(ctx, org)
+		if err != nil {
+			return nil, err
+		}
+		out.Volumes, out.VolumeBytes = n, b
+	}
+	return out, nil
 }

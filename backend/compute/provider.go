@@ -54,7 +54,9 @@ type Spec struct {
 	// its side; with Docker the backend's traffic router does).
 	AutoResume bool
 	Network    Network
-	// Volumes are named volumes private to the instance, removed with it.
+	// Volumes are mounted volumes: an org volume (VolumeID set), made
+	// beforehand by VolumeProvider.CreateVolume and kept after the
+	// instance, or else a volume private to the instance, removed with it.
 	Volumes []Volume
 	// ExposeLoopback: servers listening only on the instance's loopback are
 	// reachable on its address too, as on E2B (whose envd does it; set for
@@ -67,6 +69,39 @@ type Volume struct {
 	Name     string `json:"name"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// VolumeID names the org volume mounted (API.md §14); "" mounts a
+	// volume private to the instance, made with it and removed with it.
+	VolumeID string `json:"volumeID,omitempty"`
+}
+
+// RecordSweeper is implemented by providers that can leave something of a
+// record behind without an instance to find it by (Docker: the private
+// volumes a create made before it was stopped or crashed, with no
+// container left). SweepRecord removes it; nothing left is no error.
+type RecordSweeper interface {
+	SweepRecord(ctx context.Context, record string) error
+}
+
+// VolumeSpec is an org volume to make at the provider.
+type VolumeSpec struct {
+	ID    string // the volume's id; the provider names its volume from it
+	OrgID string
+	Name  string // the org's name for it, for labels and the operator
+}
+
+// VolumeProvider is implemented by providers that hold org volumes
+// (API.md §14): named, per org, persistent until deleted, mountable by
+// several instances at once (Spec.Volumes with VolumeID).
+type VolumeProvider interface {
+	// CreateVolume makes the volume; making one that exists is no error.
+	CreateVolume(ctx context.Context, v VolumeSpec) error
+	// DeleteVolume removes it; a missing one is no error, one still
+	// mounted by an instance is KindConflict.
+	DeleteVolume(ctx context.Context, id string) error
+	// VolumeBytes is the disk use of every org volume of this deployment,
+	// by volume id, as cheaply as the provider can measure it (nil with no
+	// error when it cannot).
+	VolumeBytes(ctx context.Context) (map[string]int64, error)
 }
 
 // Status is what the provider observes of an instance.
@@ -179,6 +214,11 @@ type Provider interface {
 	// List returns every instance carrying LabelManaged, ours or orphaned.
 	List(ctx context.Context) ([]Instance, error)
 	Pause(ctx context.Context, ref Ref) error
+	// PauseFilesystem pauses keeping only the filesystem (E2B's pause
+	// `memory: false`): the instance stops and its memory is freed; Resume
+	// starts it again, its processes from the template's command. Pausing
+	// an instance that is not running is KindConflict.
+	PauseFilesystem(ctx context.Context, ref Ref) error
 	// Resume returns the instance as running, with possibly new Ref.Data.
 	Resume(ctx context.Context, ref Ref) (Instance, error)
 	// Delete removes the instance and its volumes; a missing instance is not an error.

@@ -21,8 +21,7 @@ const e2bDefaultTimeout = 15
 // feature flag minimum-autoresume-timeout, 300 s by default).
 const minAutoResumeTimeout = 300
 
-// newSandbox is E2B's NewSandbox. Fields E2B's SDKs send that change
-// nothing here (autoPauseMemory) are read and ignored; fields this backend
+// newSandbox is E2B's NewSandbox. Fields this backend
 // cannot honour are refused naming the field rather than ignored, since
 // each one is a promise (a credential, an egress rule) the sandbox would
 // silently break. Any other field is ignored, as E2B's server does.
@@ -75,6 +74,7 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 	// E2B accepts any timeout; this deployment keeps sandboxes at least
 	// minTimeout seconds (GET /sandboxes/{id} shows the endAt it got).
 	sp.TimeoutSec = max(sp.TimeoutSec, minTimeout)
+	sp.AutoPauseFilesystem = b.AutoPause && b.AutoPauseMemory != nil && !*b.AutoPauseMemory
 	if sp.AutoResume {
 		// E2B fixes at create the timeout a resume by traffic gives.
 		sp.AutoResumeTimeoutSec = min(max(sp.TimeoutSec, minAutoResumeTimeout), lifecycle.MaxTimeout)
@@ -103,8 +103,10 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 		}
 		sp.Network.AllowPublicTraffic, sp.Network.AllowOut, sp.Network.DenyOut = n.AllowPublicTraffic, n.AllowOut, n.DenyOut
 	}
-	for _, v := range b.VolumeMounts {
+	for i, v := range b.VolumeMounts {
+		// E2B's volumeMounts name the team's volumes (POST /volumes).
 		sp.Volumes = append(sp.Volumes, compute.Volume{Name: v.Name, Path: v.Path})
+		sp.OrgVolumes = append(sp.OrgVolumes, i)
 	}
 	return sp, nil
 }

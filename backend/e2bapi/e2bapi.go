@@ -20,6 +20,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/volumes"
 )
 
 // Prefix is where the edge is mounted.
@@ -44,6 +45,8 @@ type Config struct {
 	EnvdVersion string
 	// Events serves E2B's /events routes (events.go); nil leaves them out.
 	Events *events.Service
+	// Volumes serves E2B's /volumes routes (volumes.go); nil leaves them out.
+	Volumes *volumes.Service
 }
 
 // Edge is the E2B control plane.
@@ -99,6 +102,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{sandboxID}/metrics", h(e.handleMetrics)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{sandboxID}/fork", h(e.handleFork)).Methods(http.MethodPost)
 	e.registerEvents(r)
+	e.registerVolumes(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -52,6 +53,11 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 	if err := lifecycle.Owned(rec); err != nil {
 		return err
 	}
+	var body e2btypes.SandboxPauseRequest
+	if err := httpx.DecodeLenient(r, &body); err != nil {
+		return err
+	}
+	kind := sandbox.PauseKindOf(body.Memory)
 	refused := httpx.Conflict(fmt.Sprintf("sandbox %s is %s; only a running sandbox can be paused", rec.ID, rec.Phase.PublicState()))
 	switch rec.Phase {
 	case sandbox.PhaseRunning:
@@ -65,7 +71,7 @@ func (e *Edge) handlePause(w http.ResponseWriter, r *http.Request) error {
 	// ends; a record that still reads running after the race (a read before
 	// the winner's write was seen) is tried again, a few times.
 	for attempt := 0; ; attempt++ {
-		_, err := e.lc.Pause(r.Context(), rec)
+		_, err := e.lc.PauseAs(r.Context(), rec, kind)
 		if err == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return nil

@@ -244,7 +244,11 @@ func (s *Service) handlePause(w http.ResponseWriter, r *http.Request) error {
 	if rec.RuntimeID != "" {
 		return errOwned(rec)
 	}
-	if _, err := s.Pause(r.Context(), rec); err != nil {
+	var req apitypes.PauseSandbox
+	if err := httpx.Decode(r, &req, nil); err != nil {
+		return err
+	}
+	if _, err := s.PauseAs(r.Context(), rec, sandbox.PauseKindOf(req.Memory)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

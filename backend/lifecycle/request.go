@@ -75,8 +75,14 @@ type Spec struct {
 	Metadata   map[string]string
 	AutoPause  bool
 	AutoResume bool
-	Network    compute.Network
-	Volumes    []compute.Volume
+	// AutoPauseFilesystem makes the auto-pause at the timeout
+	// filesystem-only (create's autoPauseMemory: false).
+	AutoPauseFilesystem bool
+	Network             compute.Network
+	Volumes             []compute.Volume
+	// OrgVolumes are the indexes in Volumes of mounts of org volumes,
+	// named by Name (API.md §14); Create resolves them to their VolumeID.
+	OrgVolumes []int
 	Command    []string
 	// E2BSecure is store.Spec.E2BSecure: set by the E2B edge alone.
 	E2BSecure *bool
@@ -95,11 +101,15 @@ func specOf(req *CreateRequest) Spec {
 	if req.Timeout != nil {
 		sp.TimeoutSec = *req.Timeout
 	}
+	sp.AutoPauseFilesystem = req.AutoPauseMemory != nil && !*req.AutoPauseMemory
 	if r := req.Resources; r != nil {
 		sp.CPUCount, sp.MemoryMB = r.CPUCount, r.MemoryMB
 	}
 	for _, v := range req.VolumeMounts {
-		sp.Volumes = append(sp.Volumes, compute.Volume(v))
+		sp.Volumes = append(sp.Volumes, compute.Volume{Name: v.Name, Path: v.Path, ReadOnly: v.ReadOnly})
+		if v.Shared {
+			sp.OrgVolumes = append(sp.OrgVolumes, len(sp.Volumes)-1)
+		}
 	}
 	return sp
 }
@@ -116,6 +126,12 @@ func deref[T any](p *T) T {
 func (sp *Spec) validate(minTimeout int) error {
 	if sp.TemplateID == "" {
 		sp.TemplateID = "base"
+	}
+	if sp.AutoPauseFilesystem && !sp.AutoPause {
+		return domain.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) applies only to an auto-pause: set autoPause to true, or drop autoPauseMemory")
+	}
+	if sp.AutoPauseFilesystem && sp.AutoResume {
+		return domain.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only pause restarts the sandbox's processes, which a request must not do silently; drop one of them")
 	}
 	if !template.MatchString(sp.TemplateID) {
 		return domain.Invalid("templateID", "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-')")
@@ -159,7 +175,11 @@ func (sp *Spec) validate(minTimeout int) error {
 	seen := map[string]bool{}
 	for i, m := range sp.Volumes {
 		field := fmt.Sprintf("volumeMounts.%d", i)
-		if !volName.MatchString(m.Name) {
+		if slices.Contains(sp.OrgVolumes, i) {
+			if m.Name == "" {
+				return domain.Invalid(field+".name", "must name one of the organization's volumes (GET /volumes)")
+			}
+		} else if !volName.MatchString(m.Name) {
 			return domain.Invalid(field+".name", "must be a volume name (lowercase letters, digits, '.', '_', '-')")
 		}
 		if err := checkMountPath(field+".path", m.Path); err != nil {

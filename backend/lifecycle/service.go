@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -144,6 +145,33 @@ type CreateOptions struct {
 	IdempotencyKey string
 }
 
+// resolveVolumes names the org volume each of spec's OrgVolumes mounts
+// (its VolumeID), refusing a name the org has no volume of, or a volume
+// held by another provider than the one the sandbox runs on.
+func (s *Service) resolveVolumes(ctx context.Context, orgID string, spec *Spec) error {
+	if len(spec.OrgVolumes) == 0 {
+		return nil
+	}
+	spec.Volumes = slices.Clone(spec.Volumes)
+	prov := s.providerFor(spec.TemplateID)
+	for _, i := range spec.OrgVolumes {
+		field := fmt.Sprintf("volumeMounts.%d.name", i)
+		v, err := s.db.VolumeByName(ctx, orgID, spec.Volumes[i].Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return domain.Invalid(field, fmt.Sprintf("the organization has no volume named %q; create it first (POST /volumes)", spec.Volumes[i].Name))
+		}
+		if err != nil {
+			return err
+		}
+		if v.Provider != "" && v.Provider != prov {
+			return domain.Invalid(field, fmt.Sprintf("volume %q is held by the %s provider, and template %q runs on %s; use a template of %s",
+				v.Name, v.Provider, spec.TemplateID, prov, v.Provider))
+		}
+		spec.Volumes[i].VolumeID = v.ID
+	}
+	return nil
+}
+
 // Created is the outcome of Create. AccessToken is empty on an idempotent
 // replay: a secret is never shown twice.
 type Created struct {
@@ -167,6 +195,9 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 			return Created{}, domain.Invalid(field, reason)
 		}
 	}
+	if err := s.resolveVolumes(ctx, orgID, &spec); err != nil {
+		return Created{}, err
+	}
 	if s.cfg.Admit != nil {
 		if err := s.cfg.Admit(ctx, orgID); err != nil {
 			return Created{}, err
@@ -180,7 +211,8 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
-			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec, OutputDir: spec.OutputDir},
+			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec, OutputDir: spec.OutputDir,
+			AutoPauseFilesystem: spec.AutoPauseFilesystem},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {
@@ -293,9 +325,17 @@ func errOwned(r *store.Record) error {
 
 // Pause moves a running sandbox to paused.
 func (s *Service) Pause(ctx context.Context, r *store.Record) (*store.Record, error) {
+	return s.PauseAs(ctx, r, sandbox.PauseMemory)
+}
+
+// PauseAs is Pause of the kind asked: a memory pause freezes the sandbox, a
+// filesystem-only one stops it (its memory freed; resume starts its
+// processes again from the template's command).
+func (s *Service) PauseAs(ctx context.Context, r *store.Record, kind sandbox.PauseKind) (*store.Record, error) {
 	now := s.now()
 	_, err := s.transition(ctx, r.ID, sandbox.PhasePausing, func(r *store.Record) error {
 		r.PhaseDeadline = now.Add(time.Minute)
+		r.Spec.PauseKind = kind
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -167,6 +167,10 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 		if r.AutoPause {
 			_, err := rc.transition(ctx, r.ID, sandbox.PhasePausing, sandbox.CauseTTL, func(r *store.Record) {
 				r.PhaseDeadline = now.Add(rc.cfg.OpDeadline)
+				r.Spec.PauseKind = sandbox.PauseMemory
+				if r.Spec.AutoPauseFilesystem {
+					r.Spec.PauseKind = sandbox.PauseFilesystem
+				}
 			})
 			return err
 		}
@@ -292,7 +296,7 @@ func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
 	if err := rc.MayAct(ctx); err != nil {
 		return err
 	}
-	err := rc.prov.Pause(ctx, r.Ref())
+	err := rc.pauseAs(ctx, r.Ref(), r.Spec.PauseKind)
 	switch {
 	case err == nil, compute.KindOf(err) == compute.KindConflict:
 		now := rc.now()
@@ -316,6 +320,14 @@ func (rc *Reconciler) pause(ctx context.Context, r *store.Record) error {
 		return terr
 	}
 	return &OpError{Op: "pause", Err: err}
+}
+
+// pauseAs pauses the instance the way kind says.
+func (rc *Reconciler) pauseAs(ctx context.Context, ref compute.Ref, kind sandbox.PauseKind) error {
+	if kind == sandbox.PauseFilesystem {
+		return rc.prov.PauseFilesystem(ctx, ref)
+	}
+	return rc.prov.Pause(ctx, ref)
 }
 
 func (rc *Reconciler) resume(ctx context.Context, r *store.Record) error {
@@ -368,6 +380,14 @@ func (rc *Reconciler) stop(ctx context.Context, r *store.Record) error {
 		rc.keepOutput(ctx, r, ref)
 		if err := rc.prov.Delete(ctx, ref); err != nil && !compute.IsNotFound(err) {
 			return fmt.Errorf("removing the instance of %s: %w", r.ID, err)
+		}
+	}
+	if s, ok := rc.prov.(compute.RecordSweeper); ok && len(refs) == 0 && r.ProviderID == "" &&
+		slices.ContainsFunc(r.Timeline, func(e store.TimelineEntry) bool { return e.Phase == string(sandbox.PhaseCreating) }) {
+		// A create stopped (or crashed) before any instance held what it
+		// made: nothing lists it, so it is swept by the record.
+		if err := s.SweepRecord(ctx, r.ID); err != nil {
+			return fmt.Errorf("removing what the stopped create of %s left: %w", r.ID, err)
 		}
 	}
 	now := rc.now()

@@ -123,6 +123,8 @@ func (rc *Reconciler) compare(ctx context.Context, r *store.Record, in compute.I
 		if err := rc.fail(ctx, r, sandbox.CauseProvider, r.Phase, "the instance disappeared: it was removed outside the backend"); err != nil {
 			return ignoreConflict(err)
 		}
+	case in.Status == compute.StatusExited && sandbox.StoppedWhilePaused(r.Phase, r.Spec.PauseKind):
+		return nil // a filesystem-only pause stopped it on purpose
 	case (r.Phase == sandbox.PhaseRunning && in.Status == compute.StatusPaused) ||
 		(r.Phase == sandbox.PhasePaused && in.Status == compute.StatusRunning):
 		return rc.repair(ctx, r.ID)
@@ -217,7 +219,7 @@ func (rc *Reconciler) repairLeased(ctx context.Context, id string) error {
 		_, err = rc.prov.Resume(ctx, r.Ref())
 	case r.Phase == sandbox.PhasePaused && in.Status == compute.StatusRunning:
 		rc.log.Warn("the instance was running while its record is paused; pausing it", "record", id)
-		err = rc.prov.Pause(ctx, r.Ref())
+		err = rc.pauseAs(ctx, r.Ref(), r.Spec.PauseKind)
 	}
 	return err
 }

@@ -52,6 +52,13 @@ type Spec struct {
 	// same per service for a forked task environment.
 	Image         string            `json:"image,omitempty"`
 	ServiceImages map[string]string `json:"serviceImages,omitempty"`
+	// AutoPauseFilesystem: the sandbox's auto-pause at its timeout is
+	// filesystem-only (E2B's create `autoPauseMemory: false`).
+	AutoPauseFilesystem bool `json:"autoPauseFilesystem,omitempty"`
+	// PauseKind is how the sandbox is paused while pausing, paused or
+	// resuming ("" in every other phase). The transition gate keeps it
+	// (sandbox.PauseKindAfter): a move to pausing sets the kind asked for.
+	PauseKind sandbox.PauseKind `json:"pauseKind,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the

@@ -363,6 +363,7 @@ func TransitionTx(ctx context.Context, tx *sql.Tx, id string, to sandbox.Phase, 
 	at := time.Now().UTC()
 	if to != "" {
 		r.Phase = to
+		r.Spec.PauseKind = sandbox.PauseKindAfter(to, r.Spec.PauseKind)
 		r.Timeline = append(r.Timeline, TimelineEntry{Phase: string(to), At: at, Cause: cause})
 	}
 	args, err := recordArgs(r)

@@ -239,6 +239,26 @@ func (f *Fake) Pause(_ context.Context, ref compute.Ref) error {
 	return nil
 }
 
+// PauseFilesystem stops a running instance, as Docker's filesystem-only
+// pause does (its status reads exited until Resume); a paused one is a
+// conflict.
+func (f *Fake) PauseFilesystem(_ context.Context, ref compute.Ref) error {
+	if err := f.begin("pause"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.instances[ref.ID]
+	switch {
+	case in == nil:
+		return notFound("pause", ref)
+	case in.Status != compute.StatusRunning:
+		return compute.Errorf(compute.KindConflict, "pause", nil, "instance %s is not running", ref.ID)
+	}
+	in.Status = compute.StatusExited
+	return nil
+}
+
 // Resume runs a paused instance again.
 func (f *Fake) Resume(_ context.Context, ref compute.Ref) (compute.Instance, error) {
 	if err := f.begin("resume"); err != nil {

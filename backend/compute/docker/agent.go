@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -376,7 +377,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		if !hasAgent(c) {
 			return nil // made without the agent (before it was configured): nothing to wait for
 		}
-		if _, err := p.cli.ContainerStatPath(ctx, id, readyPath(c.Config)); err == nil {
+		if st, err := p.cli.ContainerStatPath(ctx, id, readyPath(c.Config)); err == nil && st.Mtime.After(staleReady) {
 			return nil
 		}
 		if c.State != nil && !c.State.Running && c.State.Status != "created" {
@@ -389,6 +390,30 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// staleReady is the time a container started again (after a
+// filesystem-only pause) finds on the ready marker of its previous start:
+// restart stamps it so before the start (markStale), and the agent's new
+// marker is written after it.
+var staleReady = time.Unix(1, 0)
+
+// markStale dates the ready marker a stopped container kept from its
+// previous start back to the epoch, so waitAgent waits for this start's.
+func (p *Provider) markStale(ctx context.Context, id string) error {
+	c, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(readyPath(c.Config), "/"), Mode: 0o644, ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return p.cli.CopyToContainer(ctx, id, "/", &buf, container.CopyToContainerOptions{})
 }
 
 // ensureAgent makes sure a created container that is to be adopted can

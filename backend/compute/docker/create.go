@@ -40,6 +40,9 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if !ok {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "unknown template %q", spec.Template)
 	}
+	if err := p.checkOrgVolumes(ctx, spec); err != nil {
+		return compute.Instance{}, err
+	}
 	if err := p.egressReady(); err != nil {
 		return compute.Instance{}, err // never a sandbox without its egress rules
 	}
@@ -234,18 +237,6 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
 	}
 	return resp.ID, err
-}
-
-// volumeMounts turns the spec's volumes into named volumes private to the
-// sandbox (dn-<record>-<name>), labelled like the container so Delete and
-// the operator can find them.
-func volumeMounts(spec compute.Spec, labels map[string]string) []mount.Mount {
-	var out []mount.Mount
-	for _, v := range spec.Volumes {
-		out = append(out, mount.Mount{Type: mount.TypeVolume, Source: volumePrefix + spec.RecordID + "-" + v.Name, Target: v.Path,
-			ReadOnly: v.ReadOnly, VolumeOptions: &mount.VolumeOptions{Labels: labels}})
-	}
-	return out
 }
 
 // volumePrefix starts the name of every volume this provider creates.

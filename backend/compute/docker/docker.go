@@ -139,6 +139,7 @@ type Provider struct {
 	cpuSamples map[string]cpuSample     // last CPU reading per instance (Metrics)
 	disk       sampler[uint64]          // writable-layer sizes, sampled off the request path (Metrics)
 	metrics    sampler[compute.Metrics] // latest engine readings per instance (Metrics)
+	volBytes   volBytesCache            // the org volumes' disk use, measured at most once a minute (volumes.go)
 
 	diskMu     sync.Mutex
 	diskKnown  *bool  // whether the engine caps writable layers; nil until asked

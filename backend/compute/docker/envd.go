@@ -57,6 +57,14 @@ func (e *envdCache) get(id string) (envdAddr, bool) {
 	return a, ok
 }
 
+// forget drops id's entry: a container started again (after a
+// filesystem-only pause) may have another address.
+func (e *envdCache) forget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, id)
+}
+
 func (e *envdCache) put(id string, a envdAddr) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

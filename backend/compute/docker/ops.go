@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -38,12 +39,80 @@ func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
 	return err
 }
 
+// stopGrace is how long a filesystem-only pause lets the sandbox's
+// processes end on SIGTERM before the engine kills them.
+const stopGrace = 5 // seconds
+
+// PauseFilesystem implements compute.Provider: the container is stopped
+// (`docker stop`), so its memory is freed and only its filesystem (the
+// writable layer and its volumes) is kept; Resume starts it again. Pausing
+// a container that is not running is KindConflict.
+func (p *Provider) PauseFilesystem(ctx context.Context, ref compute.Ref) error {
+	const op = "pause"
+	c, err := p.cli.ContainerInspect(ctx, ref.ID)
+	if err != nil {
+		return classify(op, err)
+	}
+	if c.State == nil || !c.State.Running || c.State.Paused {
+		return compute.Errorf(compute.KindConflict, op, nil, "container %s is not running", ref.ID)
+	}
+	grace := stopGrace
+	if err := p.cli.ContainerStop(ctx, ref.ID, container.StopOptions{Timeout: &grace}); err != nil {
+		return classify(op, err)
+	}
+	p.envds.forget(ref.ID) // it may come back at another address
+	_, err = p.settle(ctx, op, ref.ID, compute.StatusExited, func(context.Context, string) error { return nil })
+	return err
+}
+
 // Resume implements compute.Provider; resuming a running one is KindConflict.
+// A frozen container (Pause) is thawed; a stopped one (PauseFilesystem) is
+// started again: its main process starts from the template's command, the
+// agent with the same key, the filesystem as it was.
 func (p *Provider) Resume(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
+	c, err := p.cli.ContainerInspect(ctx, ref.ID)
+	if err != nil {
+		return compute.Instance{}, classify("resume", err)
+	}
+	if c.State != nil && !c.State.Running && c.Config != nil {
+		return p.restart(ctx, ref.ID, c.Config.Labels)
+	}
 	if err := p.cli.ContainerUnpause(ctx, ref.ID); err != nil {
 		return compute.Instance{}, classify("resume", err)
 	}
 	return p.settle(ctx, "resume", ref.ID, compute.StatusRunning, p.cli.ContainerUnpause)
+}
+
+// restart starts a stopped sandbox container again, as a create starts it
+// (DNS, agent, isolation), but keeps the container when that fails: it
+// holds the sandbox's filesystem, and the record decides its end.
+func (p *Provider) restart(ctx context.Context, id string, labels map[string]string) (compute.Instance, error) {
+	const op = "resume"
+	p.envds.forget(id) // another replica may have stopped it: its address may be new
+	if p.agent != nil {
+		if err := p.markStale(ctx, id); err != nil {
+			return compute.Instance{}, classify(op, err)
+		}
+	}
+	if err := p.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return compute.Instance{}, classify(op, err)
+	}
+	claimStarted(ctx, p.cli, id)
+	err := p.serveSandboxDNS(ctx, id, labels)
+	if err == nil && p.agent != nil {
+		err = p.waitAgent(ctx, id)
+	}
+	if err == nil && labels[labelNetwork] == isolatedValue {
+		err = p.dropDefaultRoute(ctx, id)
+	}
+	if err != nil {
+		var pe *compute.Error
+		if errors.As(err, &pe) {
+			return compute.Instance{}, err
+		}
+		return compute.Instance{}, classify(op, err)
+	}
+	return p.getChecked(ctx, op, id, labels)
 }
 
 // settle waits until the engine reports want, repeating op while it does
@@ -97,6 +166,11 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 	for _, v := range named {
 		if verr := p.cli.VolumeRemove(ctx, v, true); verr != nil && !cerrdefs.IsNotFound(verr) {
 			return classify("delete", fmt.Errorf("removing volume %s: %w", v, verr))
+		}
+	}
+	if err == nil || cerrdefs.IsNotFound(err) {
+		if verr := p.removePrivateVolumes(ctx, ref.Record); verr != nil {
+			return verr
 		}
 	}
 	p.cpuMu.Lock()

@@ -432,14 +432,30 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 // Pause implements compute.Provider: POST /sandboxes/{sandboxID}/pause.
 // Pausing a paused sandbox is compute.KindConflict (E2B's 409).
 func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
+	return p.pause(ctx, ref, nil)
+}
+
+// PauseFilesystem implements compute.Provider: E2B's pause with
+// `memory: false` (a filesystem-only snapshot; connect cold-boots it).
+func (p *Provider) PauseFilesystem(ctx context.Context, ref compute.Ref) error {
+	memory := false
+	return p.pause(ctx, ref, &e2btypes.SandboxPauseRequest{Memory: &memory})
+}
+
+func (p *Provider) pause(ctx context.Context, ref compute.Ref, body *e2btypes.SandboxPauseRequest) error {
 	const op = "pause"
 	if err := checkRef(op, ref); err != nil {
 		return err
+	}
+	var b any
+	if body != nil {
+		b = body
 	}
 	_, err := p.do(ctx, &call{
 		op:        op,
 		method:    http.MethodPost,
 		path:      sandboxPath(ref.ID, "/pause"),
+		body:      b,
 		sandboxID: ref.ID,
 		ok:        []int{http.StatusNoContent},
 		mapStatus: func(status int, e apiError) *compute.Error {

@@ -75,6 +75,10 @@ func (p *Provider) ensureVolumes(ctx context.Context, spec compute.Spec) (mounts
 		have[v.Name] = true
 	}
 	for _, v := range spec.Volumes {
+		if v.VolumeID != "" { // an org volume: made by CreateVolume, kept after the sandbox
+			mounts = append(mounts, e2btypes.SandboxVolumeMount{Name: p.orgVolumeName(v.VolumeID), Path: v.Path})
+			continue
+		}
 		name := p.volumeName(record, v.Name)
 		if !have[name] {
 			var made e2btypes.Volume
@@ -106,7 +110,7 @@ func (p *Provider) deleteVolumes(ctx context.Context, op string, names []string)
 	}
 	want := map[string]bool{}
 	for _, n := range names {
-		if strings.HasPrefix(n, p.volumePrefix()) { // never anyone else's
+		if strings.HasPrefix(n, p.volumePrefix()) || strings.HasPrefix(n, p.orgVolumeName("")) { // never anyone else's
 			want[n] = true
 		}
 	}
@@ -122,3 +126,41 @@ func (p *Provider) deleteVolumes(ctx context.Context, op string, names []string)
 	}
 	return nil
 }
+
+// Org volumes (API.md §14) are team volumes named
+// "dnvol-<scope>-<volume id>": not volumePrefix, so a sandbox's Delete
+// never takes one for its own.
+func (p *Provider) orgVolumeName(id string) string {
+	return "dnvol-" + volumeUnsafe.ReplaceAllString(p.cfg.Scope, "-") + "-" + volumeUnsafe.ReplaceAllString(id, "-")
+}
+
+var _ compute.VolumeProvider = (*Provider)(nil)
+
+// CreateVolume implements compute.VolumeProvider: POST /volumes, unless the
+// team already has the volume (a create retried).
+func (p *Provider) CreateVolume(ctx context.Context, v compute.VolumeSpec) error {
+	const op = "volume"
+	name := p.orgVolumeName(v.ID)
+	vols, err := p.listVolumes(ctx, op)
+	if err != nil {
+		return err
+	}
+	for _, have := range vols {
+		if have.Name == name {
+			return nil
+		}
+	}
+	_, err = p.do(ctx, &call{op: op, method: http.MethodPost, path: "/volumes", body: e2btypes.NewVolume{Name: name},
+		ok: []int{http.StatusCreated}, out: &e2btypes.VolumeAndToken{}})
+	return err
+}
+
+// DeleteVolume implements compute.VolumeProvider: DELETE /volumes/{id} of
+// the team volume of that name (none: no error).
+func (p *Provider) DeleteVolume(ctx context.Context, id string) error {
+	return p.deleteVolumes(ctx, "volume", []string{p.orgVolumeName(id)})
+}
+
+// VolumeBytes implements compute.VolumeProvider: E2B's volume routes report
+// no size, so nothing is measured (nil).
+func (p *Provider) VolumeBytes(context.Context) (map[string]int64, error) { return nil, nil }

@@ -172,6 +172,10 @@ func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
 	return p.of(ref).Pause(ctx, ref)
 }
 
+func (p *Provider) PauseFilesystem(ctx context.Context, ref compute.Ref) error {
+	return p.of(ref).PauseFilesystem(ctx, ref)
+}
+
 func (p *Provider) Resume(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
 	sub := p.of(ref)
 	inst, err := sub.Resume(ctx, ref)
@@ -241,4 +245,39 @@ func (p *Provider) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Org volumes live on the default provider (API.md §14): a sandbox of a
+// template routed elsewhere cannot mount them (the lifecycle refuses it).
+var _ compute.VolumeProvider = (*Provider)(nil)
+
+func (p *Provider) volumes() (compute.VolumeProvider, error) {
+	if v, ok := p.def.(compute.VolumeProvider); ok {
+		return v, nil
+	}
+	return nil, compute.Errorf(compute.KindInvalid, "volume", nil, "the %s provider holds no volumes", p.def.Name())
+}
+
+func (p *Provider) CreateVolume(ctx context.Context, v compute.VolumeSpec) error {
+	vp, err := p.volumes()
+	if err != nil {
+		return err
+	}
+	return vp.CreateVolume(ctx, v)
+}
+
+func (p *Provider) DeleteVolume(ctx context.Context, id string) error {
+	vp, err := p.volumes()
+	if err != nil {
+		return err
+	}
+	return vp.DeleteVolume(ctx, id)
+}
+
+func (p *Provider) VolumeBytes(ctx context.Context) (map[string]int64, error) {
+	vp, err := p.volumes()
+	if err != nil {
+		return nil, err
+	}
+	return vp.VolumeBytes(ctx)
 }

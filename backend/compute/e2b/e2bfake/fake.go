@@ -136,6 +136,8 @@ type Sandbox struct {
 	Resumes             int             // how often connect resumed it
 	Files               map[string][]byte
 	VolumeMounts        []VolumeMount
+	// FilesystemOnly: paused with `memory: false` (connect cold-boots it).
+	FilesystemOnly bool
 }
 
 // VolumeMount is a team volume mounted into a sandbox.
@@ -845,7 +847,15 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 			writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is already paused", id), "")
 			return
 		}
+		var req e2btypes.SandboxPauseRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				writeError(w, http.StatusBadRequest, "invalid body: "+err.Error(), "")
+				return
+			}
+		}
 		sb.State = "paused"
+		sb.FilesystemOnly = req.Memory != nil && !*req.Memory
 		s.emitLocked(sb, EventPaused)
 		w.WriteHeader(http.StatusNoContent)
 	case RouteConnect:
@@ -854,6 +864,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request, route string,
 		end := now.Add(time.Duration(req.Timeout) * time.Second)
 		if sb.State == "paused" {
 			sb.State = "running"
+			sb.FilesystemOnly = false
 			sb.Resumes++
 			sb.EndAt = end
 			if sb.Secure {
