@@ -42,6 +42,9 @@ var forbidden = map[string][]string{
 		"backend/runtimes", "backend/tasks", "backend/admission"},
 	"backend/tasks": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
 	"backend/keys":  {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
+	// An org's metrics read the ledger only.
+	"backend/orgmetrics": {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes",
+		"backend/tasks", "backend/billing", "backend/e2bapi", "backend/compute"},
 }
 
 // allowed are the exceptions to forbidden's prefixes: the domain's packages
@@ -56,7 +59,7 @@ var allowed = map[string][]string{
 // net/http, so a service method can be called from anywhere with Go values.
 var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 	"backend/admission", "backend/reconciler", "backend/keys", "backend/store", "backend/domain", "backend/domain/sandbox",
-	"backend/domain/taskenv"}
+	"backend/domain/taskenv", "backend/orgmetrics"}
 
 func imports(t *testing.T, dir string) map[string][]string {
 	t.Helper()

@@ -19,6 +19,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/orgmetrics"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
@@ -44,6 +45,8 @@ type Config struct {
 	EnvdVersion string
 	// Events serves E2B's /events routes (events.go); nil leaves them out.
 	Events *events.Service
+	// Metrics serves E2B's team metrics (teams.go); nil leaves them out.
+	Metrics *orgmetrics.Service
 }
 
 // Edge is the E2B control plane.
@@ -98,6 +101,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/v2/sandboxes/{sandboxID}/logs", h(e.handleLogsV2)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{sandboxID}/metrics", h(e.handleMetrics)).Methods(http.MethodGet)
 	e.registerEvents(r)
+	e.registerTeams(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

@@ -61,6 +61,27 @@ func (c *sampler[T]) get(ctx context.Context, id string, fresh time.Duration, re
 	return s.v, s.err
 }
 
+// peek is get without waiting: the latest reading of id (ok false before
+// the first), starting a reading when there is none or it is stale.
+func (c *sampler[T]) peek(id string, fresh time.Duration, read func(context.Context) (T, error)) (T, bool) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 10000 {
+		c.m = map[string]*sample[T]{}
+	}
+	s, ok := c.m[id]
+	if !ok {
+		s = &sample[T]{ready: make(chan struct{}), refreshing: true}
+		c.m[id] = s
+		go c.read(id, s, read)
+	} else if !s.refreshing && !s.at.IsZero() && time.Since(s.at) > fresh {
+		s.refreshing = true
+		go c.read(id, s, read)
+	}
+	v, have := s.v, !s.at.IsZero() && s.err == nil
+	c.mu.Unlock()
+	return v, have
+}
+
 func (c *sampler[T]) read(id string, s *sample[T], read func(context.Context) (T, error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
