@@ -37,18 +37,7 @@ type sample[T any] struct {
 
 func (c *sampler[T]) get(ctx context.Context, id string, fresh time.Duration, read func(context.Context) (T, error)) (T, error) {
 	c.mu.Lock()
-	if c.m == nil || len(c.m) > 10000 { // forget instances deleted behind our back
-		c.m = map[string]*sample[T]{}
-	}
-	s, ok := c.m[id]
-	if !ok {
-		s = &sample[T]{ready: make(chan struct{}), refreshing: true}
-		c.m[id] = s
-		go c.read(id, s, read)
-	} else if !s.refreshing && !s.at.IsZero() && time.Since(s.at) > fresh {
-		s.refreshing = true
-		go c.read(id, s, read)
-	}
+	s := c.entry(id, fresh, read)
 	c.mu.Unlock()
 	select {
 	case <-s.ready:
@@ -61,11 +50,10 @@ func (c *sampler[T]) get(ctx context.Context, id string, fresh time.Duration, re
 	return s.v, s.err
 }
 
-// peek is get without waiting: the latest reading of id (ok false before
-// the first), starting a reading when there is none or it is stale.
-func (c *sampler[T]) peek(id string, fresh time.Duration, read func(context.Context) (T, error)) (T, bool) {
-	c.mu.Lock()
-	if c.m == nil || len(c.m) > 10000 {
+// entry is id's sample, a reading started when there is none or it is
+// older than fresh (c.mu held).
+func (c *sampler[T]) entry(id string, fresh time.Duration, read func(context.Context) (T, error)) *sample[T] {
+	if c.m == nil || len(c.m) > 10000 { // forget instances deleted behind our back
 		c.m = map[string]*sample[T]{}
 	}
 	s, ok := c.m[id]
@@ -77,6 +65,14 @@ func (c *sampler[T]) peek(id string, fresh time.Duration, read func(context.Cont
 		s.refreshing = true
 		go c.read(id, s, read)
 	}
+	return s
+}
+
+// peek is get without waiting: the latest reading of id (ok false before
+// the first), starting a reading when there is none or it is stale.
+func (c *sampler[T]) peek(id string, fresh time.Duration, read func(context.Context) (T, error)) (T, bool) {
+	c.mu.Lock()
+	s := c.entry(id, fresh, read)
 	v, have := s.v, !s.at.IsZero() && s.err == nil
 	c.mu.Unlock()
 	return v, have
