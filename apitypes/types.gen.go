@@ -218,6 +218,24 @@ func (e LifecycleEventVersion) Valid() bool {
 	}
 }
 
+// Defines values for OrgMetricMaxMetric.
+const (
+	ConcurrentSandboxes OrgMetricMaxMetric = "concurrent_sandboxes"
+	SandboxStartRate    OrgMetricMaxMetric = "sandbox_start_rate"
+)
+
+// Valid indicates whether the value is a known member of the OrgMetricMaxMetric enum.
+func (e OrgMetricMaxMetric) Valid() bool {
+	switch e {
+	case ConcurrentSandboxes:
+		return true
+	case SandboxStartRate:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProcessEventType.
 const (
 	ProcessEventTypeEnd    ProcessEventType = "end"
@@ -902,6 +920,35 @@ type OrgInfo struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
+// OrgMetricMax defines model for OrgMetricMax.
+type OrgMetricMax struct {
+	Metric    OrgMetricMaxMetric `json:"metric"`
+	Timestamp time.Time          `json:"timestamp"`
+	Value     float32            `json:"value"`
+}
+
+// OrgMetricMaxMetric defines model for OrgMetricMax.Metric.
+type OrgMetricMaxMetric string
+
+// OrgMetrics defines model for OrgMetrics.
+type OrgMetrics struct {
+	End    time.Time `json:"end"`
+	Points []struct {
+		ConcurrentSandboxes int `json:"concurrent_sandboxes"`
+
+		// SandboxStartRate sandbox_starts per second of the bucket
+		SandboxStartRate float32 `json:"sandbox_start_rate"`
+		SandboxStarts    int     `json:"sandbox_starts"`
+
+		// Timestamp the start of the bucket
+		Timestamp time.Time `json:"timestamp"`
+	} `json:"points"`
+	Start time.Time `json:"start"`
+
+	// StepSeconds the width of a bucket
+	StepSeconds int64 `json:"step_seconds"`
+}
+
 // PauseSandbox defines model for PauseSandbox.
 type PauseSandbox struct {
 	// Memory false: a filesystem-only pause (stopped, memory freed; resume restarts the processes)
@@ -1091,14 +1138,22 @@ type Sandbox struct {
 // SandboxMetrics defines model for SandboxMetrics.
 type SandboxMetrics struct {
 	Metrics *struct {
-		CpuCount         *int     `json:"cpuCount,omitempty"`
-		CpuPercent       *float32 `json:"cpuPercent,omitempty"`
-		DiskUsedBytes    *int     `json:"diskUsedBytes,omitempty"`
-		MemoryLimitBytes *int     `json:"memoryLimitBytes,omitempty"`
-		MemoryUsedBytes  *int     `json:"memoryUsedBytes,omitempty"`
-		NetworkRxBytes   *int     `json:"networkRxBytes,omitempty"`
-		NetworkTxBytes   *int     `json:"networkTxBytes,omitempty"`
-		Pids             *int     `json:"pids,omitempty"`
+		CpuCount   *int     `json:"cpuCount,omitempty"`
+		CpuPercent *float32 `json:"cpuPercent,omitempty"`
+
+		// DiskLimitBytes what the sandbox may write (Docker: DOCKER_DISK_LIMIT_MB); 0 when no limit is known
+		DiskLimitBytes *int `json:"diskLimitBytes,omitempty"`
+
+		// DiskUsedBytes what the sandbox wrote (Docker: its writable layer, read at most every 10 s and 0 until the first reading is in; E2B: its root filesystem's use)
+		DiskUsedBytes *int `json:"diskUsedBytes,omitempty"`
+
+		// ImageBytes the size of the image the sandbox runs (Docker; on E2B it is part of diskUsedBytes)
+		ImageBytes       *int `json:"imageBytes,omitempty"`
+		MemoryLimitBytes *int `json:"memoryLimitBytes,omitempty"`
+		MemoryUsedBytes  *int `json:"memoryUsedBytes,omitempty"`
+		NetworkRxBytes   *int `json:"networkRxBytes,omitempty"`
+		NetworkTxBytes   *int `json:"networkTxBytes,omitempty"`
+		Pids             *int `json:"pids,omitempty"`
 	} `json:"metrics,omitempty"`
 	SandboxID *string    `json:"sandboxID,omitempty"`
 	Timestamp *time.Time `json:"timestamp,omitempty"`

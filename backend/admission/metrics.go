@@ -51,20 +51,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	db := c.db.Reader()
-	rows, err := db.QueryContext(ctx, `SELECT org_id, COUNT(*) FROM sandboxes WHERE `+isQueued+` GROUP BY org_id`)
+	depth, err := queueDepths(ctx, db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.depth, err)
 		return
 	}
-	depth := map[string]int{}
-	for rows.Next() {
-		var org string
-		var n int
-		if rows.Scan(&org, &n) == nil {
-			depth[org] = n
-		}
-	}
-	rows.Close()
 	use, err := usageOf(ctx, db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.use, err)
@@ -95,4 +86,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// queueDepths counts each org's queued records.
+func queueDepths(ctx context.Context, db querier) (map[string]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT org_id, COUNT(*) FROM sandboxes WHERE `+isQueued+` GROUP BY org_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	depth := map[string]int{}
+	for rows.Next() {
+		var org string
+		var n int
+		if err := rows.Scan(&org, &n); err != nil {
+			return nil, err
+		}
+		depth[org] = n
+	}
+	return depth, rows.Err()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/keys"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/orgmetrics"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -51,6 +52,7 @@ type App struct {
 	Admission  *admission.Admitter
 	Keys       *keys.Service
 	Volumes    *volumes.Service
+	Metrics    *orgmetrics.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -172,6 +174,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	a.wireReplicas()
 	a.Keys = keys.New(db, log)
 	a.Volumes = volumes.New(db, a.Provider, log)
+	a.Metrics = orgmetrics.New(db)
 	a.Events = events.New(events.Config{DB: db, Logger: log, Retention: cfg.EventRetention, Delivery: cfg.Webhooks})
 	a.loops = append(a.loops, a.Reconciler.Run, a.Billing.Run, a.Admission.Run, a.Events.Run)
 	e2bCallback := a.wireE2BWebhook()
@@ -184,7 +187,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Worlds.Register, a.Tasks.Register, a.Admission.Register,
-			a.Keys.Register, a.Events.Register, a.Volumes.Register},
+			a.Keys.Register, a.Events.Register, a.Volumes.Register, a.Metrics.Register},
 		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Details: readyDetails(a.Provider),
 		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},

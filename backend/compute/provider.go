@@ -181,9 +181,15 @@ type Metrics struct {
 	MemoryUsedBytes  uint64  `json:"memoryUsedBytes"`
 	MemoryLimitBytes uint64  `json:"memoryLimitBytes"`
 	DiskUsedBytes    uint64  `json:"diskUsedBytes"`
-	NetworkRxBytes   uint64  `json:"networkRxBytes"`
-	NetworkTxBytes   uint64  `json:"networkTxBytes"`
-	Pids             uint64  `json:"pids"`
+	// DiskLimitBytes is what the instance may write (0: no limit known).
+	DiskLimitBytes uint64 `json:"diskLimitBytes"`
+	// ImageBytes is the size of the image the instance runs (files it
+	// has without writing them; 0 where the provider counts them in
+	// DiskUsedBytes, as E2B does).
+	ImageBytes     uint64 `json:"imageBytes"`
+	NetworkRxBytes uint64 `json:"networkRxBytes"`
+	NetworkTxBytes uint64 `json:"networkTxBytes"`
+	Pids           uint64 `json:"pids"`
 }
 
 // Template describes an image the provider can start.

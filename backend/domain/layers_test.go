@@ -44,6 +44,9 @@ var forbidden = map[string][]string{
 	"backend/keys":  {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 	// Worlds jobs build on the lifecycle service, as runtimes do.
 	"backend/worlds": {"backend/app", "backend/api", "backend/reconciler", "backend/tasks", "backend/runtimes", "backend/compute/", "backend/e2bapi"},
+	// An org's metrics read the ledger only.
+	"backend/orgmetrics": {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes",
+		"backend/tasks", "backend/billing", "backend/e2bapi", "backend/compute"},
 }
 
 // allowed are the exceptions to forbidden's prefixes: the domain's packages
@@ -58,7 +61,7 @@ var allowed = map[string][]string{
 // net/http, so a service method can be called from anywhere with Go values.
 var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 	"backend/admission", "backend/reconciler", "backend/keys", "backend/store", "backend/domain", "backend/domain/sandbox",
-	"backend/domain/taskenv", "backend/worlds"}
+	"backend/domain/taskenv", "backend/worlds", "backend/orgmetrics"}
 
 func imports(t *testing.T, dir string) map[string][]string {
 	t.Helper()

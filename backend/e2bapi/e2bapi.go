@@ -19,6 +19,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/orgmetrics"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/volumes"
 )
@@ -47,6 +48,8 @@ type Config struct {
 	Events *events.Service
 	// Volumes serves E2B's /volumes routes (volumes.go); nil leaves them out.
 	Volumes *volumes.Service
+	// Metrics serves E2B's team metrics (teams.go); nil leaves them out.
+	Metrics *orgmetrics.Service
 }
 
 // Edge is the E2B control plane.
@@ -103,6 +106,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/sandboxes/{sandboxID}/fork", h(e.handleFork)).Methods(http.MethodPost)
 	e.registerEvents(r)
 	e.registerVolumes(r)
+	e.registerTeams(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

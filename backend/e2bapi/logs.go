@@ -1,10 +1,12 @@
 package e2bapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
@@ -96,13 +98,42 @@ type metricJSON struct {
 	DiskTotal     uint64    `json:"diskTotal"`
 }
 
+// metricOf is E2B's SandboxMetric of a reading: the disk is the sandbox's
+// root filesystem, its image's files and what it wrote (E2B's diskUsed is
+// the root filesystem's use), of which it may hold the image and the write
+// limit (0: no limit known).
 func metricOf(m compute.Metrics, now time.Time) metricJSON {
+	diskTotal := uint64(0)
+	if m.DiskLimitBytes > 0 {
+		diskTotal = m.ImageBytes + m.DiskLimitBytes
+	}
 	return metricJSON{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUPercent,
-		MemUsed: m.MemoryUsedBytes, MemTotal: m.MemoryLimitBytes, DiskUsed: m.DiskUsedBytes}
+		MemUsed: m.MemoryUsedBytes, MemTotal: m.MemoryLimitBytes, DiskUsed: m.ImageBytes + m.DiskUsedBytes, DiskTotal: diskTotal}
+}
+
+// sampleWait bounds how long a metrics request waits for a sandbox's first
+// reading. E2B answers [] until a sandbox has reported; here the first
+// reading of a busy engine can take seconds, and it goes on in the
+// background (the provider samples off the request path), so a later
+// request finds it.
+const sampleWait = 2 * time.Second
+
+// sample reads rec's current metrics, waiting at most until ctx's deadline:
+// ok false when the reading is not there by then (or the sandbox stopped
+// meanwhile), an error only when the request itself ended.
+func (e *Edge) sample(ctx context.Context, rec *store.Record) (metricJSON, bool, error) {
+	wait, cancel := context.WithTimeout(ctx, sampleWait)
+	defer cancel()
+	m, err := e.lc.Metrics(wait, rec)
+	if err != nil {
+		return metricJSON{}, false, ctx.Err()
+	}
+	return metricOf(m, time.Now().UTC()), true, nil
 }
 
 // handleMetrics answers the current sample (this backend keeps no history,
-// so start and end are not read); a sandbox that is not running has none.
+// so start and end are not read); a sandbox that is not running, or whose
+// first reading is not ready, has none yet.
 func (e *Edge) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	rec, err := e.load(r.Context(), r)
 	if err != nil {
@@ -110,18 +141,21 @@ func (e *Edge) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []metricJSON{}
 	if state(rec) == running && !rec.Phase.Starting() {
-		m, err := e.lc.Metrics(r.Context(), rec)
+		m, ok, err := e.sample(r.Context(), rec)
 		if err != nil {
 			return err
 		}
-		out = append(out, metricOf(m, time.Now().UTC()))
+		if ok {
+			out = append(out, m)
+		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // handleMetricsMany answers the current sample of each running sandbox
-// named in sandbox_ids (unknown, ended and paused ones are left out).
+// named in sandbox_ids (unknown, ended and paused ones are left out, and
+// those whose first reading is not ready); the readings are taken at once.
 func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 	raw := r.URL.Query().Get("sandbox_ids")
 	if raw == "" {
@@ -131,7 +165,7 @@ func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 	if len(ids) > 100 {
 		return httpx.InvalidQuery("sandbox_ids", "names at most 100 sandboxes")
 	}
-	out := map[string]metricJSON{}
+	var recs []*store.Record
 	for _, id := range ids {
 		id, _, _ = strings.Cut(id, "-")
 		rec, err := e.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
@@ -141,11 +175,23 @@ func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		m, err := e.lc.Metrics(r.Context(), rec)
-		if err != nil {
-			continue // it stopped meanwhile: left out, as an ended one
+		recs = append(recs, rec)
+	}
+	samples := make([]metricJSON, len(recs))
+	ready := make([]bool, len(recs))
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		wg.Go(func() { samples[i], ready[i], _ = e.sample(r.Context(), rec) })
+	}
+	wg.Wait()
+	if err := r.Context().Err(); err != nil {
+		return err
+	}
+	out := map[string]metricJSON{}
+	for i, rec := range recs {
+		if ready[i] {
+			out[rec.ID] = samples[i]
 		}
-		out[id] = metricOf(m, time.Now().UTC())
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 	return nil

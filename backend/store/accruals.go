@@ -143,11 +143,7 @@ func (db *DB) GetOrgRecordBilled(ctx context.Context, orgID, id string) (*Record
 // BillingRowsOf reads record id's billing row (as BillingRowsTx, outside a
 // transaction).
 func (db *DB) BillingRowsOf(ctx context.Context, id string) (BillingRow, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id = ?`, id)
-	if err != nil {
-		return BillingRow{}, err
-	}
-	got, err := scanBillingRows(rows, nil)
+	got, err := queryBillingRows(ctx, db.r, nil, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id = ?`, id)
 	if err != nil {
 		return BillingRow{}, err
 	}

@@ -59,14 +59,18 @@ func unsettledWhere(t string) string {
 	return `(` + t + runningWhere + ` OR ` + t + closingWhere + `)`
 }
 
-type rowsScanner interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close() error
+// billingQuerier runs a query: the reader pool or a transaction.
+type billingQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func scanBillingRows(rows rowsScanner, out []BillingRow) ([]BillingRow, error) {
+// queryBillingRows runs query (which selects billingColumns) and appends
+// its rows to out.
+func queryBillingRows(ctx context.Context, q billingQuerier, out []BillingRow, query string, args ...any) ([]BillingRow, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	for rows.Next() {
 		var b BillingRow
@@ -91,11 +95,7 @@ func (db *DB) UnsettledRecords(ctx context.Context, orgID string) ([]BillingRow,
 		q += ` AND a.org_id = ?`
 		args = append(args, orgID)
 	}
-	rows, err := db.r.QueryContext(ctx, q+` ORDER BY a.org_id, a.seq`, args...)
-	if err != nil {
-		return nil, err
-	}
-	return scanBillingRows(rows, nil)
+	return queryBillingRows(ctx, db.r, nil, q+` ORDER BY a.org_id, a.seq`, args...)
 }
 
 // BillingRowsTx reads the billing rows of ids inside tx (the settlement's
@@ -108,11 +108,8 @@ func BillingRowsTx(ctx context.Context, tx *sql.Tx, ids []string) ([]BillingRow,
 	for i, id := range ids {
 		args[i] = id
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id IN (`+placeholders(len(ids))+`) ORDER BY a.seq`, args...)
-	if err != nil {
-		return nil, err
-	}
-	return scanBillingRows(rows, make([]BillingRow, 0, len(ids)))
+	return queryBillingRows(ctx, tx, make([]BillingRow, 0, len(ids)),
+		`SELECT `+billingColumns+` FROM `+billingFrom+` WHERE s.id IN (`+placeholders(len(ids))+`) ORDER BY a.seq`, args...)
 }
 
 // OrgCreditsTx reads an org's balance inside tx.

@@ -25,23 +25,27 @@ func (db *DB) RecordInstances(ctx context.Context, ids []string) (map[string]Rec
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := db.r.QueryContext(ctx, `SELECT id, phase, provider_id FROM sandboxes WHERE id IN (`+placeholders(len(chunk))+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			var ri RecordInstance
-			if err := rows.Scan(&id, &ri.Phase, &ri.ProviderID); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[id] = ri
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := db.recordInstances(ctx, args, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// recordInstances reads the records of ids (one chunk) into out.
+func (db *DB) recordInstances(ctx context.Context, ids []any, out map[string]RecordInstance) error {
+	rows, err := db.r.QueryContext(ctx, `SELECT id, phase, provider_id FROM sandboxes WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var ri RecordInstance
+		if err := rows.Scan(&id, &ri.Phase, &ri.ProviderID); err != nil {
+			return err
+		}
+		out[id] = ri
+	}
+	return rows.Err()
 }

@@ -127,23 +127,9 @@ func (db *DB) RevokeAPIKey(ctx context.Context, orgID, id string) error {
 // operator replaced DREADNODE_BOOTSTRAP_API_KEY, so the old one must stop
 // working rather than keep answering beside the new one.
 func (db *DB) RetireBootstrapKeys(ctx context.Context, orgID, keep string) (int64, error) {
-	keepHash := HashSecret(keep)
-	rows, err := db.r.QueryContext(ctx, `SELECT hash FROM api_keys WHERE org_id = ? AND name = ? AND hash <> ? AND revoked_at IS NULL`,
-		orgID, bootstrapKeyName, keepHash)
+	hashes, err := db.keyHashes(ctx, `SELECT hash FROM api_keys WHERE org_id = ? AND name = ? AND hash <> ? AND revoked_at IS NULL`,
+		orgID, bootstrapKeyName, HashSecret(keep))
 	if err != nil {
-		return 0, err
-	}
-	var hashes []string
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		hashes = append(hashes, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return 0, err
 	}
 	for _, h := range hashes {
@@ -154,6 +140,24 @@ func (db *DB) RetireBootstrapKeys(ctx context.Context, orgID, keep string) (int6
 		db.keyWatch.fire(h)
 	}
 	return int64(len(hashes)), nil
+}
+
+// keyHashes reads the hashes query selects.
+func (db *DB) keyHashes(ctx context.Context, query string, args ...any) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hashes []string
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		hashes = append(hashes, h)
+	}
+	return hashes, rows.Err()
 }
 
 const bootstrapKeyName = "bootstrap"

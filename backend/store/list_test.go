@@ -136,6 +136,9 @@ func explain(t *testing.T, db *DB, q string, args []any) string {
 		}
 		plan = append(plan, detail)
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return strings.Join(plan, "; ")
 }
 

@@ -521,9 +521,11 @@ func (db *DB) queryRefs(ctx context.Context, tx *sql.Tx, f RecordFilter) ([]reco
 	q, args := listQuery(db.dialect, f)
 	var rows *sql.Rows
 	var err error
-	if stmt := db.prepared(ctx, q); stmt != nil {
+	// The prepared statement is the DB's, kept for its life; the
+	// transaction's copy is closed with the transaction.
+	if stmt := db.prepared(ctx, q); stmt != nil { //nolint:sqlclosecheck // closed with the DB (prepared keeps it)
 		if tx != nil {
-			stmt = tx.StmtContext(ctx, stmt)
+			stmt = tx.StmtContext(ctx, stmt) //nolint:sqlclosecheck // a transaction's statement closes with it
 		}
 		rows, err = stmt.QueryContext(ctx, args...)
 	} else if tx != nil {
@@ -649,7 +651,7 @@ func (db *DB) prepared(ctx context.Context, q string) *sql.Stmt {
 	}
 	if prev, loaded := db.stmts.LoadOrStore(q, s); loaded {
 		db.nstmts.Add(-1)
-		s.Close()
+		s.Close() //nolint:sqlclosecheck // another caller's statement won the race; this one is not kept
 		return prev.(*sql.Stmt)
 	}
 	return s

@@ -151,28 +151,8 @@ func adoptLegacy(ctx context.Context, sqldb *sql.DB) (gap bool, err error) {
 	if err != nil || adopted {
 		return false, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM schema_migrations`)
+	versions, err := legacyApplied(ctx, tx)
 	if err != nil {
-		return false, err
-	}
-	var versions []int64
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return false, err
-		}
-		v, ok := legacyVersions[name]
-		if !ok {
-			rows.Close()
-			return false, fmt.Errorf("schema_migrations holds %q, which this build does not know: the database was written by another build of the backend", name)
-		}
-		versions = append(versions, v)
-	}
-	if err := rows.Close(); err != nil {
-		return false, err
-	}
-	if err := rows.Err(); err != nil {
 		return false, err
 	}
 	slices.Sort(versions)
@@ -195,4 +175,28 @@ func adoptLegacy(ctx context.Context, sqldb *sql.DB) (gap bool, err error) {
 		}
 	}
 	return gap, tx.Commit()
+}
+
+// legacyApplied reads the goose versions of the legacy migrations
+// schema_migrations records (its rows closed before the caller goes on in
+// the same transaction).
+func legacyApplied(ctx context.Context, tx *sql.Tx) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var versions []int64
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		v, ok := legacyVersions[name]
+		if !ok {
+			return nil, fmt.Errorf("schema_migrations holds %q, which this build does not know: the database was written by another build of the backend", name)
+		}
+		versions = append(versions, v)
+	}
+	return versions, rows.Err()
 }

@@ -247,19 +247,7 @@ func TestOpenAdoptsLegacyDatabase(t *testing.T) {
 			t.Fatalf("open %d: legacy rows changed: phase %q credits %d max_running %d", i+1, phase, credits, maxRunning)
 		}
 		// Adopted versions are recorded once each and not run again.
-		var versions []int64
-		rows, err := db.Reader().Query(`SELECT version_id FROM ` + versionTable + ` ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var v int64
-			if err := rows.Scan(&v); err != nil {
-				t.Fatal(err)
-			}
-			versions = append(versions, v)
-		}
-		rows.Close()
+		versions := gooseVersions(t, db)
 		want := append([]int64{0}, migrationVersions(t)...) // the legacy ones adopted, the later ones applied
 		if !slices.Equal(versions, want) {
 			t.Fatalf("open %d: goose versions %v, want %v", i+1, versions, want)
@@ -381,42 +369,34 @@ type catalog struct {
 func sqliteCatalog(t *testing.T, sqldb *sql.DB) catalog {
 	t.Helper()
 	c := catalog{tables: map[string][]string{}, indexes: map[string]string{}}
-	rows, err := sqldb.Query(`SELECT m.type, m.name, m.tbl_name FROM sqlite_master m
-		WHERE m.type IN ('table', 'index') AND m.name NOT LIKE 'sqlite_%' AND m.tbl_name != 'schema_migrations'`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tables []string
-	for rows.Next() {
+	eachRow(t, sqldb, func(rows *sql.Rows) error {
 		var typ, name, tbl string
 		if err := rows.Scan(&typ, &name, &tbl); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if typ == "table" {
 			tables = append(tables, name)
 		} else {
 			c.indexes[name] = tbl
 		}
-	}
-	rows.Close()
+		return nil
+	}, `SELECT m.type, m.name, m.tbl_name FROM sqlite_master m
+		WHERE m.type IN ('table', 'index') AND m.name NOT LIKE 'sqlite_%' AND m.tbl_name != 'schema_migrations'`)
 	for _, tbl := range tables {
 		// table_xinfo: table_info leaves generated columns out.
-		cols, err := sqldb.Query(`SELECT name, "notnull", pk FROM pragma_table_xinfo(?)`, tbl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for cols.Next() {
+		eachRow(t, sqldb, func(cols *sql.Rows) error {
 			var name string
 			var notNull bool
 			var pk int // position in the primary key, 0 when not in it
 			if err := cols.Scan(&name, &notNull, &pk); err != nil {
-				t.Fatal(err)
+				return err
 			}
 			// SQLite lets a non-INTEGER primary key hold NULL; PostgreSQL
 			// does not. The schema never writes one.
 			c.tables[tbl] = append(c.tables[tbl], nullability(name, notNull || pk > 0))
-		}
-		cols.Close()
+			return nil
+		}, `SELECT name, "notnull", pk FROM pragma_table_xinfo(?)`, tbl)
 		slices.Sort(c.tables[tbl])
 	}
 	return c
@@ -425,35 +405,27 @@ func sqliteCatalog(t *testing.T, sqldb *sql.DB) catalog {
 func postgresCatalog(t *testing.T, sqldb *sql.DB) catalog {
 	t.Helper()
 	c := catalog{tables: map[string][]string{}, indexes: map[string]string{}}
-	rows, err := sqldb.Query(`SELECT table_name, column_name, is_nullable = 'NO' FROM information_schema.columns
-		WHERE table_schema = 'public'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
+	eachRow(t, sqldb, func(rows *sql.Rows) error {
 		var tbl, col string
 		var notNull bool
 		if err := rows.Scan(&tbl, &col, &notNull); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		c.tables[tbl] = append(c.tables[tbl], nullability(col, notNull))
-	}
-	rows.Close()
+		return nil
+	}, `SELECT table_name, column_name, is_nullable = 'NO' FROM information_schema.columns
+		WHERE table_schema = 'public'`)
 	for tbl := range c.tables {
 		slices.Sort(c.tables[tbl])
 	}
-	rows, err = sqldb.Query(`SELECT indexname, tablename FROM pg_indexes WHERE schemaname = 'public'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
+	eachRow(t, sqldb, func(rows *sql.Rows) error {
 		var name, tbl string
 		if err := rows.Scan(&name, &tbl); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		c.indexes[name] = tbl
-	}
-	rows.Close()
+		return nil
+	}, `SELECT indexname, tablename FROM pg_indexes WHERE schemaname = 'public'`)
 	return c
 }
 
@@ -555,4 +527,45 @@ func TestPostgresMigrationsMatchSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertLatest(t, pg, Postgres)
+}
+
+// gooseVersions reads the versions goose recorded, in order.
+func gooseVersions(t *testing.T, db *DB) []int64 {
+	t.Helper()
+	rows, err := db.Reader().QueryContext(context.Background(), `SELECT version_id FROM `+versionTable+` ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var versions []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return versions
+}
+
+// eachRow runs query on sqldb and calls scan for each row, failing the test
+// on any error (the rows closed, their Err read).
+func eachRow(t *testing.T, sqldb *sql.DB, scan func(*sql.Rows) error, query string, args ...any) {
+	t.Helper()
+	rows, err := sqldb.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -164,12 +164,8 @@ func (db *DB) SlowUnsettledRecords(ctx context.Context, now int64, r Rate) ([]Bi
 	pg := db.dialect == Postgres
 	f := sqlFor(r, pg, "a.")
 	// Parameter 2 is unused (see FastDueTx).
-	rows, err := db.r.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE (a.`+closingWhere+`
+	return queryBillingRows(ctx, db.r, nil, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE (a.`+closingWhere+`
 		OR a.`+runningWhere+` AND NOT COALESCE(`+f.fast+`, FALSE)) AND (`+f.orgIn+` OR TRUE) ORDER BY a.org_id, a.seq`, now, orgsArg(nil, pg))
-	if err != nil {
-		return nil, err
-	}
-	return scanBillingRows(rows, nil)
 }
 
 // UnsettledRecordsOf returns the billing rows of the unsettled records of
@@ -182,12 +178,9 @@ func (db *DB) UnsettledRecordsOf(ctx context.Context, orgs []string) ([]BillingR
 		for i, o := range chunk {
 			args[i] = o
 		}
-		rows, err := db.r.QueryContext(ctx, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE `+unsettledWhere("a.")+`
-			AND a.org_id IN (`+placeholders(len(chunk))+`) ORDER BY a.org_id, a.seq`, args...)
-		if err != nil {
-			return nil, err
-		}
-		if out, err = scanBillingRows(rows, out); err != nil {
+		var err error
+		if out, err = queryBillingRows(ctx, db.r, out, `SELECT `+billingColumns+` FROM `+billingFrom+` WHERE `+unsettledWhere("a.")+`
+			AND a.org_id IN (`+placeholders(len(chunk))+`) ORDER BY a.org_id, a.seq`, args...); err != nil {
 			return nil, err
 		}
 	}

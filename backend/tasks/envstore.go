@@ -237,26 +237,30 @@ func (s *Service) envStates(ctx context.Context, ids []string) (map[string]taske
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := s.db.Reader().QueryContext(ctx, `SELECT id, state FROM task_environments WHERE id IN (`+
-			strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			var st taskenv.State
-			if err := rows.Scan(&id, &st); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[id] = st
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := s.readStates(ctx, args, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// readStates reads the states of ids (one chunk) into out.
+func (s *Service) readStates(ctx context.Context, ids []any, out map[string]taskenv.State) error {
+	rows, err := s.db.Reader().QueryContext(ctx, `SELECT id, state FROM task_environments WHERE id IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")+`)`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st taskenv.State
+		if err := rows.Scan(&id, &st); err != nil {
+			return err
+		}
+		out[id] = st
+	}
+	return rows.Err()
 }
 
 // errConflict: the environment is not in a state the change applies to (it

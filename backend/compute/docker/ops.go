@@ -260,7 +260,15 @@ func (p *Provider) readMetrics(ctx context.Context, ref compute.Ref) (compute.Me
 	if in.c.HostConfig != nil {
 		m.CPUCount = int((in.c.HostConfig.NanoCPUs + 5e8) / 1e9)
 	}
-	m.DiskUsedBytes, _ = p.disk.get(ctx, ref.ID, diskFresh, func(ctx context.Context) (uint64, error) { return p.diskUsed(ctx, ref.ID) })
+	// The writable layer's size takes the engine up to a minute to add up
+	// on a busy host: the latest one is used, and 0 until the first is in.
+	m.DiskUsedBytes, _ = p.disk.peek(ref.ID, diskFresh, func(ctx context.Context) (uint64, error) { return p.diskUsed(ctx, ref.ID) })
+	if img, err := p.cli.ImageInspect(ctx, in.c.Image); err == nil && img.Size > 0 {
+		m.ImageBytes = uint64(img.Size)
+	}
+	if p.cfg.DiskLimitMB > 0 {
+		m.DiskLimitBytes = uint64(p.cfg.DiskLimitMB) << 20
+	}
 	if in.c.State != nil && in.c.State.Running {
 		started, _ := time.Parse(time.RFC3339Nano, in.c.State.StartedAt)
 		m.CPUPercent = p.cpuPercent(ref.ID, s.CPUStats.CPUUsage.TotalUsage, s.Read, started)

@@ -37,6 +37,22 @@ type sample[T any] struct {
 
 func (c *sampler[T]) get(ctx context.Context, id string, fresh time.Duration, read func(context.Context) (T, error)) (T, error) {
 	c.mu.Lock()
+	s := c.entry(id, fresh, read)
+	c.mu.Unlock()
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.v, s.err
+}
+
+// entry is id's sample, a reading started when there is none or it is
+// older than fresh (c.mu held).
+func (c *sampler[T]) entry(id string, fresh time.Duration, read func(context.Context) (T, error)) *sample[T] {
 	if c.m == nil || len(c.m) > 10000 { // forget instances deleted behind our back
 		c.m = map[string]*sample[T]{}
 	}
@@ -49,16 +65,17 @@ func (c *sampler[T]) get(ctx context.Context, id string, fresh time.Duration, re
 		s.refreshing = true
 		go c.read(id, s, read)
 	}
-	c.mu.Unlock()
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
+	return s
+}
+
+// peek is get without waiting: the latest reading of id (ok false before
+// the first), starting a reading when there is none or it is stale.
+func (c *sampler[T]) peek(id string, fresh time.Duration, read func(context.Context) (T, error)) (T, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return s.v, s.err
+	s := c.entry(id, fresh, read)
+	v, have := s.v, !s.at.IsZero() && s.err == nil
+	c.mu.Unlock()
+	return v, have
 }
 
 func (c *sampler[T]) read(id string, s *sample[T], read func(context.Context) (T, error)) {

@@ -690,5 +690,6 @@ func (p *Provider) Metrics(ctx context.Context, ref compute.Ref) (compute.Metric
 		MemoryUsedBytes:  uint64(max(last.MemUsed, 0)),
 		MemoryLimitBytes: uint64(max(last.MemTotal, 0)),
 		DiskUsedBytes:    uint64(max(last.DiskUsed, 0)),
+		DiskLimitBytes:   uint64(max(last.DiskTotal, 0)),
 	}, nil
 }
