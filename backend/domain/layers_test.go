@@ -22,6 +22,7 @@ var forbidden = map[string][]string{
 	"backend/domain":         {"backend/", "apitypes", "client"},
 	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
 	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	"backend/domain/template": {"backend/", "apitypes", "client"},
 	// ids makes and hashes secrets for every layer: a leaf.
 	"backend/ids": {"backend/", "apitypes", "client"},
 	// The compute port is plain Go; adapters import it, never the reverse.
@@ -41,6 +42,7 @@ var forbidden = map[string][]string{
 	"backend/e2bapi": {"backend/app", "backend/api", "backend/reconciler", "backend/compute/", "backend/billing",
 		"backend/runtimes", "backend/tasks", "backend/admission"},
 	"backend/tasks": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
+	"backend/templates": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks", "backend/lifecycle", "backend/e2bapi"},
 	"backend/keys":  {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 }
 
@@ -56,7 +58,7 @@ var allowed = map[string][]string{
 // net/http, so a service method can be called from anywhere with Go values.
 var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 	"backend/admission", "backend/reconciler", "backend/keys", "backend/store", "backend/domain", "backend/domain/sandbox",
-	"backend/domain/taskenv"}
+	"backend/domain/taskenv", "backend/domain/template", "backend/templates"}
 
 func imports(t *testing.T, dir string) map[string][]string {
 	t.Helper()
