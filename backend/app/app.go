@@ -31,6 +31,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
 )
 
@@ -47,6 +48,7 @@ type App struct {
 	Runtimes   *runtimes.Service
 	Admission  *admission.Admitter
 	Keys       *keys.Service
+	Templates  *templates.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -135,9 +137,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			}
 		}})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
+	a.Templates = a.newTemplates(cfg)
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain,
-		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}})
+		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}, Resolve: a.resolveTemplate})
 	// Billing reads sandbox logs through the lifecycle service and hands
 	// the records it kills for lack of credits to the reconciler; it imports
 	// neither.

@@ -19,9 +19,9 @@ const module = "github.com/dreadnode/terraform-provider-dreadnode/"
 // repository packages its non-test files must not import (prefix match).
 var forbidden = map[string][]string{
 	// The domain knows no SQL, no HTTP and no adapter.
-	"backend/domain":         {"backend/", "apitypes", "client"},
-	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
-	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	"backend/domain":          {"backend/", "apitypes", "client"},
+	"backend/domain/sandbox":  {"backend/", "apitypes", "client"},
+	"backend/domain/taskenv":  {"backend/", "apitypes", "client"},
 	"backend/domain/template": {"backend/", "apitypes", "client"},
 	// ids makes and hashes secrets for every layer: a leaf.
 	"backend/ids": {"backend/", "apitypes", "client"},
@@ -41,9 +41,9 @@ var forbidden = map[string][]string{
 	// no provider, no second copy of a service.
 	"backend/e2bapi": {"backend/app", "backend/api", "backend/reconciler", "backend/compute/", "backend/billing",
 		"backend/runtimes", "backend/tasks", "backend/admission"},
-	"backend/tasks": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
+	"backend/tasks":     {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/lifecycle"},
 	"backend/templates": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks", "backend/lifecycle", "backend/e2bapi"},
-	"backend/keys":  {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
+	"backend/keys":      {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes", "backend/tasks"},
 }
 
 // allowed are the exceptions to forbidden's prefixes: the domain's packages

@@ -20,6 +20,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 )
 
 // Prefix is where the edge is mounted.
@@ -44,6 +45,9 @@ type Config struct {
 	EnvdVersion string
 	// Events serves E2B's /events routes (events.go); nil leaves them out.
 	Events *events.Service
+	// Templates serves E2B's template, tag and snapshot routes
+	// (templates.go); nil leaves them out.
+	Templates *templates.Service
 }
 
 // Edge is the E2B control plane.
@@ -71,6 +75,7 @@ func (e *Edge) RegisterPublic(r *mux.Router) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Health check successful"))
 	}).Methods(http.MethodGet)
+	e.registerTemplateUploads(r)
 }
 
 // notFound is E2B's answer for a sandbox id it does not know (or another
@@ -98,6 +103,7 @@ func (e *Edge) Register(r *mux.Router) {
 	r.Handle("/v2/sandboxes/{sandboxID}/logs", h(e.handleLogsV2)).Methods(http.MethodGet)
 	r.Handle("/sandboxes/{sandboxID}/metrics", h(e.handleMetrics)).Methods(http.MethodGet)
 	e.registerEvents(r)
+	e.registerTemplates(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

@@ -57,7 +57,9 @@ var (
 var (
 	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	metaKey  = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,64}$`)
-	template = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
+	// A template id, an org's template's alias (E2B's "team/alias"
+	// accepted), either with ":tag".
+	template = regexp.MustCompile(`^([a-z0-9_-]{1,64}/)?[a-z0-9][a-z0-9_.\-]{0,63}(:[a-z0-9_.\-]{1,64})?$`)
 	volName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
 	hostname = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9-]{1,63}\.)*[a-zA-Z0-9-]{1,63}$`)
 )
@@ -116,7 +118,7 @@ func (sp *Spec) validate(minTimeout int) error {
 		sp.TemplateID = "base"
 	}
 	if !template.MatchString(sp.TemplateID) {
-		return domain.Invalid("templateID", "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-')")
+		return domain.Invalid("templateID", "must be a template id or name such as \"base\" or \"my-template:v1\" (lowercase letters, digits, '.', '_', '-', then an optional \":tag\")")
 	}
 	if err := checkTimeout("timeout", sp.TimeoutSec, minTimeout); err != nil {
 		return err

@@ -43,6 +43,10 @@ type Spec struct {
 	// E2B's rule, fixed at create from the create's timeout, whatever a
 	// later timeout call set (lifecycle.autoResume).
 	AutoResumeTimeoutSec int `json:"autoResumeTimeoutSec,omitempty"`
+	// Image is the local image of an org's own template or snapshot (API
+	// §14–§15) the sandbox starts from, resolved at create; "" for the
+	// provider's templates.
+	Image string `json:"image,omitempty"`
 }
 
 // Record is one compute allocation: the row both the lifecycle (§1) and the

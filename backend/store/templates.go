@@ -372,3 +372,39 @@ func (db *DB) SetTemplateQuotas(ctx context.Context, org string, q TemplateQuota
 		ON CONFLICT (org_id) DO UPDATE SET max_templates = excluded.max_templates, max_template_bytes = excluded.max_template_bytes`, org, count, bytes)
 	return err
 }
+
+// TemplateUploadSeed is a random secret made once per database (32 bytes,
+// hex), the key that signs the upload links of template build files
+// (GET /templates/{id}/files/{hash}): an SDK uploads to the link without
+// its API key, as to E2B's storage. It is never logged nor answered.
+func (db *DB) TemplateUploadSeed(ctx context.Context) (string, error) {
+	return db.seed(ctx, "template_upload_seed")
+}
+
+// DeleteBuild removes org's build id with its log and any tag on it.
+func (db *DB) DeleteBuild(ctx context.Context, org, id string) error {
+	return db.Tx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM template_build_logs WHERE build_id = ? AND EXISTS (SELECT 1 FROM template_builds WHERE id = ? AND org_id = ?)`,
+			`DELETE FROM template_tags WHERE build_id = ? AND EXISTS (SELECT 1 FROM template_builds WHERE id = ? AND org_id = ?)`,
+			`DELETE FROM template_builds WHERE id = ? AND id = ? AND org_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id, id, org); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SnapshotsOf lists org's snapshot templates taken of sandbox, newest first.
+func (db *DB) SnapshotsOf(ctx context.Context, org, sandboxID string) ([]*Template, error) {
+	return QueryAll(ctx, db.r, scanTemplate, `SELECT `+templateColumns+` FROM templates WHERE org_id = ? AND kind = ? AND source_sandbox = ?
+		ORDER BY created_at DESC, id DESC`, org, string(template.KindSnapshot), sandboxID)
+}
+
+// AllBuildImages lists the image of every build, of every org (the sweep
+// of images no build owns).
+func (db *DB) AllBuildImages(ctx context.Context) ([]string, error) {
+	return QueryStrings(ctx, db.r, `SELECT image FROM template_builds WHERE image <> ''`)
+}

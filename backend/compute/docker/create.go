@@ -37,6 +37,10 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		spec.Template = BaseTemplate
 	}
 	tmpl, image, ok := p.template(spec.Template)
+	if spec.Image != "" { // an org's own template: the base's defaults, its image
+		tmpl, _, ok = p.template(BaseTemplate)
+		tmpl.ID, image = spec.Template, spec.Image
+	}
 	if !ok {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "unknown template %q", spec.Template)
 	}
@@ -50,7 +54,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if cpu <= 0 || mem <= 0 {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "cpuCount and memoryMB must be positive")
 	}
-	if p.pool != nil && poolCompatible(spec) {
+	if p.pool != nil && spec.Image == "" && poolCompatible(spec) {
 		if inst, ok := p.pool.claim(ctx, spec, tmpl, cpu, mem); ok {
 			return inst, nil
 		}
@@ -206,6 +210,8 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
 		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
+	} else if base, _, ok := p.template(BaseTemplate); ok {
+		hc.Runtime = base.Runtime // an org's own template or snapshot runs as the base does
 	}
 	netName := p.networkName(isolated)
 	netID, err := p.ensureNetwork(ctx, netName, isolated)
