@@ -31,8 +31,8 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 )
 
 // App is a wired backend.
@@ -179,10 +179,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Tasks.Register, a.Admission.Register,
-			a.Keys.Register, a.Events.Register},
+			a.Keys.Register, a.Events.Register, a.Templates.Register},
 		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Details: readyDetails(a.Provider),
-		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin, a.Templates.RegisterAdmin},
 		Public:  []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
 		Hosts:   []api.Registrar{a.Lifecycle.RegisterHostRouter},
 		Edges:   []api.Edge{a.e2bEdge()},

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 )
 
@@ -24,6 +26,10 @@ func (a *App) newTemplates(cfg Config) *templates.Service {
 		tc.Builder = b
 	}
 	tc.Images = imagesOf(a.Provider)
+	tc.Hold = func(ctx context.Context, r *store.Record, d time.Duration, extend bool) error {
+		_, err := a.Lifecycle.SetEnd(ctx, r, d, extend)
+		return err
+	}
 	return templates.New(tc)
 }
 

@@ -34,15 +34,15 @@ type Network struct {
 
 // Spec is everything a provider needs to create one instance.
 type Spec struct {
-	RecordID  string // our ledger record id; becomes a label / metadata entry
-	OrgID     string
-	Kind      string // runtime, task, world
-	Template  string // template id, e.g. "base"
+	RecordID string // our ledger record id; becomes a label / metadata entry
+	OrgID    string
+	Kind     string // runtime, task, world
+	Template string // template id, e.g. "base"
 	// Image, when set, is the local image to start (an org's own template
 	// or snapshot, API §14–§15), Template then naming it for labels and
 	// messages; its defaults (runtime, ports) are the base template's.
 	// Providers that cannot start a local image refuse it (invalid).
-	Image string
+	Image     string
 	EnvVars   map[string]string
 	Metadata  map[string]string
 	CPUCount  int // 0 means the template default

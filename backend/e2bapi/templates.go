@@ -79,7 +79,7 @@ func (e *Edge) request(r *http.Request) (templates.Requested, error) {
 		name = deref(b.Alias)
 	}
 	return e.cfg.Templates.Request(r.Context(), httpx.Org(r), templates.Request{Name: name, Tags: b.Tags,
-		CPUCount: deref(b.CPUCount), MemoryMB: deref(b.MemoryMB)})
+		CPUCount: b.CPUCount, MemoryMB: b.MemoryMB})
 }
 
 func deref[T any](p *T) T {

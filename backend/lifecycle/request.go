@@ -55,8 +55,8 @@ var (
 )
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	metaKey  = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,64}$`)
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	metaKey = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,64}$`)
 	// A template id, an org's template's alias (E2B's "team/alias"
 	// accepted), either with ":tag".
 	template = regexp.MustCompile(`^([a-z0-9_-]{1,64}/)?[a-z0-9][a-z0-9_.\-]{0,63}(:[a-z0-9_.\-]{1,64})?$`)

@@ -42,6 +42,9 @@ type Config struct {
 	// Images commits snapshots and removes images; nil refuses snapshots
 	// (the provider keeps no local images, e.g. E2B).
 	Images Images
+	// Hold moves a sandbox's end (lifecycle's SetEnd: to now+d, or at
+	// least that when extend): a snapshot holds it off during the commit.
+	Hold func(ctx context.Context, r *store.Record, d time.Duration, extend bool) error
 	// Builder runs builds; nil leaves every build waiting with a reason.
 	Builder Builder
 	// Static lists the provider's own templates ("base"): names that are
@@ -103,8 +106,8 @@ const (
 type Request struct {
 	Name     string // "alias[:tag]"; "" makes a template without a name
 	Tags     []string
-	CPUCount int
-	MemoryMB int
+	CPUCount *int // nil: DefaultCPU
+	MemoryMB *int // nil: DefaultMemoryMB
 }
 
 // Requested is a template and its new build.
@@ -122,14 +125,15 @@ func Names(t *store.Template) []string {
 	return []string{t.Alias}
 }
 
-// CheckResources applies E2B's rules to a build's resources (0: default)
-// and returns them, or the first refusal as a message E2B would give.
-func CheckResources(cpu, mem int) (int, int, string) {
-	if cpu == 0 {
-		cpu = DefaultCPU
+// CheckResources applies E2B's rules to a build's resources (nil: the
+// default) and returns them, or the first refusal as E2B words it.
+func CheckResources(cpuP, memP *int) (int, int, string) {
+	cpu, mem := DefaultCPU, DefaultMemoryMB
+	if cpuP != nil {
+		cpu = *cpuP
 	}
-	if mem == 0 {
-		mem = DefaultMemoryMB
+	if memP != nil {
+		mem = *memP
 	}
 	switch {
 	case cpu < 1:

@@ -70,6 +70,20 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 		return Snapshot{}, err
 	}
 
+	// The sandbox's timeout does not run while it is paused for the
+	// commit (on an engine without a native diff, a commit walks the whole
+	// filesystem and takes a while): its end is held off meanwhile and is
+	// then the end it had plus the commit's time.
+	if s.cfg.Hold != nil && !rec.EndAt.IsZero() {
+		remaining := max(rec.EndAt.Sub(s.now()), time.Second)
+		if err := s.cfg.Hold(ctx, rec, commitHold, true); err == nil {
+			defer func() {
+				if cur, err := s.liveSandbox(context.WithoutCancel(ctx), org, sandboxID); err == nil {
+					_ = s.cfg.Hold(context.WithoutCancel(ctx), cur, remaining, false)
+				}
+			}()
+		}
+	}
 	buildID := uuid.NewString()
 	image := "dreadnode-snapshot/" + sandboxID + ":" + buildID
 	labels := s.imageLabels(ctx, org, "", buildID)
@@ -117,6 +131,9 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	keep = true
 	return Snapshot{Template: t, Build: b, Tag: tag}, nil
 }
+
+// commitHold is how long a sandbox's end is held off while it is committed.
+const commitHold = 30 * time.Minute
 
 // liveSandbox reads org's sandbox id while it lives (not stopping or
 // ended); otherwise not found, as E2B answers.
