@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"maps"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -36,6 +37,12 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, name string, lab
 			cfg.Cmd = []string{"sleep", "infinity"} // never the agent's entrypoint
 		}
 	}
+	// The agent's ready file stays out of the image: a sandbox started
+	// from it would look ready before its own agent listens. Only start
+	// reads it, so the running sandbox gets it back after the commit.
+	if p.agent != nil && p.execQuietly(ctx, ref.ID, "rm", "-f", agentReadyPath) {
+		defer p.execQuietly(context.WithoutCancel(ctx), ref.ID, "touch", agentReadyPath)
+	}
 	resp, err := p.cli.ContainerCommit(ctx, ref.ID, container.CommitOptions{Reference: name, Pause: true, Config: cfg})
 	if err != nil {
 		return 0, classify(op, err)
@@ -65,4 +72,31 @@ func (p *Provider) HasImage(ctx context.Context, name string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// execQuietly runs cmd in container id as root through the engine and
+// reports whether it exited 0.
+func (p *Provider) execQuietly(ctx context.Context, id string, cmd ...string) bool {
+	ex, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, User: "0"})
+	if err != nil {
+		return false
+	}
+	if err := p.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{}); err != nil {
+		return false
+	}
+	for range 600 {
+		in, err := p.cli.ContainerExecInspect(ctx, ex.ID)
+		if err != nil {
+			return false
+		}
+		if !in.Running {
+			return in.ExitCode == 0
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false
 }
