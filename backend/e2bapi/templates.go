@@ -12,7 +12,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/template"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -330,13 +329,13 @@ func (e *Edge) handleTemplateUpload(w http.ResponseWriter, r *http.Request) erro
 
 // buildStart is E2B's TemplateBuildStartV2.
 type buildStart struct {
-	FromImage    *string                `json:"fromImage"`
-	FromTemplate *string                `json:"fromTemplate"`
-	FromRegistry any                    `json:"fromImageRegistry"`
-	Steps        []compute.TemplateStep `json:"steps"`
-	StartCmd     *string                `json:"startCmd"`
-	ReadyCmd     *string                `json:"readyCmd"`
-	Force        *bool                  `json:"force"`
+	FromImage    *string          `json:"fromImage"`
+	FromTemplate *string          `json:"fromTemplate"`
+	FromRegistry any              `json:"fromImageRegistry"`
+	Steps        []templates.Step `json:"steps"`
+	StartCmd     *string          `json:"startCmd"`
+	ReadyCmd     *string          `json:"readyCmd"`
+	Force        *bool            `json:"force"`
 }
 
 func (e *Edge) handleBuildStart(w http.ResponseWriter, r *http.Request) error {
@@ -349,7 +348,7 @@ func (e *Edge) handleBuildStart(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := mux.Vars(r)
 	err := e.cfg.Templates.StartBuild(r.Context(), httpx.Org(r), v["templateID"], v["buildID"], templates.BuildSpec{
-		FromImage: deref(b.FromImage), FromTemplate: deref(b.FromTemplate), Steps: b.Steps, StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd,
+		FromImage: deref(b.FromImage), FromTemplate: deref(b.FromTemplate), Steps: templates.ComputeSteps(b.Steps), StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd,
 		Force: deref(b.Force)})
 	if err != nil {
 		return err

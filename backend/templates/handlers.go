@@ -43,16 +43,33 @@ func (s *Service) RegisterAdmin(r *mux.Router) {
 
 // createBody is POST /templates: the request and the build's start in one.
 type createBody struct {
-	Name         string                 `json:"name"`
-	Tags         []string               `json:"tags"`
-	CPUCount     *int                   `json:"cpuCount"`
-	MemoryMB     *int                   `json:"memoryMB"`
-	FromImage    string                 `json:"fromImage"`
-	FromTemplate string                 `json:"fromTemplate"`
-	Steps        []compute.TemplateStep `json:"steps"`
-	StartCmd     *string                `json:"startCmd"`
-	ReadyCmd     *string                `json:"readyCmd"`
-	Force        bool                   `json:"force"`
+	Name         string   `json:"name"`
+	Tags         []string `json:"tags"`
+	CPUCount     *int     `json:"cpuCount"`
+	MemoryMB     *int     `json:"memoryMB"`
+	FromImage    string   `json:"fromImage"`
+	FromTemplate string   `json:"fromTemplate"`
+	Steps        []Step   `json:"steps"`
+	StartCmd     *string  `json:"startCmd"`
+	ReadyCmd     *string  `json:"readyCmd"`
+	Force        bool     `json:"force"`
+}
+
+// Step is one of E2B's build steps as JSON.
+type Step struct {
+	Type      string   `json:"type"`
+	Args      []string `json:"args"`
+	FilesHash string   `json:"filesHash"`
+	Force     bool     `json:"force"`
+}
+
+// ComputeSteps are steps as the build engine takes them.
+func ComputeSteps(steps []Step) []compute.TemplateStep {
+	out := make([]compute.TemplateStep, len(steps))
+	for i, st := range steps {
+		out[i] = compute.TemplateStep{Type: st.Type, Args: st.Args, FilesHash: st.FilesHash, Force: st.Force}
+	}
+	return out
 }
 
 // templateJSON is a template as the native routes show it.
@@ -152,7 +169,7 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	err = s.StartBuild(r.Context(), httpx.Org(r), req.Template.ID, req.Build.ID, BuildSpec{FromImage: b.FromImage, FromTemplate: b.FromTemplate,
-		Steps: b.Steps, StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd, Force: b.Force})
+		Steps: ComputeSteps(b.Steps), StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd, Force: b.Force})
 	if err != nil {
 		// The build never started: it leaves no record behind.
 		_ = s.db.DeleteBuild(r.Context(), httpx.Org(r), req.Build.ID)
