@@ -36,16 +36,14 @@ import (
 	"context"
 
 	"github.com/docker/docker/client"
-
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // Labels of the containers and images a build makes.
 const (
-	LabelBuild = "dev.dreadnode.templatebuild"          // the build id, on everything a build makes
-	LabelKey   = "dev.dreadnode.templatebuild.key"      // a step image's cache key
-	LabelStart = "dev.dreadnode.templatebuild.start"    // the final image's compute.StartCommand (JSON)
-	LabelTmpl  = "dev.dreadnode.templatebuild.template" // the template id, on the final image
+	LabelBuild = "dev.dreadnode.templatebuild"       // the build id, on everything a build makes
+	LabelRun   = "dev.dreadnode.templatebuild.run"   // one Build call's nonce: its cleanup finds all it made
+	LabelKey   = "dev.dreadnode.templatebuild.key"   // a step image's cache key
+	LabelStart = "dev.dreadnode.templatebuild.start" // the final image's compute.StartCommand (JSON)
 )
 
 // RefRepo is the repository of every built template's ref.
@@ -70,20 +68,3 @@ type Builder struct {
 
 // New returns a Builder over h.
 func New(h Host) *Builder { return &Builder{h: h} }
-
-// Build implements compute.TemplateBuilder.BuildTemplate.
-func (b *Builder) Build(ctx context.Context, req compute.TemplateBuild) (compute.TemplateBuildResult, error) {
-	return compute.TemplateBuildResult{}, &compute.TemplateBuildError{Kind: compute.KindInternal, Msg: "not implemented yet"}
-}
-
-// Image implements compute.TemplateBuilder.TemplateImage.
-func (b *Builder) Image(ctx context.Context, ref string) (compute.TemplateImage, error) {
-	return compute.TemplateImage{}, &compute.TemplateBuildError{Kind: compute.KindInternal, Msg: "not implemented yet"}
-}
-
-// Remove implements compute.TemplateBuilder.RemoveTemplateImage.
-func (b *Builder) Remove(ctx context.Context, ref string) error { return nil }
-
-// Sweep removes the containers of builds that no longer run (a crashed
-// backend's) and the images of builds that did not finish.
-func (b *Builder) Sweep(ctx context.Context) error { return nil }
