@@ -17,15 +17,19 @@
 // host, no private ranges), hardening.Apply's capabilities and
 // no-new-privileges, the build's memory (no swap), CPU and pids limits, the
 // sandboxes' disk cap where the storage driver has one, a time limit, and
-// its output bounded. The container is committed as the step's layer
-// (ContainerCommit): the engine's ImageBuild, whose RUN steps run on the
-// default bridge with no limits, is never used here.
+// its output bounded. The step's changes become its layer: the exited
+// container's overlay upper directory, written as a layer tar and loaded
+// over the parent (upper.go, load.go), or a ContainerCommit on other
+// storage drivers. The engine's ImageBuild, whose RUN steps run on the
+// default bridge with no limits, is never used here. ENV, WORKDIR, USER,
+// COPY and the start label run no container (COPY's layer is the tar it
+// writes).
 //
 // Cache: each step's image is labelled with a key hashing the parent
 // image's id, the step and its files' hash; a later build with the same
 // key reuses the image ("CACHED [builder i/n] …" in the log). Force (the
-// build's or a step's) skips the lookup. ENV, WORKDIR and USER steps make
-// no container: they are folded into the next commit.
+// build's or a step's) skips the lookup. ENV, WORKDIR and USER steps are
+// folded into the next step's image.
 //
 // Cleanup: every container and image a build makes is labelled with the
 // build (LabelBuild) and removed when the build fails or is cancelled;
