@@ -31,6 +31,8 @@
 //     the bridge's addresses are reused, an agent call in each as soon as
 //     it is ready: the calls that failed (goal 0) and the first call's
 //     p50/p99 against a raw container's first docker exec (churn.go)
+//   - template: a 3-step template build, cold and cached, against docker
+//     build of the equivalent Dockerfile (template.go)
 package main
 
 import (
@@ -73,7 +75,7 @@ var (
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
 	baseImage   = flag.String("image", images.Base, "the base template's image, of both sides (another tag: a candidate recipe, built beforehand)")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,replicas,takeover", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,template,replicas,takeover", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -157,6 +159,9 @@ func main() {
 	}
 	if want("churn") {
 		churnPart(ctx)
+	}
+	if want("template") {
+		templatePart(ctx)
 	}
 	replicaParts()
 }

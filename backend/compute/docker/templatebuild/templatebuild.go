@@ -17,15 +17,19 @@
 // host, no private ranges), hardening.Apply's capabilities and
 // no-new-privileges, the build's memory (no swap), CPU and pids limits, the
 // sandboxes' disk cap where the storage driver has one, a time limit, and
-// its output bounded. The container is committed as the step's layer
-// (ContainerCommit): the engine's ImageBuild, whose RUN steps run on the
-// default bridge with no limits, is never used here.
+// its output bounded. The step's changes become its layer: the exited
+// container's overlay upper directory, written as a layer tar and loaded
+// over the parent (upper.go, load.go), or a ContainerCommit on other
+// storage drivers. The engine's ImageBuild, whose RUN steps run on the
+// default bridge with no limits, is never used here. ENV, WORKDIR, USER,
+// COPY and the start label run no container (COPY's layer is the tar it
+// writes).
 //
 // Cache: each step's image is labelled with a key hashing the parent
 // image's id, the step and its files' hash; a later build with the same
 // key reuses the image ("CACHED [builder i/n] …" in the log). Force (the
-// build's or a step's) skips the lookup. ENV, WORKDIR and USER steps make
-// no container: they are folded into the next commit.
+// build's or a step's) skips the lookup. ENV, WORKDIR and USER steps are
+// folded into the next step's image.
 //
 // Cleanup: every container and image a build makes is labelled with the
 // build (LabelBuild) and removed when the build fails or is cancelled;
@@ -36,16 +40,14 @@ import (
 	"context"
 
 	"github.com/docker/docker/client"
-
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
 // Labels of the containers and images a build makes.
 const (
-	LabelBuild = "dev.dreadnode.templatebuild"          // the build id, on everything a build makes
-	LabelKey   = "dev.dreadnode.templatebuild.key"      // a step image's cache key
-	LabelStart = "dev.dreadnode.templatebuild.start"    // the final image's compute.StartCommand (JSON)
-	LabelTmpl  = "dev.dreadnode.templatebuild.template" // the template id, on the final image
+	LabelBuild = "dev.dreadnode.templatebuild"       // the build id, on everything a build makes
+	LabelRun   = "dev.dreadnode.templatebuild.run"   // one Build call's nonce: its cleanup finds all it made
+	LabelKey   = "dev.dreadnode.templatebuild.key"   // a step image's cache key
+	LabelStart = "dev.dreadnode.templatebuild.start" // the final image's compute.StartCommand (JSON)
 )
 
 // RefRepo is the repository of every built template's ref.
@@ -70,20 +72,3 @@ type Builder struct {
 
 // New returns a Builder over h.
 func New(h Host) *Builder { return &Builder{h: h} }
-
-// Build implements compute.TemplateBuilder.BuildTemplate.
-func (b *Builder) Build(ctx context.Context, req compute.TemplateBuild) (compute.TemplateBuildResult, error) {
-	return compute.TemplateBuildResult{}, &compute.TemplateBuildError{Kind: compute.KindInternal, Msg: "not implemented yet"}
-}
-
-// Image implements compute.TemplateBuilder.TemplateImage.
-func (b *Builder) Image(ctx context.Context, ref string) (compute.TemplateImage, error) {
-	return compute.TemplateImage{}, &compute.TemplateBuildError{Kind: compute.KindInternal, Msg: "not implemented yet"}
-}
-
-// Remove implements compute.TemplateBuilder.RemoveTemplateImage.
-func (b *Builder) Remove(ctx context.Context, ref string) error { return nil }
-
-// Sweep removes the containers of builds that no longer run (a crashed
-// backend's) and the images of builds that did not finish.
-func (b *Builder) Sweep(ctx context.Context) error { return nil }
