@@ -454,7 +454,7 @@ func (b *backend) stop() {
 // baseImages are the images E2B's template tests build FROM, which no
 // registry serves here: each missing one is tagged from the local base
 // image (`make image`), once, and left for later runs.
-var baseImages = []string{"ubuntu:22.04"}
+var baseImages = []string{"ubuntu:22.04", "ubuntu:24.04"}
 
 func baseImageTags() error {
 	const local = "dreadnode/base:latest"
