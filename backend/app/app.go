@@ -33,6 +33,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/runtimes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/volumes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/worlds"
 )
@@ -53,6 +54,7 @@ type App struct {
 	Keys       *keys.Service
 	Volumes    *volumes.Service
 	Metrics    *orgmetrics.Service
+	Templates  *templates.Service
 	Handler    http.Handler
 	Log        *slog.Logger
 	// DevKey is the generated key of the dev org ("" when bootstrapped from env).
@@ -141,9 +143,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 			}
 		}})
 	reg.MustRegister(admission.NewCollector(db, a.Admission))
+	a.Templates = a.newTemplates(cfg)
 	a.Lifecycle = lifecycle.New(lifecycle.Config{DB: db, Reconciler: a.Reconciler, Provider: a.Provider, Logger: log,
 		MinTimeout: cfg.MinTimeoutSec, Admit: a.admit, Admission: a.Admission, SandboxDomain: cfg.SandboxDomain,
-		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}, Committer: committer(a.Provider)})
+		OperatorKeys: []string{cfg.BootstrapKey, cfg.AdminKey}, Committer: committer(a.Provider), Resolve: a.resolveTemplate})
 	// Billing reads sandbox logs through the lifecycle service and hands
 	// the records it kills for lack of credits to the reconciler; it imports
 	// neither.
@@ -187,10 +190,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 		DB: db, Provider: a.Provider, Logger: log, AdminKey: cfg.AdminKey, OpenAPI: contract.served, Registry: reg, Limits: cfg.Limits,
 		MaxBodyBytes: cfg.MaxBodyBytes, Contract: contract.middleware,
 		Routes: []api.Registrar{a.Lifecycle.Register, a.Billing.Register, a.Runtimes.Register, a.Worlds.Register, a.Tasks.Register, a.Admission.Register,
-			a.Keys.Register, a.Events.Register, a.Volumes.Register, a.Metrics.Register},
+			a.Keys.Register, a.Events.Register, a.Volumes.Register, a.Metrics.Register, a.Templates.Register},
 		Checks:  map[string]func(context.Context) error{"tasks": a.Tasks.Ping},
 		Details: readyDetails(a.Provider),
-		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin},
+		Admin:   []api.Registrar{a.Billing.RegisterAdmin, a.Admission.RegisterAdmin, a.Keys.RegisterAdmin, a.Templates.RegisterAdmin},
 		Public:  []api.Registrar{a.Lifecycle.RegisterRouter, e2bCallback},
 		Hosts:   []api.Registrar{a.Lifecycle.RegisterHostRouter},
 		Edges:   []api.Edge{a.e2bEdge()},

@@ -10,6 +10,6 @@ import (
 // where sandbox traffic is routed: DREADNODE_SANDBOX_DOMAIN (localhost).
 func (a *App) e2bEdge() api.Edge {
 	edge := e2bapi.New(e2bapi.Config{Lifecycle: a.Lifecycle, DB: a.DB, Domain: a.Config.SandboxDomain,
-		Events: a.Events, Volumes: a.Volumes, Metrics: a.Metrics})
+		Events: a.Events, Volumes: a.Volumes, Metrics: a.Metrics, Templates: a.Templates})
 	return api.Edge{Prefix: e2bapi.Prefix, Wrap: e2bapi.Errors, Routes: edge.Register, Public: edge.RegisterPublic}
 }

@@ -34,6 +34,8 @@
 //   - fork: the checkpoint's time and image size by writable layer, one fork
 //     and a fork of 10 → running against cold creates, a task environment
 //     fork of 10 → ready against fresh creates of the task (fork.go)
+//   - template: a 3-step template build, cold and cached, against docker
+//     build of the equivalent Dockerfile (template.go)
 package main
 
 import (
@@ -76,7 +78,7 @@ var (
 	getClients  = flag.Int("get-clients", 16, "concurrent GET clients")
 	poolSize    = flag.Int("pool", 4, "warm pool size for the warm measurement")
 	baseImage   = flag.String("image", images.Base, "the base template's image, of both sides (another tag: a candidate recipe, built beforehand)")
-	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,replicas,takeover,fork", "comma-separated parts to run")
+	parts       = flag.String("parts", "cold,concurrent,warm,get,get-pg,exec,stream,first-byte,watch,files,agent-rss,expiry,ttl,list,metrics,admission,ratelimit,events,egress,dns,churn,template,replicas,takeover,fork", "comma-separated parts to run")
 	admBurst    = flag.Int("admission-burst", 100, "creates in the admission burst (per side)")
 	burstRoom   = flag.Int("burst-capacity", 16, "DREADNODE_CAPACITY_SANDBOXES of the admission burst's backend")
 )
@@ -163,6 +165,9 @@ func main() {
 	}
 	if want("fork") {
 		forkPart(ctx)
+	}
+	if want("template") {
+		templatePart(ctx)
 	}
 	replicaParts()
 }

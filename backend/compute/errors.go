@@ -55,6 +55,10 @@ func KindOf(err error) Kind {
 	if errors.As(err, &pe) {
 		return pe.Kind
 	}
+	var be *TemplateBuildError
+	if errors.As(err, &be) {
+		return be.Kind
+	}
 	return KindInternal
 }
 

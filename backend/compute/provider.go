@@ -38,10 +38,12 @@ type Spec struct {
 	OrgID    string
 	Kind     string // runtime, task, world
 	Template string // template id, e.g. "base"
-	// Image, when set, is an image made by Committer.Commit (a snapshot or
-	// a fork's checkpoint) that the instance starts from instead of the
-	// template's own; the template still gives ports, runtime and default
-	// resources.
+	// Image, when set, is a local image the instance starts from instead of
+	// its template's own: an image made by Committer.Commit (a snapshot or
+	// a fork's checkpoint) or an org's built template (API §14–§15). The
+	// template gives ports, runtime and default resources (the base
+	// template's when Template names an org's own). Providers that cannot
+	// start a local image refuse it (invalid).
 	Image     string
 	EnvVars   map[string]string
 	Metadata  map[string]string

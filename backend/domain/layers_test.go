@@ -19,9 +19,10 @@ const module = "github.com/dreadnode/terraform-provider-dreadnode/"
 // repository packages its non-test files must not import (prefix match).
 var forbidden = map[string][]string{
 	// The domain knows no SQL, no HTTP and no adapter.
-	"backend/domain":         {"backend/", "apitypes", "client"},
-	"backend/domain/sandbox": {"backend/", "apitypes", "client"},
-	"backend/domain/taskenv": {"backend/", "apitypes", "client"},
+	"backend/domain":          {"backend/", "apitypes", "client"},
+	"backend/domain/sandbox":  {"backend/", "apitypes", "client"},
+	"backend/domain/taskenv":  {"backend/", "apitypes", "client"},
+	"backend/domain/template": {"backend/", "apitypes", "client"},
 	// ids makes and hashes secrets for every layer: a leaf.
 	"backend/ids": {"backend/", "apitypes", "client"},
 	// The compute port is plain Go; adapters import it, never the reverse.
@@ -47,6 +48,7 @@ var forbidden = map[string][]string{
 	// An org's metrics read the ledger only.
 	"backend/orgmetrics": {"backend/app", "backend/api", "backend/lifecycle", "backend/reconciler", "backend/runtimes",
 		"backend/tasks", "backend/billing", "backend/e2bapi", "backend/compute"},
+	"backend/templates": {"backend/app", "backend/api", "backend/billing", "backend/runtimes", "backend/tasks", "backend/lifecycle", "backend/e2bapi"},
 }
 
 // allowed are the exceptions to forbidden's prefixes: the domain's packages
@@ -61,7 +63,7 @@ var allowed = map[string][]string{
 // net/http, so a service method can be called from anywhere with Go values.
 var services = []string{"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 	"backend/admission", "backend/reconciler", "backend/keys", "backend/store", "backend/domain", "backend/domain/sandbox",
-	"backend/domain/taskenv", "backend/worlds", "backend/orgmetrics"}
+	"backend/domain/taskenv", "backend/worlds", "backend/orgmetrics", "backend/domain/template", "backend/templates"}
 
 func imports(t *testing.T, dir string) map[string][]string {
 	t.Helper()

@@ -21,6 +21,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/orgmetrics"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/volumes"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	Volumes *volumes.Service
 	// Metrics serves E2B's team metrics (teams.go); nil leaves them out.
 	Metrics *orgmetrics.Service
+	// Templates serves E2B's template, tag and snapshot routes
+	// (templates.go); nil leaves them out.
+	Templates *templates.Service
 }
 
 // Edge is the E2B control plane.
@@ -77,6 +81,7 @@ func (e *Edge) RegisterPublic(r *mux.Router) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Health check successful"))
 	}).Methods(http.MethodGet)
+	e.registerTemplateUploads(r)
 }
 
 // notFound is E2B's answer for a sandbox id it does not know (or another
@@ -107,6 +112,7 @@ func (e *Edge) Register(r *mux.Router) {
 	e.registerEvents(r)
 	e.registerVolumes(r)
 	e.registerTeams(r)
+	e.registerTemplates(r)
 }
 
 // pathID is the path's sandbox id without an old SDK's "-<clientID>".

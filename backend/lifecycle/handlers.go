@@ -15,6 +15,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
@@ -445,7 +446,12 @@ func filePath(r *http.Request) (string, error) {
 // handleGetTemplate answers whether a template exists, so clients can check
 // a templateID before creating (the Terraform provider does at plan).
 func (s *Service) handleGetTemplate(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.Template(r.Context(), mux.Vars(r)["templateID"])
+	id := mux.Vars(r)["templateID"]
+	t, _, err := s.resolve(r.Context(), httpx.Org(r), id)
+	var unknown *unknownTemplateError
+	if errors.As(err, &unknown) {
+		return &domain.NotFoundError{Kind: "template", ID: id, Detail: unknown.Msg}
+	}
 	if err != nil {
 		return err
 	}

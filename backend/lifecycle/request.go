@@ -55,9 +55,11 @@ var (
 )
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	metaKey  = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,64}$`)
-	template = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	metaKey = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,64}$`)
+	// A template id, an org's template's alias (E2B's "team/alias"
+	// accepted), either with ":tag".
+	template = regexp.MustCompile(`^([a-z0-9_-]{1,64}/)?[a-z0-9][a-z0-9_.\-]{0,63}(:[a-z0-9_.\-]{1,64})?$`)
 	volName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
 	hostname = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9-]{1,63}\.)*[a-zA-Z0-9-]{1,63}$`)
 )
@@ -134,7 +136,7 @@ func (sp *Spec) validate(minTimeout int) error {
 		return domain.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only pause restarts the sandbox's processes, which a request must not do silently; drop one of them")
 	}
 	if !template.MatchString(sp.TemplateID) {
-		return domain.Invalid("templateID", "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-')")
+		return domain.Invalid("templateID", "must be a template id or name such as \"base\" or \"my-template:v1\" (lowercase letters, digits, '.', '_', '-', then an optional \":tag\")")
 	}
 	if err := checkTimeout("timeout", sp.TimeoutSec, minTimeout); err != nil {
 		return err

@@ -50,6 +50,19 @@ type Config struct {
 	OperatorKeys []string
 	// Committer checkpoints sandboxes for Fork (nil: forks answer 503).
 	Committer compute.Committer
+	// Resolve finds an org's own template or snapshot (API §14–§15) by
+	// id or name, with or without ":tag"; ok false when ref names none of
+	// the org's (another org's included), which then answers as an unknown
+	// template. nil: the provider's templates only.
+	Resolve func(ctx context.Context, org, ref string) (t OrgTemplate, ok bool, err error)
+}
+
+// OrgTemplate is an org's own template or snapshot, resolved to a build.
+type OrgTemplate struct {
+	ID       string // the template's id (the sandbox's templateID)
+	Image    string // the build's local image
+	CPUCount int
+	MemoryMB int
 }
 
 // Service implements the lifecycle operations.
@@ -111,6 +124,38 @@ func (s *Service) template(ctx context.Context, id string) (compute.Template, er
 	}
 	return t, nil
 }
+
+// resolve finds the template a create names: the provider's own ("base",
+// "base:default"), else the org's (its image then set).
+func (s *Service) resolve(ctx context.Context, org, ref string) (compute.Template, string, error) {
+	name, tag, tagged := strings.Cut(ref, ":")
+	if _, alias, ok := strings.Cut(name, "/"); ok {
+		name = alias
+	}
+	t, err := s.template(ctx, name)
+	var unknown *unknownTemplateError
+	if err == nil {
+		if tagged && tag != defaultTag {
+			return t, "", &domain.NotFoundError{Kind: "template tag", ID: ref,
+				Detail: fmt.Sprintf("template %q has no tag %q (the provider's templates have only %q)", name, tag, defaultTag)}
+		}
+		return t, "", nil
+	}
+	if !errors.As(err, &unknown) || s.cfg.Resolve == nil {
+		return t, "", err
+	}
+	own, ok, rerr := s.cfg.Resolve(ctx, org, ref)
+	if rerr != nil {
+		return t, "", rerr
+	}
+	if !ok {
+		return t, "", err
+	}
+	return compute.Template{ID: own.ID, CPUCount: own.CPUCount, MemoryMB: own.MemoryMB}, own.Image, nil
+}
+
+// defaultTag is the tag a template name without one means (E2B's).
+const defaultTag = "default"
 
 // unknownTemplateError is an invalid templateID naming no template; the
 // template route answers it as not found.
@@ -186,10 +231,11 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 	if err := spec.validate(s.cfg.MinTimeout); err != nil {
 		return Created{}, err
 	}
-	tmpl, err := s.template(ctx, spec.TemplateID)
+	tmpl, image, err := s.resolve(ctx, orgID, spec.TemplateID)
 	if err != nil {
 		return Created{}, err
 	}
+	spec.TemplateID = tmpl.ID
 	if c, ok := s.prov.(compute.NetworkChecker); ok {
 		if field, reason := c.CheckNetwork(spec.TemplateID, spec.Network); field != "" {
 			return Created{}, domain.Invalid(field, reason)
@@ -212,7 +258,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
 			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec, OutputDir: spec.OutputDir,
-			AutoPauseFilesystem: spec.AutoPauseFilesystem},
+			AutoPauseFilesystem: spec.AutoPauseFilesystem, Image: image},
 		RuntimeID: opts.RuntimeID,
 	}
 	if opts.Kind != "" {

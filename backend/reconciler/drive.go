@@ -284,11 +284,10 @@ func specOf(r *store.Record, now time.Time) compute.Spec {
 		ttl = r.EndAt.Sub(now)
 	}
 	return compute.Spec{
-		RecordID: r.ID, OrgID: r.OrgID, Kind: r.Kind, Template: r.TemplateID,
+		RecordID: r.ID, OrgID: r.OrgID, Kind: r.Kind, Template: r.TemplateID, Image: r.Spec.Image,
 		EnvVars: r.Spec.EnvVars, Metadata: r.Metadata, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		Command: r.Spec.Command, Timeout: ttl, AutoPause: r.AutoPause, AutoResume: r.AutoResume, Network: r.Spec.Network, Volumes: r.Spec.Volumes,
 		ExposeLoopback: r.Spec.E2BSecure != nil, // created through /e2b
-		Image:          r.Spec.Image,
 	}
 }
 

@@ -86,6 +86,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown version", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "web-login@7.0.0"}, nil, 404, "web-login@7.0.0"},
 		{"unknown input", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "web-login", "inputs": map[string]string{"bogus": "1"}}, nil, 400, "bogus"},
 		{"input type", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "web-login", "inputs": map[string]any{"flag": 1}}, nil, 400, "inputs"},
+		{"build context out of the task", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "input-context", "inputs": map[string]string{"ctx": "../"}}, nil, 400, "services.app.build.context"},
 		{"missing required input", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "nonce-build"}, nil, 400, "nonce"},
 		{"timeout low", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "web-login", "timeout_sec": 59}, nil, 400, "timeout_sec"},
 		{"timeout high", "POST", envPath("acme", "ws"), map[string]any{"task_ref": "web-login", "timeout_sec": 86401}, nil, 400, "timeout_sec"},

@@ -68,6 +68,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 		return Created{}, err
 	}
 	cpus, memMB, err := s.footprint(ctx, task, resolved)
+	var fe *catalog.FieldError
+	if errors.As(err, &fe) {
+		// The inputs put a build outside the task's directory.
+		return Created{}, &domain.InvalidError{In: domain.InBody, Field: "inputs", Msg: fe.Error(), Path: []any{"inputs"}}
+	}
 	if err != nil {
 		// The build fails on it with the task's words; until then the
 		// environment counts as one service with the defaults.

@@ -131,6 +131,9 @@ func run(infra, listDir, cacheDir, runRE string, parallel, jobs int, timeout tim
 	if err != nil {
 		return err
 	}
+	if err := baseImageTags(); err != nil {
+		return err
+	}
 	b, err := startBackend(logDir)
 	if err != nil {
 		return err
@@ -143,7 +146,9 @@ func run(infra, listDir, cacheDir, runRE string, parallel, jobs int, timeout tim
 		"TESTS_ENVD_PROXY=http://localhost:"+b.port,
 		"TESTS_SANDBOX_TEMPLATE_ID=base",
 		"TESTS_E2B_API_KEY="+b.apiKey,
-		"TESTS_E2B_ACCESS_TOKEN=unused",
+		// E2B's access token (a user's, for its dashboard's routes) is the
+		// org's key here: its template requests take either.
+		"TESTS_E2B_ACCESS_TOKEN="+b.apiKey,
 		"TESTS_SANDBOX_TEAM_ID="+org,
 		"POSTGRES_CONNECTION_STRING=", "TESTS_ORCHESTRATOR_HOST=",
 	)
@@ -446,10 +451,30 @@ func (b *backend) stop() {
 	_ = os.RemoveAll(b.dataDir)
 }
 
+// baseImages are the images E2B's template tests build FROM, which no
+// registry serves here: each missing one is tagged from the local base
+// image (`make image`), once, and left for later runs.
+var baseImages = []string{"ubuntu:22.04", "ubuntu:24.04"}
+
+func baseImageTags() error {
+	const local = "dreadnode/base:latest"
+	for _, name := range baseImages {
+		if exec.Command("docker", "image", "inspect", name).Run() == nil {
+			continue
+		}
+		if out, err := exec.Command("docker", "tag", local, name).CombinedOutput(); err != nil {
+			return fmt.Errorf("tagging %s as %s for E2B's template tests (build it with `make image`): %v\n%s", local, name, err, out)
+		}
+		fmt.Printf("tagged %s as %s (E2B's template tests build FROM it)\n", local, name)
+	}
+	return nil
+}
+
 func removeLabelled(ctx context.Context, label string) {
 	n := 0
 	for _, kind := range []struct{ list, rm []string }{
 		{[]string{"ps", "-aq"}, []string{"rm", "-f", "-v"}},
+		{[]string{"images", "-q"}, []string{"rmi", "-f"}}, // snapshots and template builds
 		{[]string{"network", "ls", "-q"}, []string{"network", "rm"}},
 		{[]string{"volume", "ls", "-q"}, []string{"volume", "rm", "-f"}},
 	} {
@@ -467,7 +492,7 @@ func removeLabelled(ctx context.Context, label string) {
 			fmt.Fprintf(os.Stderr, "e2b-suite: docker %s: %v\n%s", strings.Join(kind.rm, " "), err, out)
 		}
 	}
-	fmt.Printf("removed %d container(s), network(s) and volume(s) labelled %s\n", n, label)
+	fmt.Printf("removed %d container(s), image(s), network(s) and volume(s) labelled %s\n", n, label)
 }
 
 var (

@@ -37,6 +37,10 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		spec.Template = BaseTemplate
 	}
 	tmpl, image, ok := p.template(spec.Template)
+	if !ok && spec.Image != "" { // an org's own template or snapshot: the base's defaults
+		tmpl, _, ok = p.template(BaseTemplate)
+		tmpl.ID = spec.Template
+	}
 	if !ok {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "unknown template %q", spec.Template)
 	}
@@ -221,6 +225,8 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
 		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
+	} else if base, _, ok := p.template(BaseTemplate); ok {
+		hc.Runtime = base.Runtime // an org's own template or snapshot runs as the base does
 	}
 	netName := p.networkName(isolated)
 	netID, err := p.ensureNetwork(ctx, netName, isolated)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/egress"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/templatebuild"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
@@ -154,6 +155,9 @@ type Provider struct {
 	agentHTTP *http.Client // to the agents in the sandboxes (exec.go)
 	pool      *pool        // nil unless Config.WarmPoolSize > 0
 	closeOnce sync.Once
+
+	tbOnce sync.Once
+	tb     *templatebuild.Builder // template builds (templatebuild.go)
 }
 
 var (

@@ -63,6 +63,10 @@ type GroupConfig struct {
 	// network.allowOut). Its error fails the environment rather than run it
 	// unfiltered.
 	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
+	// BuildNetwork returns the network a task's Dockerfile build runs its
+	// steps on (Provider.Groups: the sandboxes', under the egress
+	// baseline). Nil: builds have no network at all.
+	BuildNetwork func(ctx context.Context) (string, error)
 	// AgentBinary is the path of the in-container agent's static Linux
 	// build (DREADNODE_AGENT_BINARY), injected into every service as into a
 	// sandbox (agent.go): Exec and ExecStream run commands through it, so
@@ -89,9 +93,10 @@ type Groups struct {
 	buildTO   time.Duration
 	limits    hardening.Limits // defaults of a service's limits
 	filter    func(ctx context.Context, networkID string, allowOut []string) error
-	agent     *agentHost   // nil without GroupConfig.AgentBinary
-	agentHTTP *http.Client // to the services' agents
-	agentKey  tokenKey     // derives each service's agent token (agenttoken.go)
+	buildNet  func(ctx context.Context) (string, error) // nil: builds get no network
+	agent     *agentHost                                // nil without GroupConfig.AgentBinary
+	agentHTTP *http.Client                              // to the services' agents
+	agentKey  tokenKey                                  // derives each service's agent token (agenttoken.go)
 	// storageOpt caps a service's writable layer (disk.go); nil without
 	// the provider (NewGroups alone).
 	storageOpt func(context.Context) map[string]string
@@ -120,6 +125,14 @@ func NewGroups(opts GroupConfig) (*Groups, error) {
 // has one (opts.AgentBinary otherwise).
 func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
 	opts.agentKey = p.agentKey // one deployment, one key
+	if opts.BuildNetwork == nil {
+		// Build steps get the sandboxes' network: its egress baseline (no
+		// host, link-local or private range; none with DREADNODE_EGRESS=off,
+		// as for sandboxes) and no reach to any sandbox.
+		opts.BuildNetwork = func(ctx context.Context) (string, error) {
+			return p.ensureNetwork(ctx, p.networkName(false), false)
+		}
+	}
 	g, err := newGroups(opts, p.cli, p.agent, p.agentHTTP)
 	if g != nil {
 		g.storageOpt = p.storageOpt // services' writable layers capped as sandboxes' are (and watched where they cannot be)
@@ -146,7 +159,8 @@ func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP
 		key = newTokenKey(opts.AgentTokenSeed)
 	}
 	e := &Groups{cli: cli, owner: opts.Owner, agentKey: key, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
-		agent: agent, agentHTTP: agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
+		buildNet: opts.BuildNetwork,
+		agent:    agent, agentHTTP: agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
 var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
@@ -115,8 +116,13 @@ func (e *Groups) build(img *compute.Image) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(img.WriteContext(pw)) }()
 	defer pr.Close()
+	netMode, err := e.buildNetwork(ctx)
+	if err != nil {
+		return &compute.BuildError{Service: img.Service, Msg: "the build network is not available: " + err.Error()}
+	}
 	e.buildCount.Add(1)
 	e.log.Info("building task image", "image", img.Ref, "service", img.Service)
+	l := hardening.BuildLimits
 	resp, err := e.cli.ImageBuild(ctx, pr, build.ImageBuildOptions{
 		Tags:        []string{img.Ref},
 		Dockerfile:  img.Dockerfile,
@@ -126,6 +132,15 @@ func (e *Groups) build(img *compute.Image) error {
 		ForceRemove: true,
 		Version:     build.BuilderV1,
 		Labels:      map[string]string{LabelHash: img.Hash, compute.LabelService: img.Service},
+		// Each RUN step's container: memory without swap, CPU, the pids
+		// of every task build together (buildCgroup), and a network that
+		// reaches neither the host, link-local nor any sandbox.
+		Memory:       l.MemoryBytes,
+		MemorySwap:   l.MemoryBytes,
+		CPUPeriod:    100_000,
+		CPUQuota:     l.NanoCPUs / 10_000,
+		NetworkMode:  netMode,
+		CgroupParent: buildCgroup(ctx, e, l.Pids*4),
 	})
 	if err != nil {
 		if e.ctx.Err() != nil {
@@ -203,6 +218,15 @@ func (e *Groups) build(img *compute.Image) error {
 		return &compute.BuildError{Service: img.Service, Step: step, Msg: "the build finished but produced no image " + img.Ref}
 	}
 	return nil
+}
+
+// buildNetwork is the network mode of a build's RUN steps: the one
+// GroupConfig.BuildNetwork gives, or none.
+func (e *Groups) buildNetwork(ctx context.Context) (string, error) {
+	if e.buildNet == nil {
+		return "none", nil
+	}
+	return e.buildNet(ctx)
 }
 
 // RemoveImage deletes an image (tests and cleanup); a missing one is fine.

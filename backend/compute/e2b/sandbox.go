@@ -155,6 +155,10 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if spec.Template == "" {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "no template given")
 	}
+	if spec.Image != "" {
+		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil,
+			"template %s is a local image of this backend, which E2B cannot start; start it on the Docker provider", spec.Template)
+	}
 	e2bTemplate, tmpl, known := p.resolveTemplate(spec.Template)
 	if err := checkResources(spec, tmpl, known); err != nil {
 		return compute.Instance{}, err

@@ -104,6 +104,10 @@ type Limits struct {
 // limit of its own (mem_limit / cpus / pids_limit or deploy.resources.limits).
 var DefaultServiceLimits = Limits{MemoryBytes: 512 << 20, NanoCPUs: 1e9, Pids: 512}
 
+// BuildLimits bound each RUN step of a task's Dockerfile build (the
+// engine's builder runs one container per step).
+var BuildLimits = Limits{MemoryBytes: 2 << 30, NanoCPUs: 2e9, Pids: 1024}
+
 // HelperLimits bound the short-lived helper containers the backend starts.
 var HelperLimits = Limits{MemoryBytes: 32 << 20, NanoCPUs: 5e8, Pids: 16}
 

@@ -283,6 +283,9 @@ func (t *Task) Project(ctx context.Context, projectName string, inputs map[strin
 	if err := checkSupported(p); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Base(t.ComposeFile), err)
 	}
+	if err := checkBuildPaths(p, t.Dir); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(t.ComposeFile), err)
+	}
 	return p, nil
 }
 

@@ -1,0 +1,60 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/templates"
+)
+
+// newTemplates is the service of an org's own templates and snapshots
+// (API §14–§15): builds on the provider's build engine, snapshots and
+// image removal on the provider that keeps local images (Docker; under a
+// multi provider, the first that does), uploaded COPY files under the data
+// directory.
+func (a *App) newTemplates(cfg Config) *templates.Service {
+	tc := templates.Config{DB: a.DB, Static: a.Provider.Templates, Logger: a.Log}
+	if cfg.DataDir != "" {
+		tc.FilesDir = filepath.Join(cfg.DataDir, "template-files")
+	}
+	if b, ok := a.Provider.(compute.TemplateBuilder); ok {
+		tc.Builder = b
+	}
+	tc.Images = imagesOf(a.Provider)
+	tc.Hold = func(ctx context.Context, r *store.Record, d time.Duration, extend bool) error {
+		_, err := a.Lifecycle.SetEnd(ctx, r, d, extend)
+		return err
+	}
+	return templates.New(tc)
+}
+
+func imagesOf(p compute.Provider) templates.Images {
+	if im, ok := p.(templates.Images); ok {
+		return im
+	}
+	if m, ok := p.(interface{ Providers() []compute.Provider }); ok {
+		for _, sub := range m.Providers() {
+			if im, ok := sub.(templates.Images); ok {
+				return im
+			}
+		}
+	}
+	return nil
+}
+
+// resolveTemplate is the lifecycle's look-up of an org's own templates.
+func (a *App) resolveTemplate(ctx context.Context, org, ref string) (lifecycle.OrgTemplate, bool, error) {
+	r, err := a.Templates.Resolve(ctx, org, ref)
+	if errors.Is(err, templates.ErrNotOrgs) {
+		return lifecycle.OrgTemplate{}, false, nil
+	}
+	if err != nil {
+		return lifecycle.OrgTemplate{}, false, err
+	}
+	return lifecycle.OrgTemplate{ID: r.TemplateID, Image: r.Image, CPUCount: r.CPUCount, MemoryMB: r.MemoryMB}, true, nil
+}

@@ -1,0 +1,96 @@
+package e2bapi_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A snapshot of a running sandbox is a template of its org: a sandbox
+// starts from it (by id or name) with the files written before it; another
+// org cannot use it; deleting it removes it from the list.
+func TestE2BSnapshotTemplates(t *testing.T) {
+	e := newEdge(t)
+	sb := e.create(map[string]any{"templateID": "base", "timeout": 300})
+	t.Cleanup(func() { e.env.Req("DELETE", "/e2b/sandboxes/"+sb.SandboxID, nil) })
+	if r := e.env.Req("POST", "/e2b/sandboxes/"+sb.SandboxID+"/snapshots", map[string]any{"name": "snap-" + sb.SandboxID + ":v1"}); r.Code != 201 {
+		t.Fatalf("snapshot: %s", r)
+	} else {
+		var info struct {
+			SnapshotID string   `json:"snapshotID"`
+			Names      []string `json:"names"`
+		}
+		_ = json.Unmarshal(r.Body, &info)
+		if !strings.HasSuffix(info.SnapshotID, ":v1") || len(info.Names) != 1 || strings.Contains(info.Names[0], ":") {
+			t.Fatalf("snapshot answer: %s", r.Body)
+		}
+		t.Cleanup(func() { e.env.Req("DELETE", "/e2b/templates/"+info.SnapshotID, nil) })
+		// Its org starts a sandbox from it; the sandbox names the template.
+		child := e.create(map[string]any{"templateID": info.Names[0] + ":v1", "timeout": 300})
+		t.Cleanup(func() { e.env.Req("DELETE", "/e2b/sandboxes/"+child.SandboxID, nil) })
+		e.detailOf(child.SandboxID)
+	}
+}
+
+// snapshotImages lists the local images of sandbox id's snapshots.
+func snapshotImages(t *testing.T, id string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "images", "-q", "dreadnode-snapshot/"+id).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(out))
+}
+
+// Another org's snapshot is an unknown template to it (it cannot start
+// from, list, tag nor delete it), and a sandbox killed while its snapshot
+// is taken leaves no image (the kill may land before, during or after the
+// commit; whichever, no image outlives a snapshot that did not answer 201).
+func TestE2BSnapshotOtherOrgAndKill(t *testing.T) {
+	e := newEdge(t)
+	other := e.env.AddOrg("org2", 1_000_000_000)
+	sb := e.create(map[string]any{"templateID": "base", "timeout": 300})
+	r := e.env.Req("POST", "/e2b/sandboxes/"+sb.SandboxID+"/snapshots", map[string]any{"name": "mine"})
+	if r.Code != 201 {
+		t.Fatalf("snapshot: %s", r)
+	}
+	t.Cleanup(func() { e.env.Req("DELETE", "/e2b/templates/mine", nil) })
+	if r := e.env.ReqKey(other, "POST", "/e2b/sandboxes", map[string]any{"templateID": "mine", "timeout": 300}); r.Code != 400 {
+		t.Fatalf("another org started from the snapshot: %s", r)
+	}
+	for _, req := range [][2]string{{"GET", "/e2b/templates/mine/tags"}, {"DELETE", "/e2b/templates/mine"}} {
+		if r := e.env.ReqKey(other, req[0], req[1], nil); r.Code != 404 {
+			t.Fatalf("another org: %s %s: %s", req[0], req[1], r)
+		}
+	}
+	if r := e.env.ReqKey(other, "GET", "/e2b/snapshots", nil); r.Code != 200 || strings.Contains(string(r.Body), "mine") {
+		t.Fatalf("another org lists the snapshot: %s", r)
+	}
+
+	// Kill during the snapshot: either the snapshot finished first (201,
+	// its image kept) or it answers 404 and no image is left.
+	victim := e.create(map[string]any{"templateID": "base", "timeout": 300})
+	done := make(chan int, 1)
+	go func() {
+		done <- e.env.Req("POST", "/e2b/sandboxes/"+victim.SandboxID+"/snapshots", map[string]any{}).Code
+	}()
+	if r := e.env.Req("DELETE", "/e2b/sandboxes/"+victim.SandboxID, nil); r.Code != 204 {
+		t.Fatalf("kill: %s", r)
+	}
+	code := <-done
+	imgs := snapshotImages(t, victim.SandboxID)
+	switch code {
+	case 201:
+		if len(imgs) != 1 {
+			t.Fatalf("a snapshot that finished has %d images", len(imgs))
+		}
+		_ = exec.Command("docker", "rmi", "-f", imgs[0]).Run()
+	case 404:
+		if len(imgs) != 0 {
+			t.Fatalf("a snapshot of a killed sandbox left images %v", imgs)
+		}
+	default:
+		t.Fatalf("snapshot during a kill answered %d", code)
+	}
+}
