@@ -15,6 +15,8 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 )
 
@@ -117,7 +119,7 @@ func (b *backend) fork(parent string, count int) {
 		fail(fmt.Errorf("fork: %d %s", code, body))
 	}
 	for _, f := range out {
-		if f.Sandbox == nil || f.Sandbox.State != "running" {
+		if f.Sandbox == nil || f.Sandbox.State != string(sbx.StateRunning) {
 			fail(fmt.Errorf("a fork did not run: %s", body))
 		}
 		b.mu.Lock()
@@ -142,16 +144,16 @@ func (b *backend) waitEnvReady(id string) {
 	for time.Now().Before(deadline) {
 		code, body := b.do("GET", benchEnvs+"/"+id+"/status?wait=10", nil)
 		var st struct {
-			State string
+			State taskenv.State
 			Error any
 		}
 		_ = json.Unmarshal(body, &st)
 		switch {
 		case code != http.StatusOK:
 			fail(fmt.Errorf("environment status: %d %s", code, body))
-		case st.State == "ready":
+		case st.State == taskenv.StateReady:
 			return
-		case st.State == "failed" || st.State == "torn_down":
+		case st.State == taskenv.StateFailed || st.State == taskenv.StateTornDown:
 			fail(fmt.Errorf("environment %s is %s: %v", id, st.State, st.Error))
 		}
 	}

@@ -58,9 +58,9 @@ func (s *Service) Fork(ctx context.Context, parent *store.Record, opts ForkOptio
 	}
 	forkable := parent.Phase == sandbox.PhaseRunning || (opts.AllowPaused && parent.Phase == sandbox.PhasePaused)
 	if !forkable {
-		what := "running"
+		what := string(sandbox.StateRunning)
 		if opts.AllowPaused {
-			what = "running or paused"
+			what = string(sandbox.StateRunning) + " or " + string(sandbox.StatePaused)
 		}
 		return nil, domain.ConflictIn(string(parent.PublicState()), fmt.Sprintf("sandbox %s is %s; only a %s sandbox can be forked", parent.ID, parent.PublicState(), what))
 	}
