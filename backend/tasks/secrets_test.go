@@ -67,6 +67,10 @@ func TestSecretInputsNeverAnswered(t *testing.T) {
 			t.Fatalf("check %v: %s (want %s)", c.body, r.Body, c.match)
 		}
 	}
+	// This harness gives the service no committer, so a fork answers 503
+	// (its error names no input); a fork's environments are answered by the
+	// same view as a create's, which names secret inputs only.
+	call("POST "+env+"/fork", http.MethodPost, one+"/fork", map[string]any{"count": 1}, http.StatusServiceUnavailable)
 	call("POST "+env+"/pause", http.MethodPost, one+"/pause", nil, http.StatusOK)
 	call("POST "+env+"/resume", http.MethodPost, one+"/resume", nil, http.StatusOK)
 	call("DELETE "+env, http.MethodDelete, one, nil, http.StatusOK)
