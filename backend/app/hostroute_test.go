@@ -335,9 +335,11 @@ func TestHostRoutingEnvd(t *testing.T) {
 		if r := stat(hdr...); r.code != http.StatusUnauthorized {
 			t.Errorf("Stat via %v without a token: want 401, got %s", hdr, r)
 		}
-		// The access token counts on envd's port too; another token does not.
-		if r := stat(append(hdr, "X-Access-Token", traffic)...); r.code != http.StatusOK {
-			t.Errorf("Stat via %v with the trafficAccessToken: %s", hdr, r)
+		// The trafficAccessToken opens the sandbox's other ports only (a
+		// token of its own, derived like the envd token, as E2B's is): on
+		// envd's port it is a wrong token.
+		if r := stat(append(hdr, "X-Access-Token", traffic)...); r.code != http.StatusForbidden {
+			t.Errorf("Stat via %v with the trafficAccessToken: want 403, got %s", hdr, r)
 		}
 		if r := stat(append(hdr, "X-Access-Token", "sbx_envd_"+strings.Repeat("0", 64))...); r.code != http.StatusForbidden {
 			t.Errorf("Stat via %v with a wrong token: want 403, got %s", hdr, r)

@@ -344,7 +344,8 @@ func TestBadInputNeverServerError(t *testing.T) {
 		{"POST", "/sandboxes/" + id + "/timeout", map[string]any{"timeout": -1}, 400, "timeout"},
 		{"POST", "/sandboxes/" + id + "/refreshes", map[string]any{"duration": 99999}, 400, "duration"},
 		{"POST", "/sandboxes/" + id + "/connect", map[string]any{"timeout": "x"}, 400, "timeout"},
-		{"POST", "/sandboxes/" + id + "/pause", `{"x":1}`, 204, ""}, // pause takes no body; ignored
+		{"POST", "/sandboxes/" + id + "/pause", `{"x":1}`, 400, "x"}, // pause takes {"memory"} only
+		{"POST", "/sandboxes/" + id + "/pause", `{"memory":"no"}`, 400, "memory"},
 		{"POST", "/sandboxes/" + id + "/exec", map[string]any{}, 400, "cmd"},
 		{"POST", "/sandboxes/" + id + "/exec", map[string]any{"cmd": []string{"true"}, "timeoutMs": 0}, 400, "timeoutMs"},
 		{"POST", "/sandboxes/" + id + "/exec", map[string]any{"cmd": []string{"true"}, "cwd": "rel"}, 400, "cwd"},
