@@ -133,7 +133,9 @@ row "Refused-key lockout from one address" "after 300 unknown keys: unknown key 
 res=""
 ok=1
 for u in 'http://[64:ff9b::a00:1]/' 'http://[2002:a00:1::]/' 'http://198.18.0.1/' 'http://0.0.0.1/' 'http://[2001:db8::1]/' 'http://240.0.0.1/'; do
-	code=$(api POST /events/webhooks "{\"url\":\"$u\",\"signatureSecret\":\"s\",\"events\":[\"sandbox.lifecycle.created\"]}" | cut -d' ' -f1)
+	# Disabled: were the check ever to let one through, nothing is delivered
+	# to an address outside this machine; the probe only reads the answer.
+	code=$(api POST /events/webhooks "{\"url\":\"$u\",\"enabled\":false,\"signatureSecret\":\"s\",\"events\":[\"sandbox.lifecycle.created\"]}" | cut -d' ' -f1)
 	res+="$u $code; "
 	[ "$code" = 400 ] || ok=0
 done
