@@ -34,3 +34,23 @@ func TestTemplateStart(t *testing.T) {
 		t.Fatalf("a malformed start command: %v", err)
 	}
 }
+
+// TestDefaultWorkdirStandsForNoPath: with a template's WORKDIR, a request
+// naming no path (a process's cwd, a file or directory path) means it, as
+// envd's default workdir; relative and absolute paths are unchanged.
+// (Not parallel: it sets the agent's global.)
+func TestDefaultWorkdirStandsForNoPath(t *testing.T) {
+	old := defaultWorkdir
+	t.Cleanup(func() { defaultWorkdir = old })
+	id := identity{name: "user", home: "/home/user"}
+	defaultWorkdir = ""
+	if got := id.resolve(""); got != "/home/user" {
+		t.Fatalf("no workdir: %q", got)
+	}
+	defaultWorkdir = "/app"
+	for in, want := range map[string]string{"": "/app", "x": "/home/user/x", "/abs": "/abs", "~/y": "/home/user/y"} {
+		if got := id.resolve(in); got != want {
+			t.Errorf("resolve(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
