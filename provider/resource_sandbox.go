@@ -68,8 +68,10 @@ var envVarsBounds = []validator.Map{mapvalidator.SizeAtMost(apitypes.CreateSandb
 var envVarNames = mapvalidator.KeysAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`),
 	"must be an environment variable name (letters, digits and '_', not starting with a digit)"))
 
-// templateIDPattern is the server's syntax of a template id.
-var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
+// templateIDPattern is the server's syntax of a template id or name,
+// optionally with a ":tag" (an org's templates and snapshots have tags:
+// a snapshot's snapshot_id is "<alias or id>:<tag>").
+var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}(:[a-z0-9_.\-]{1,128})?$`)
 
 var (
 	_ resource.Resource                   = (*sandboxResource)(nil)
@@ -151,12 +153,14 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"template": schema.StringAttribute{
-				MarkdownDescription: "Template to create the sandbox from (`templateID`). The server's default (`base`) when unset. " +
+				MarkdownDescription: "Template to create the sandbox from (`templateID`): one of the provider's, or one of the organization's templates " +
+					"or snapshots by id or name, with or without `:tag` (for example `dreadnode_snapshot.x.template_id`). " +
+					"The server's default (`base`) when unset. " +
 					"The plan checks that the template exists (a warning, not an error, when the API cannot be reached at plan).",
 				Optional: true,
 				Computed: true,
 				Validators: []validator.String{
-					stringvalidator.RegexMatches(templateIDPattern, "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-'; at most 64)"),
+					stringvalidator.RegexMatches(templateIDPattern, "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-'; at most 64), optionally with \":tag\""),
 				},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), replaceUnlessAdopting()},
 			},
