@@ -12,6 +12,10 @@ import (
 // until deleted, mountable by several of the org's sandboxes at once.
 type Volume = apitypes.Volume
 
+// VolumeMount mounts a volume into a sandbox at create (SandboxCreate's
+// VolumeMounts); Shared names one of the org's volumes.
+type VolumeMount = apitypes.VolumeMount
+
 // VolumeCreate is the body of POST /volumes.
 type VolumeCreate = apitypes.NewVolume
 

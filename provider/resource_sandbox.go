@@ -154,7 +154,7 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 			},
 			"template": schema.StringAttribute{
 				MarkdownDescription: "Template to create the sandbox from (`templateID`): one of the provider's, or one of the organization's templates " +
-					"or snapshots by id or name, with or without `:tag` (for example `dreadnode_snapshot.x.template_id`). " +
+					"or snapshots by id or name, with or without `:tag` (for example `dreadnode_snapshot.x.snapshot_id`). " +
 					"The server's default (`base`) when unset. " +
 					"The plan checks that the template exists (a warning, not an error, when the API cannot be reached at plan).",
 				Optional: true,

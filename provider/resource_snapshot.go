@@ -87,7 +87,7 @@ func (r *snapshotResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A snapshot of a sandbox (API `POST /sandboxes/{id}/snapshots`): its filesystem (image and writable layer) " +
 			"committed to a template of the provider's organization, which sandboxes of the organization start from " +
-			"(`dreadnode_sandbox`'s `template = dreadnode_snapshot.x.template_id`). Memory and processes are not kept: a sandbox " +
+			"(`dreadnode_sandbox`'s `template = dreadnode_snapshot.x.snapshot_id`). Memory and processes are not kept: a sandbox " +
 			"started from a snapshot runs its command again.\n\n" +
 			"The sandbox must be running or paused; it is paused only while the engine commits and keeps running. Create " +
 			"answers once the snapshot is made. Changing `sandbox_id` or `name` replaces the snapshot. Destroying it deletes " +
@@ -120,12 +120,14 @@ func (r *snapshotResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 					"must be alias[:tag]: lowercase letters, digits, '-' and '_' (a tag may also hold '.')")},
 			},
 			"template_id": schema.StringAttribute{
-				MarkdownDescription: "The template sandboxes start from: `template` of `dreadnode_sandbox`.",
+				MarkdownDescription: "The snapshot's template. As `template` of `dreadnode_sandbox` it starts from the template's " +
+					"default tag: this snapshot when `name` has no `:tag` (or is unset); otherwise use `snapshot_id`.",
 				Computed:            true,
 				PlanModifiers:       keep,
 			},
 			"snapshot_id": schema.StringAttribute{
-				MarkdownDescription: "The snapshot's id as E2B shows it, `<alias or template id>:<tag>`; also accepted as `template`.",
+				MarkdownDescription: "The snapshot's id as E2B shows it, `<alias or template id>:<tag>`: what `template` of " +
+					"`dreadnode_sandbox` takes to start from this snapshot, whatever its name.",
 				Computed:            true,
 				PlanModifiers:       keep,
 			},

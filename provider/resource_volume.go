@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"time"
 
@@ -205,11 +204,11 @@ func (r *volumeResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	id := state.ID.ValueString()
-	err := r.data.client.DeleteVolume(ctx, id)
+	err := r.deleteVolume(ctx, id)
 	switch {
 	case err == nil, client.IsNotFound(err):
 		return
-	case client.StatusOf(err) == http.StatusConflict:
+	case client.IsConflict(err):
 		resp.Diagnostics.AddError("Volume is still mounted",
 			fmt.Sprintf("The API refused to delete volume %s (%s) because sandboxes that have not ended mount it: %s\n\n"+
 				"Delete those sandboxes (terraform destroy of their resources, or dn sandbox delete <id>) or wait until they end, "+
@@ -217,6 +216,32 @@ func (r *volumeResource) Delete(ctx context.Context, req resource.DeleteRequest,
 				id, state.Name.ValueString(), detailOf(err)))
 	default:
 		apiError(&resp.Diagnostics, "Error deleting volume", err)
+	}
+}
+
+// volumeBusyRetry is how long Delete retries a 409: a sandbox that mounts
+// the volume may be being deleted in the same run (the API refuses until
+// its container is removed).
+const volumeBusyRetry = 30 * time.Second
+
+// deleteVolume deletes volume id, retrying a 409 for volumeBusyRetry (ctx
+// bounds it); the last answer is returned.
+func (r *volumeResource) deleteVolume(ctx context.Context, id string) error {
+	deadline := time.Now().Add(volumeBusyRetry)
+	b := client.Doubling(time.Second, 5*time.Second)
+	for {
+		err := r.data.client.DeleteVolume(ctx, id)
+		if !client.IsConflict(err) || time.Now().After(deadline) {
+			return err
+		}
+		tflog.Debug(ctx, "volume still mounted; retrying the delete", map[string]any{"id": id, "error": err.Error()})
+		t := time.NewTimer(b.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 
