@@ -196,3 +196,31 @@ func snapshotImages(buildID string, want bool) error {
 	}
 	return nil
 }
+
+// Terraform 1.12 imports volumes and snapshots by resource identity (an
+// import block with identity = { id = ... }).
+func TestAccVolumeSnapshot_importByIdentity(t *testing.T) {
+	useTerraformNext(t)
+	b := testAccPreCheck(t, "")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             b.checkDestroy(),
+		Steps: []resource.TestStep{
+			{Config: snapshotConfig(b, "acc-identity", false) + `
+resource "dreadnode_volume" "data" {
+  name = "acc-identity"
+}
+`},
+			{
+				ResourceName:    "dreadnode_volume.data",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+			},
+			{
+				ResourceName:    "dreadnode_snapshot.snap",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+			},
+		},
+	})
+}
