@@ -101,6 +101,7 @@ type sandboxModel struct {
 	AutoResume  types.Bool     `tfsdk:"auto_resume"`
 	Resources   types.Object   `tfsdk:"resources"`
 	Network     types.Object   `tfsdk:"network"`
+	Volumes     types.List     `tfsdk:"volume_mounts"`
 	Command     types.List     `tfsdk:"command"`
 	Paused      types.Bool     `tfsdk:"paused"`
 	WaitFor     types.String   `tfsdk:"wait_for"`
@@ -119,6 +120,12 @@ type sandboxModel struct {
 type sandboxResourcesModel struct {
 	CPUCount types.Int64 `tfsdk:"cpu_count"`
 	MemoryMB types.Int64 `tfsdk:"memory_mb"`
+}
+
+type sandboxVolumeMountModel struct {
+	Name     types.String `tfsdk:"name"`
+	Path     types.String `tfsdk:"path"`
+	ReadOnly types.Bool   `tfsdk:"read_only"`
 }
 
 type sandboxNetworkModel struct {
@@ -242,6 +249,25 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				},
 				PlanModifiers: []planmodifier.Object{replaceUnlessAdopting()},
 			},
+			"volume_mounts": schema.ListNestedAttribute{
+				MarkdownDescription: "Volumes of the organization (`dreadnode_volume`) mounted into the sandbox, each by `name` at `path`; " +
+					"several sandboxes may mount one volume at once, and a volume outlives them. Referencing the volume " +
+					"(`name = dreadnode_volume.x.name`) makes Terraform delete the sandbox before the volume, which the API " +
+					"refuses to delete while a sandbox mounts it. The API does not report mounts: after an import they are " +
+					"adopted from the configuration. Changing them replaces the sandbox.",
+				Optional: true,
+				NestedObject: schema.NestedAttributeObject{
+					Attributes: map[string]schema.Attribute{
+						"name": schema.StringAttribute{Required: true, MarkdownDescription: "The volume's name.",
+							Validators: []validator.String{stringvalidator.RegexMatches(volumeNamePattern, "must be a volume name (letters, digits, '_' and '-')")}},
+						"path": schema.StringAttribute{Required: true, MarkdownDescription: "Where the volume is mounted: a clean absolute path, " +
+							"not `/`, `/proc`, `/sys`, `/dev` or under them.",
+							Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/.`), "must be an absolute path other than /")}},
+						"read_only": schema.BoolAttribute{Optional: true, MarkdownDescription: "Mount it read-only."},
+					},
+				},
+				PlanModifiers: []planmodifier.List{replaceUnlessAdopting()},
+			},
 			"command": schema.ListAttribute{
 				MarkdownDescription: "Main process. When it exits the sandbox ends: `completed` on exit code 0, else `failed` with the exit code " +
 					"in the server's diagnostic. See `wait_for` for what Terraform does then.",
@@ -354,6 +380,14 @@ func (m *sandboxModel) createRequest(ctx context.Context, envVarsWO types.Map, d
 		var rm sandboxResourcesModel
 		diags.Append(m.Resources.As(ctx, &rm, basetypes.ObjectAsOptions{})...)
 		in.Resources = &client.SandboxResources{CPUCount: intPtr(rm.CPUCount), MemoryMB: intPtr(rm.MemoryMB)}
+	}
+	if !m.Volumes.IsNull() && !m.Volumes.IsUnknown() {
+		var vms []sandboxVolumeMountModel
+		diags.Append(m.Volumes.ElementsAs(ctx, &vms, false)...)
+		for _, vm := range vms {
+			in.VolumeMounts = append(in.VolumeMounts, client.VolumeMount{Name: vm.Name.ValueString(), Path: vm.Path.ValueString(),
+				ReadOnly: vm.ReadOnly.ValueBool(), Shared: true})
+		}
 	}
 	if !m.Network.IsNull() && !m.Network.IsUnknown() {
 		var nm sandboxNetworkModel

@@ -122,14 +122,14 @@ func (r *snapshotResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 			"template_id": schema.StringAttribute{
 				MarkdownDescription: "The snapshot's template. As `template` of `dreadnode_sandbox` it starts from the template's " +
 					"default tag: this snapshot when `name` has no `:tag` (or is unset); otherwise use `snapshot_id`.",
-				Computed:            true,
-				PlanModifiers:       keep,
+				Computed:      true,
+				PlanModifiers: keep,
 			},
 			"snapshot_id": schema.StringAttribute{
 				MarkdownDescription: "The snapshot's id as E2B shows it, `<alias or template id>:<tag>`: what `template` of " +
 					"`dreadnode_sandbox` takes to start from this snapshot, whatever its name.",
-				Computed:            true,
-				PlanModifiers:       keep,
+				Computed:      true,
+				PlanModifiers: keep,
 			},
 			"build_id": schema.StringAttribute{
 				MarkdownDescription: "The build of the template this snapshot made (a later snapshot of the same `name` makes another).",

@@ -145,3 +145,66 @@ func dockerVolumeExists(id string) error {
 	}
 	return nil
 }
+
+// TestAccVolume_mountedBySandboxes: a sandbox writes into a dreadnode_volume
+// it mounts (volume_mounts), a second one reads the file through a
+// read-only mount; the destroy deletes the sandboxes before the volume (the
+// reference orders it), so it is not refused, and nothing is left.
+func TestAccVolume_mountedBySandboxes(t *testing.T) {
+	t.Parallel()
+	b := testAccPreCheck(t, "")
+	cfg := b.providerConfig() + `
+resource "dreadnode_volume" "shared" {
+  name = "acc-shared"
+}
+
+resource "dreadnode_sandbox" "writer" {
+  timeout = 300
+  command = ["sh", "-c", "echo from-the-writer > /data/f && exec sleep 600"]
+  volume_mounts = [{
+    name = dreadnode_volume.shared.name
+    path = "/data"
+  }]
+}
+
+resource "dreadnode_sandbox" "reader" {
+  depends_on = [dreadnode_sandbox.writer]
+  timeout    = 300
+  command    = ["sh", "-c", "grep -q from-the-writer /data/f && ! touch /data/g"]
+  wait_for   = "completed"
+  volume_mounts = [{
+    name      = dreadnode_volume.shared.name
+    path      = "/data"
+    read_only = true
+  }]
+}
+`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             b.checkDestroy(),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("dreadnode_sandbox.writer", "state", client.SandboxRunning),
+					resource.TestCheckResourceAttr("dreadnode_sandbox.reader", "state", client.SandboxCompleted),
+					resource.TestCheckResourceAttr("dreadnode_sandbox.reader", "exit_code", "0"),
+					resource.TestCheckResourceAttr("dreadnode_sandbox.reader", "volume_mounts.0.read_only", "true"),
+				),
+			},
+			{
+				// A mount of a volume the org does not have fails on its attribute.
+				Config: b.providerConfig() + `
+resource "dreadnode_sandbox" "lost" {
+  timeout = 300
+  volume_mounts = [{
+    name = "nosuchvolume"
+    path = "/data"
+  }]
+}
+`,
+				ExpectError: wrapped(`(?s)Error creating sandbox.*volume_mounts\[0\].*HTTP 400.*nosuchvolume`),
+			},
+		},
+	})
+}
