@@ -408,3 +408,16 @@ func (db *DB) SnapshotsOf(ctx context.Context, org, sandboxID string) ([]*Templa
 func (db *DB) AllBuildImages(ctx context.Context) ([]string, error) {
 	return QueryStrings(ctx, db.r, `SELECT image FROM template_builds WHERE image <> ''`)
 }
+
+// SnapshotUsage is org's snapshots (snapshot templates, as GET /snapshots
+// lists them) and the image bytes of all their builds (max_snapshots,
+// max_snapshot_bytes; GET /sandboxes/usage).
+func SnapshotUsage(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, org string) (count int, bytes int64, err error) {
+	err = q.QueryRowContext(ctx, `SELECT
+		(SELECT COUNT(*) FROM templates WHERE org_id = ? AND kind = ?),
+		(SELECT COALESCE(SUM(b.size_bytes), 0) FROM template_builds b JOIN templates t ON t.id = b.template_id WHERE t.org_id = ? AND t.kind = ?)`,
+		org, string(template.KindSnapshot), org, string(template.KindSnapshot)).Scan(&count, &bytes)
+	return count, bytes, err
+}
