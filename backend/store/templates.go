@@ -421,3 +421,12 @@ func SnapshotUsage(ctx context.Context, q interface {
 		org, string(template.KindSnapshot), org, string(template.KindSnapshot)).Scan(&count, &bytes)
 	return count, bytes, err
 }
+
+// BuildOwnsImage reports whether a template build (of any org) is buildID
+// or names image ref as its image: the reconciler's image sweep keeps the
+// images a build owns.
+func (db *DB) BuildOwnsImage(ctx context.Context, buildID, ref string) (bool, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM template_builds WHERE id = ? OR (image <> '' AND image = ?)`, buildID, ref).Scan(&n)
+	return n > 0, err
+}
