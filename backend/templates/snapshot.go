@@ -96,7 +96,17 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	image := "dreadnode-snapshot/" + sandboxID + ":" + buildID
 	labels := s.imageLabels(ctx, org, "", buildID)
 	started := time.Now()
+	during := make(chan struct{})
+	if s.duringCommit != nil {
+		go func() { defer close(during); s.duringCommit(rec, false) }()
+	} else {
+		close(during)
+	}
 	committed, err := s.cfg.Images.Commit(ctx, rec.Ref(), compute.CommitOptions{Name: image, Labels: labels})
+	<-during
+	if s.duringCommit != nil {
+		s.duringCommit(rec, true)
+	}
 	size := committed.SizeBytes
 	s.log.Info("snapshot committed", "sandbox", sandboxID, "build", buildID, "bytes", size, "took", time.Since(started), "err", err)
 	if err != nil {
