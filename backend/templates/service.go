@@ -67,7 +67,7 @@ type Service struct {
 	// false) and again once it returned (done true), before the snapshot
 	// checks that the sandbox still lives (SetDuringCommit).
 	duringCommit func(rec *store.Record, done bool)
-	wg        sync.WaitGroup
+	wg           sync.WaitGroup
 }
 
 // SetDuringCommit makes every later snapshot run f(rec, false) alongside
