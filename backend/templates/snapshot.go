@@ -43,7 +43,7 @@ func (s Snapshot) ID() string {
 // it was being committed leaves no image and answers as not found.
 func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string) (Snapshot, error) {
 	if s.cfg.Images == nil {
-		return Snapshot{}, &domain.UnavailableError{Detail: "this backend's provider takes no snapshots (snapshots need the Docker provider)"}
+		return Snapshot{}, &domain.UnavailableError{Detail: "this backend's provider takes no snapshots (snapshots need the Docker or the E2B provider)"}
 	}
 	var n Name
 	if name != "" {
@@ -115,6 +115,9 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 			return Snapshot{}, gone
 		}
 		return Snapshot{}, &domain.ProviderError{Detail: fmt.Sprintf("snapshot of sandbox %s: %v", sandboxID, err)}
+	}
+	if committed.Name != "" {
+		image = committed.Name // the provider's name of it (E2B: its snapshot template)
 	}
 	keep := false
 	defer func() {
