@@ -194,13 +194,13 @@ type Server struct {
 	srv           *httptest.Server
 	procHandler   http.Handler
 
-	mu         sync.Mutex
-	now        func() time.Time
-	sandboxes  map[string]*sandbox
-	templates  map[string]Template
+	mu        sync.Mutex
+	now       func() time.Time
+	sandboxes map[string]*sandbox
+	templates map[string]Template
 	// snapshots holds, per snapshot template (RouteSnapshot), the files of
 	// the sandbox it was taken of; a sandbox created from it starts with them.
-	snapshots map[string]map[string][]byte
+	snapshots  map[string]map[string][]byte
 	faults     map[string][]Fault
 	holds      map[string]chan struct{} // route -> closed on release (hold.go)
 	latency    map[string]time.Duration // route -> added response time (hold.go)
