@@ -48,6 +48,8 @@ const (
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0
+	QuotasMaxSnapshotBytesMinimum               = 0
+	QuotasMaxSnapshotsMinimum                   = 0
 	QuotasMaxVolumeBytesMinimum                 = 0
 	QuotasMaxVolumesMinimum                     = 0
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300

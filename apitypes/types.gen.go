@@ -1044,6 +1044,12 @@ type Quotas struct {
 
 	// MaxVolumeBytes disk bytes of the org's volumes, as last measured (at most a minute old): once reached, a volume create is a 409 naming max_volume_bytes (null: unlimited)
 	MaxVolumeBytes *int64 `json:"max_volume_bytes"`
+
+	// MaxSnapshots snapshots (API.md §14, as GET /snapshots lists them) the org may hold; a snapshot that would make one more is a 409 naming max_snapshots (0: none may be taken; null: unlimited)
+	MaxSnapshots *int `json:"max_snapshots"`
+
+	// MaxSnapshotBytes image bytes of the org's snapshots (every build of them): a snapshot that would pass it is a 409 naming max_snapshot_bytes and leaves no image (null: unlimited)
+	MaxSnapshotBytes *int64 `json:"max_snapshot_bytes"`
 }
 
 // Readiness defines model for Readiness.
@@ -1467,6 +1473,12 @@ type Usage struct {
 
 	// VolumeBytes their disk bytes as last measured (Docker: at most a minute old; E2B reports none, 0)
 	VolumeBytes int64 `json:"volume_bytes"`
+
+	// Snapshots the org's snapshots (API.md §14), as GET /snapshots lists them
+	Snapshots int `json:"snapshots"`
+
+	// SnapshotBytes the image bytes of every build of them, as measured when each was taken
+	SnapshotBytes int64 `json:"snapshot_bytes"`
 }
 
 // Volume defines model for Volume.
