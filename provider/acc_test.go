@@ -358,6 +358,10 @@ func (b *accBackend) checkDestroy() resource.TestCheckFunc {
 				if err := b.apiKeyRefused(rs.Primary.ID, rs.Primary.Attributes["key"]); err != nil {
 					return err
 				}
+			case "dreadnode_template":
+				if err := b.templateGone(rs.Primary.ID); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -185,6 +185,7 @@ func (p *dreadnodeProvider) Resources(_ context.Context) []func() resource.Resou
 		NewTaskEnvironmentResource,
 		NewSandboxResource,
 		NewAPIKeyResource,
+		NewTemplateResource,
 	}
 }
 
