@@ -667,7 +667,9 @@ func (templateStepTypeValidator) Description(context.Context) string {
 	return "one of RUN, ENV, WORKDIR, USER"
 }
 
-func (v templateStepTypeValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v templateStepTypeValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (templateStepTypeValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
@@ -692,7 +694,9 @@ func (templateCPUValidator) Description(context.Context) string {
 	return fmt.Sprintf("1 or an even number, at most %d", apitypes.TemplateBuildRequestCPUCountMaximum)
 }
 
-func (v templateCPUValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v templateCPUValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (templateCPUValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
@@ -710,7 +714,9 @@ func (templateMemoryValidator) Description(context.Context) string {
 	return fmt.Sprintf("an even number from %d to %d", apitypes.TemplateBuildRequestMemoryMBMinimum, apitypes.TemplateBuildRequestMemoryMBMaximum)
 }
 
-func (v templateMemoryValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v templateMemoryValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (templateMemoryValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
