@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 )
@@ -193,7 +194,7 @@ func (c *Client) WaitTemplateBuild(ctx context.Context, id, buildID string, offs
 	}
 }
 
-// LogLine is a build log entry as one line of text.
+// LogLine is a build log entry as one line of text, safe to print.
 func LogLine(e TemplateBuildLogEntry) string {
 	var b strings.Builder
 	b.WriteString(e.Timestamp.UTC().Format(time.RFC3339))
@@ -204,5 +205,25 @@ func LogLine(e TemplateBuildLogEntry) string {
 		b.WriteString(" [" + e.Step + "]")
 	}
 	b.WriteString(" " + strings.TrimRight(e.Message, "\n"))
+	// One entry is one line: a newline inside the message cannot forge
+	// the next entry.
+	return SafeText(strings.ReplaceAll(b.String(), "\n", `\n`))
+}
+
+// SafeText is s with control characters other than newline and tab
+// (terminal escapes included) written as \xNN: build logs and errors come
+// from the build's containers, which run the user's code, or an attacker's.
+func SafeText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || r == unicode.ReplacementChar:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
 	return b.String()
 }

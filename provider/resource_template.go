@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
@@ -348,9 +347,9 @@ func (f *buildFailure) Error() string {
 	b := f.build
 	msg := fmt.Sprintf("template build %s of template %s failed", b.BuildID, b.TemplateID)
 	if b.ErrorStep != "" {
-		msg += " at step " + safeText(b.ErrorStep)
+		msg += " at step " + client.SafeText(b.ErrorStep)
 	}
-	reason := safeText(b.Error)
+	reason := client.SafeText(b.Error)
 	if reason == "" {
 		reason = "the server gave no error"
 	}
@@ -366,7 +365,7 @@ func (f *buildFailure) Error() string {
 func waitBuild(ctx context.Context, c *client.Client, templateID, buildID string) (*client.TemplateBuild, error) {
 	var tail []string
 	keep := func(e client.TemplateBuildLogEntry) {
-		tail = append(tail, safeText(client.LogLine(e)))
+		tail = append(tail, client.LogLine(e))
 		if len(tail) > templateLogTail {
 			tail = tail[len(tail)-templateLogTail:]
 		}
@@ -385,24 +384,6 @@ func waitBuild(ctx context.Context, c *client.Client, templateID, buildID string
 		return b, &buildFailure{build: b, tail: tail}
 	}
 	return b, nil
-}
-
-// safeText is s with control characters (terminal escapes included)
-// written as \xNN: build logs come from the build's containers, whose
-// output is the user's code, or an attacker's.
-func safeText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r) || r == unicode.ReplacementChar:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func (r *templateResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
