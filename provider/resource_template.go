@@ -346,7 +346,7 @@ type buildFailure struct {
 func (f *buildFailure) Error() string {
 	b := f.build
 	msg := fmt.Sprintf("template build %s of template %s failed", b.BuildID, b.TemplateID)
-	if b.ErrorStep != "" {
+	if b.ErrorStep != "" && !strings.HasPrefix(b.Error, "step "+b.ErrorStep) {
 		msg += " at step " + client.SafeText(b.ErrorStep)
 	}
 	reason := client.SafeText(b.Error)
