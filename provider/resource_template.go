@@ -322,21 +322,6 @@ func (m *templateModel) applyBuild(b *client.TemplateBuild) {
 	m.MemoryMB = types.Int64Value(b.MemoryMB)
 }
 
-// nullUnknowns replaces computed values still unknown by null, so a state
-// saved before the wait holds no unknown values.
-func (m *templateModel) nullUnknowns() {
-	for _, v := range []*types.String{&m.BuildID, &m.BuildStatus} {
-		if v.IsUnknown() {
-			*v = types.StringNull()
-		}
-	}
-	for _, v := range []*types.Int64{&m.SizeBytes, &m.CPUCount, &m.MemoryMB} {
-		if v.IsUnknown() {
-			*v = types.Int64Null()
-		}
-	}
-}
-
 // buildFailure is a build that ended in error, with the tail of its log.
 type buildFailure struct {
 	build *client.TemplateBuild
