@@ -114,7 +114,8 @@ func (r *templateResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 			"`cpu_count`, `memory_mb`, `tags`, `force`) is an in-place update that requests a **new build of the same " +
 			"template** (found by its `name`) and waits for it: the `id` and `name` stay, so sandboxes and configurations naming the template keep " +
 			"working, and steps that did not change come from the build cache. When that build fails, the update is an error " +
-			"and the state keeps the previous inputs, so the next apply tries the build again. Changing `name` replaces the " +
+			"and the state keeps the previous inputs with `build_status = \"error\"`; a template whose last build failed is " +
+			"built again by the next apply, whatever the configuration (its default tag points at the failed build). Changing `name` replaces the " +
 			"template, and so does any change to a template without a `name` (the API rebuilds a template by its name). Tags a previous build had stay on it (the API never moves a tag back).\n\n" +
 			"A template deleted outside Terraform is removed from the state (the next plan creates it again). Import takes " +
 			"the template's id; the API does not report a build's steps or base, so the first apply after an import builds " +
@@ -525,7 +526,8 @@ func (r *templateResource) Update(ctx context.Context, req resource.UpdateReques
 		state.ID = plan.ID
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		resp.Diagnostics.AddError("Template build failed", err.Error()+
-			"\n\nThe state keeps the template's previous arguments, so the next apply requests the build again.")
+			"\n\nThe state keeps the template's previous arguments, and the next apply requests a build again (until one is ready, "+
+			"sandboxes cannot start from the template's default tag, which points at the failed build).")
 		return
 	}
 	plan.applyBuild(b)
@@ -580,6 +582,13 @@ func (r *templateResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		if pv.IsUnknown() || !pv.Equal(sv) {
 			changed = append(changed, path.Root(name))
 		}
+	}
+	// A template whose last build failed (a failed update, or a build
+	// requested outside Terraform) is built again even when the
+	// configuration matches the state: its default tag points at the
+	// failed build, so sandboxes cannot start from it.
+	if state.BuildStatus.ValueString() == client.BuildError {
+		changed = append(changed, path.Root("build_status"))
 	}
 	if len(changed) == 0 {
 		return

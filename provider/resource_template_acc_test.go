@@ -143,7 +143,9 @@ resource "dreadnode_sandbox" "s" {
 
 // A build that fails is an error showing the build's error and its log
 // (the step's own output), and leaves the template in the state, tainted,
-// with its id; the next apply replaces it; destroy deletes it.
+// with its id; the next apply replaces it; destroy deletes it. A failed
+// update keeps the previous arguments, and the template is built again by
+// the next apply even when the configuration is back to them.
 func TestAccTemplate_failedBuildShowsLog(t *testing.T) {
 	t.Parallel()
 	b := testAccPreCheck(t, "")
@@ -179,6 +181,27 @@ resource "dreadnode_template" "t" {
 				Config: cfg("echo fixed"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dreadnode_template.t", plancheck.ResourceActionDestroyBeforeCreate)},
+				},
+				Check: resource.TestCheckResourceAttr("dreadnode_template.t", "build_status", "ready"),
+			},
+			{
+				// A failing update: an error with the log; the state keeps the
+				// previous arguments and records the failed build.
+				Config:      cfg("echo broken-update-marker; exit 4"),
+				ExpectError: wrapped(`(?s)Template build failed.*broken-update-marker.*previous arguments`),
+			},
+			{
+				// The configuration back as the state has it: the template
+				// is still built again, since its last build failed.
+				PreConfig: func() {
+					_, a, err := stateInstance(dir, "dreadnode_template", "t")
+					if err != nil || a["build_status"] != client.BuildError {
+						t.Fatalf("after the failed update: build_status %v (%v), want error", a["build_status"], err)
+					}
+				},
+				Config: cfg("echo fixed"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dreadnode_template.t", plancheck.ResourceActionUpdate)},
 				},
 				Check: resource.TestCheckResourceAttr("dreadnode_template.t", "build_status", "ready"),
 			},
