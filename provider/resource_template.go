@@ -60,6 +60,7 @@ var (
 	_ resource.ResourceWithImportState    = (*templateResource)(nil)
 	_ resource.ResourceWithModifyPlan     = (*templateResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*templateResource)(nil)
+	_ resource.ResourceWithIdentity       = (*templateResource)(nil)
 )
 
 // NewTemplateResource returns the dreadnode_template resource.
@@ -95,6 +96,10 @@ type templateStepModel struct {
 
 // buildInputs are the attributes a build is made from: a change to any of
 // them is a new build of the same template.
+// notReported are the build inputs the API does not report (an import
+// leaves them null).
+var notReported = map[string]bool{"from_image": true, "from_template": true, "steps": true, "tags": true, "force": true}
+
 var buildInputs = []string{"from_image", "from_template", "steps", "start_cmd", "ready_cmd", "cpu_count", "memory_mb", "tags", "force"}
 
 func (r *templateResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -118,8 +123,9 @@ func (r *templateResource) Schema(ctx context.Context, _ resource.SchemaRequest,
 			"built again by the next apply, whatever the configuration (its default tag points at the failed build). Changing `name` replaces the " +
 			"template, and so does any change to a template without a `name` (the API rebuilds a template by its name). Tags a previous build had stay on it (the API never moves a tag back).\n\n" +
 			"A template deleted outside Terraform is removed from the state (the next plan creates it again). Import takes " +
-			"the template's id; the API does not report a build's steps or base, so the first apply after an import builds " +
-			"the template once more from the configuration (cached steps make it quick).\n\n" +
+			"the template's id (or, with Terraform 1.12, its identity). The API does not report a build's base, steps or " +
+			"tags: the first apply after an import adopts them from the configuration without a build (make sure they are " +
+			"the template's); `name`, `cpu_count`, `memory_mb`, `start_cmd` and `ready_cmd` are read from the API.\n\n" +
 			"`COPY` steps are not supported by this resource (their files are uploaded through E2B's SDK routes); use " +
 			"`RUN` steps, or build such templates with an E2B SDK.",
 		Attributes: map[string]schema.Attribute{
@@ -398,6 +404,7 @@ func (r *templateResource) Create(ctx context.Context, req resource.CreateReques
 	// tainted resource that destroy can still delete.
 	plan.ID = types.StringValue(acc.TemplateID)
 	plan.applyBuild(&acc.Build)
+	setIDIdentity(ctx, resp.Identity, acc.TemplateID, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -429,6 +436,8 @@ func (r *templateResource) Read(ctx context.Context, req resource.ReadRequest, r
 	defer cancel()
 
 	id := state.ID.ValueString()
+	// The framework wants the identity even when the resource is removed.
+	setIDIdentity(ctx, resp.Identity, id, &resp.Diagnostics)
 	var b *client.TemplateBuild
 	var err error
 	if buildID := state.BuildID.ValueString(); buildID != "" {
@@ -497,6 +506,7 @@ func (r *templateResource) Update(ctx context.Context, req resource.UpdateReques
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, nil)...)
 
 	if !plan.BuildID.IsUnknown() { // no build input changed (timeouts only)
+		setIDIdentity(ctx, resp.Identity, plan.ID.ValueString(), &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		return
 	}
@@ -524,6 +534,7 @@ func (r *templateResource) Update(ctx context.Context, req resource.UpdateReques
 			state.applyBuild(b)
 		}
 		state.ID = plan.ID
+		setIDIdentity(ctx, resp.Identity, state.ID.ValueString(), &resp.Diagnostics)
 		resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 		resp.Diagnostics.AddError("Template build failed", err.Error()+
 			"\n\nThe state keeps the template's previous arguments, and the next apply requests a build again (until one is ready, "+
@@ -531,6 +542,7 @@ func (r *templateResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	plan.applyBuild(b)
+	setIDIdentity(ctx, resp.Identity, plan.ID.ValueString(), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -553,8 +565,12 @@ func (r *templateResource) Delete(ctx context.Context, req resource.DeleteReques
 }
 
 func (r *templateResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+	resource.ImportStatePassthroughWithIdentity(ctx, path.Root("id"), path.Root("id"), req, resp)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateImportedKey, []byte(`true`))...)
+}
+
+func (r *templateResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = idIdentitySchema("The template's id.")
 }
 
 // ModifyPlan marks the build's outcome unknown when a build input changes:
@@ -570,6 +586,7 @@ func (r *templateResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		return
 	}
 	var changed []path.Path
+	imported := isImported(ctx, req.Private)
 	for _, name := range buildInputs {
 		var pv, sv attr.Value
 		resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root(name), &pv)...)
@@ -577,6 +594,12 @@ func (r *templateResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 		// cpu_count and memory_mb left out of the configuration keep the
 		// state's (computed) values: not a change.
 		if pv == nil || (pv.IsUnknown() && (name == "cpu_count" || name == "memory_mb")) {
+			continue
+		}
+		// Right after an import, what the API does not report (the base,
+		// the steps, the tags) is null in the state: the configuration's
+		// value is adopted, not built again.
+		if imported && sv != nil && sv.IsNull() && notReported[name] {
 			continue
 		}
 		if pv.IsUnknown() || !pv.Equal(sv) {

@@ -243,3 +243,66 @@ steps = [{ type = "ENV", args = ["ONLY_KEY"] }]`, `(?s)Invalid ENV step.*steps\[
 		},
 	})
 }
+
+// Terraform 1.12 imports a template by resource identity; the import plan
+// adopts what the API does not report in place (TestAccTemplate_buildSandboxUpdateImport
+// checks that the apply after an import builds nothing).
+func TestAccTemplate_importByIdentity(t *testing.T) {
+	useTerraformNext(t)
+	b := testAccPreCheck(t, "")
+	cfg := b.providerConfig() + fmt.Sprintf(`
+resource "dreadnode_template" "t" {
+  name       = %q
+  from_image = %q
+  steps      = [{ type = "RUN", args = ["true"] }]
+}
+`, accTemplateName("acc-tpl-ident"), accBaseImage)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             b.checkDestroy(),
+		Steps: []resource.TestStep{
+			{Config: cfg},
+			{
+				ResourceName:    "dreadnode_template.t",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				// The base and steps the API does not report are adopted
+				// from the configuration in place.
+				ExpectNonEmptyPlan: true,
+			},
+		},
+	})
+}
+
+// terraform import adopts a template: the apply after it saves the base and
+// steps from the configuration and builds nothing.
+func TestAccTemplate_importAdoptsWithoutBuilding(t *testing.T) {
+	t.Parallel()
+	b := testAccPreCheck(t, "")
+	r := newCLIRun(t, b.providerConfig()+fmt.Sprintf(`
+resource "dreadnode_template" "t" {
+  name       = %q
+  from_image = %q
+  steps      = [{ type = "ENV", args = ["A", "1"] }]
+}
+`, accTemplateName("acc-tpl-adopt"), accBaseImage))
+	r.mustRun("apply", "-auto-approve", "-input=false", "-no-color")
+	id, _ := r.state("dreadnode_template", "t")["id"].(string)
+	if id == "" {
+		t.Fatal("no template id in state after apply")
+	}
+	t.Cleanup(func() { _, _ = r.run("destroy", "-auto-approve", "-input=false", "-no-color") })
+	r.mustRun("state", "rm", "dreadnode_template.t")
+	r.mustRun("import", "-input=false", "-no-color", "dreadnode_template.t", id)
+	out := r.mustRun("apply", "-auto-approve", "-input=false", "-no-color")
+	if !wrapped(`0 added, 1 changed, 0 destroyed`).MatchString(out) {
+		t.Fatalf("the apply after the import:\n%s", out)
+	}
+	builds, err := b.client.ListTemplateBuilds(context.Background(), id)
+	if err != nil || len(builds) != 1 {
+		t.Fatalf("template %s has builds %+v (%v) after the import's apply, want its one build", id, builds, err)
+	}
+	if out := r.mustRun("plan", "-input=false", "-no-color"); !wrapped(`No changes`).MatchString(out) {
+		t.Fatalf("the plan after adopting:\n%s", out)
+	}
+}
