@@ -437,33 +437,6 @@ func (e TemplateInfoKind) Valid() bool {
 	}
 }
 
-// Defines values for TemplateStepType.
-const (
-	COPY    TemplateStepType = "COPY"
-	ENV     TemplateStepType = "ENV"
-	RUN     TemplateStepType = "RUN"
-	USER    TemplateStepType = "USER"
-	WORKDIR TemplateStepType = "WORKDIR"
-)
-
-// Valid indicates whether the value is a known member of the TemplateStepType enum.
-func (e TemplateStepType) Valid() bool {
-	switch e {
-	case COPY:
-		return true
-	case ENV:
-		return true
-	case RUN:
-		return true
-	case USER:
-		return true
-	case WORKDIR:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for WebhookAttemptErrorClass.
 const (
 	WebhookAttemptErrorClassCanceled       WebhookAttemptErrorClass = "canceled"
@@ -1600,8 +1573,9 @@ type TemplateList struct {
 
 // TemplateStep One of E2B's build steps: RUN, ENV, WORKDIR, USER or COPY with its args.
 type TemplateStep struct {
-	Type TemplateStepType `json:"type"`
-	Args []string         `json:"args,omitempty"`
+	// Type RUN, ENV, WORKDIR, USER or COPY (case is ignored)
+	Type string   `json:"type"`
+	Args []string `json:"args,omitempty"`
 
 	// FilesHash COPY: the hash the files were uploaded under (E2B's files route)
 	FilesHash string `json:"filesHash,omitempty"`
@@ -1609,9 +1583,6 @@ type TemplateStep struct {
 	// Force rebuild this step and the ones after it (no cached layer)
 	Force bool `json:"force,omitempty"`
 }
-
-// TemplateStepType defines model for TemplateStep.Type.
-type TemplateStepType string
 
 // TemplateTag defines model for TemplateTag.
 type TemplateTag struct {

@@ -311,7 +311,7 @@ func (m *templateModel) request(ctx context.Context, diags *diag.Diagnostics) cl
 		diags.Append(m.Steps.ElementsAs(ctx, &steps, false)...)
 		for _, st := range steps {
 			in.Steps = append(in.Steps, client.TemplateStep{
-				Type:  apitypes.TemplateStepType(strings.ToUpper(st.Type.ValueString())),
+				Type:  strings.ToUpper(st.Type.ValueString()),
 				Args:  stringList(ctx, st.Args, diags),
 				Force: st.Force.ValueBool(),
 			})

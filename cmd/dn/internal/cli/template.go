@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/client"
 )
 
@@ -192,14 +191,14 @@ func (a *app) readBuildFile(path string) (client.TemplateBuildRequest, error) {
 func parseStep(s string) (client.TemplateStep, error) {
 	typ, rest, _ := strings.Cut(strings.TrimSpace(s), " ")
 	rest = strings.TrimSpace(rest)
-	st := client.TemplateStep{Type: apitypes.TemplateStepType(strings.ToUpper(typ))}
+	st := client.TemplateStep{Type: strings.ToUpper(typ)}
 	switch st.Type {
-	case apitypes.RUN, apitypes.WORKDIR, apitypes.USER:
+	case "RUN", "WORKDIR", "USER":
 		if rest == "" {
 			return st, usageErr("--step %q: %s needs an argument", s, st.Type)
 		}
 		st.Args = []string{rest}
-	case apitypes.ENV:
+	case "ENV":
 		for _, kv := range strings.Fields(rest) {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
@@ -210,7 +209,7 @@ func parseStep(s string) (client.TemplateStep, error) {
 		if len(st.Args) == 0 {
 			return st, usageErr("--step %q: ENV takes KEY=VALUE pairs", s)
 		}
-	case apitypes.COPY:
+	case "COPY":
 		return st, usageErr("--step %q: COPY needs its files uploaded (E2B's SDKs do that); use RUN steps here", s)
 	default:
 		return st, usageErr("--step %q: the type must be RUN, ENV, WORKDIR or USER", s)
