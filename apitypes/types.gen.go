@@ -421,16 +421,16 @@ func (e TemplateBuildStatus) Valid() bool {
 
 // Defines values for TemplateInfoKind.
 const (
-	Build    TemplateInfoKind = "build"
-	Snapshot TemplateInfoKind = "snapshot"
+	TemplateInfoKindBuild    TemplateInfoKind = "build"
+	TemplateInfoKindSnapshot TemplateInfoKind = "snapshot"
 )
 
 // Valid indicates whether the value is a known member of the TemplateInfoKind enum.
 func (e TemplateInfoKind) Valid() bool {
 	switch e {
-	case Build:
+	case TemplateInfoKindBuild:
 		return true
-	case Snapshot:
+	case TemplateInfoKindSnapshot:
 		return true
 	default:
 		return false
@@ -925,6 +925,12 @@ type MovePath struct {
 	To string `json:"to"`
 }
 
+// NewSnapshot defines model for NewSnapshot.
+type NewSnapshot struct {
+	// Name alias[:tag]: a new build of the org's snapshot template of that alias (made when none); unset: a new unnamed snapshot
+	Name string `json:"name,omitempty"`
+}
+
 // NewVolume defines model for NewVolume.
 type NewVolume struct {
 	// Name unique in the org: letters, digits, '_' and '-'
@@ -1259,6 +1265,31 @@ type SignalProcess struct {
 
 // SignalProcessSignal defines model for SignalProcess.Signal.
 type SignalProcessSignal string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	// SnapshotID <alias or templateID>:<tag>
+	SnapshotID string `json:"snapshotID"`
+
+	// TemplateID the snapshot's template: sandboxes start from it (templateID at create)
+	TemplateID string   `json:"templateID"`
+	BuildID    string   `json:"buildID"`
+	Names      []string `json:"names"`
+	Tag        string   `json:"tag"`
+
+	// SizeBytes the committed image's bytes
+	SizeBytes int64 `json:"sizeBytes"`
+
+	// Parent the template of the sandbox it was taken from
+	Parent          string    `json:"parent"`
+	SourceSandboxID string    `json:"sourceSandboxID"`
+	CreatedAt       time.Time `json:"createdAt"`
+}
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
+}
 
 // StartProcess defines model for StartProcess.
 type StartProcess struct {

@@ -358,6 +358,14 @@ func (b *accBackend) checkDestroy() resource.TestCheckFunc {
 				if err := b.apiKeyRefused(rs.Primary.ID, rs.Primary.Attributes["key"]); err != nil {
 					return err
 				}
+			case "dreadnode_volume":
+				if err := b.volumeGone(rs.Primary.ID); err != nil {
+					return err
+				}
+			case "dreadnode_snapshot":
+				if err := b.snapshotGone(rs.Primary.ID, rs.Primary.Attributes["build_id"]); err != nil {
+					return err
+				}
 			case "dreadnode_template":
 				if err := b.templateGone(rs.Primary.ID); err != nil {
 					return err

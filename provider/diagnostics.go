@@ -36,6 +36,7 @@ var sandboxFields = fieldPaths{
 	"resources.memoryMB": "resources.memory_mb",
 	"network.allowOut":   "network.allow_out[]",
 	"network.denyOut":    "network.deny_out[]",
+	"volumeMounts":       "volume_mounts[]",
 }
 
 // environmentFields are the fields of POST …/environments.

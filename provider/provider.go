@@ -185,6 +185,8 @@ func (p *dreadnodeProvider) Resources(_ context.Context) []func() resource.Resou
 		NewTaskEnvironmentResource,
 		NewSandboxResource,
 		NewAPIKeyResource,
+		NewVolumeResource,
+		NewSnapshotResource,
 		NewTemplateResource,
 	}
 }

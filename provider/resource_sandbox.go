@@ -68,8 +68,10 @@ var envVarsBounds = []validator.Map{mapvalidator.SizeAtMost(apitypes.CreateSandb
 var envVarNames = mapvalidator.KeysAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`),
 	"must be an environment variable name (letters, digits and '_', not starting with a digit)"))
 
-// templateIDPattern is the server's syntax of a template id.
-var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}$`)
+// templateIDPattern is the server's syntax of a template id or name,
+// optionally with a ":tag" (an org's templates and snapshots have tags:
+// a snapshot's snapshot_id is "<alias or id>:<tag>").
+var templateIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.\-]{0,63}(:[a-z0-9_.\-]{1,128})?$`)
 
 var (
 	_ resource.Resource                   = (*sandboxResource)(nil)
@@ -99,6 +101,7 @@ type sandboxModel struct {
 	AutoResume  types.Bool     `tfsdk:"auto_resume"`
 	Resources   types.Object   `tfsdk:"resources"`
 	Network     types.Object   `tfsdk:"network"`
+	Volumes     types.List     `tfsdk:"volume_mounts"`
 	Command     types.List     `tfsdk:"command"`
 	Paused      types.Bool     `tfsdk:"paused"`
 	WaitFor     types.String   `tfsdk:"wait_for"`
@@ -117,6 +120,12 @@ type sandboxModel struct {
 type sandboxResourcesModel struct {
 	CPUCount types.Int64 `tfsdk:"cpu_count"`
 	MemoryMB types.Int64 `tfsdk:"memory_mb"`
+}
+
+type sandboxVolumeMountModel struct {
+	Name     types.String `tfsdk:"name"`
+	Path     types.String `tfsdk:"path"`
+	ReadOnly types.Bool   `tfsdk:"read_only"`
 }
 
 type sandboxNetworkModel struct {
@@ -151,12 +160,14 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"template": schema.StringAttribute{
-				MarkdownDescription: "Template to create the sandbox from (`templateID`). The server's default (`base`) when unset. " +
+				MarkdownDescription: "Template to create the sandbox from (`templateID`): one of the provider's, or one of the organization's templates " +
+					"or snapshots by id or name, with or without `:tag` (for example `dreadnode_snapshot.x.snapshot_id`). " +
+					"The server's default (`base`) when unset. " +
 					"The plan checks that the template exists (a warning, not an error, when the API cannot be reached at plan).",
 				Optional: true,
 				Computed: true,
 				Validators: []validator.String{
-					stringvalidator.RegexMatches(templateIDPattern, "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-'; at most 64)"),
+					stringvalidator.RegexMatches(templateIDPattern, "must be a template id such as \"base\" (lowercase letters, digits, '.', '_', '-'; at most 64), optionally with \":tag\""),
 				},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown(), replaceUnlessAdopting()},
 			},
@@ -237,6 +248,25 @@ func (r *sandboxResource) Schema(ctx context.Context, _ resource.SchemaRequest, 
 						Validators: []validator.List{listvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("allow_internet_access"))}},
 				},
 				PlanModifiers: []planmodifier.Object{replaceUnlessAdopting()},
+			},
+			"volume_mounts": schema.ListNestedAttribute{
+				MarkdownDescription: "Volumes of the organization (`dreadnode_volume`) mounted into the sandbox, each by `name` at `path`; " +
+					"several sandboxes may mount one volume at once, and a volume outlives them. Referencing the volume " +
+					"(`name = dreadnode_volume.x.name`) makes Terraform delete the sandbox before the volume, which the API " +
+					"refuses to delete while a sandbox mounts it. The API does not report mounts: after an import they are " +
+					"adopted from the configuration. Changing them replaces the sandbox.",
+				Optional: true,
+				NestedObject: schema.NestedAttributeObject{
+					Attributes: map[string]schema.Attribute{
+						"name": schema.StringAttribute{Required: true, MarkdownDescription: "The volume's name.",
+							Validators: []validator.String{stringvalidator.RegexMatches(volumeNamePattern, "must be a volume name (letters, digits, '_' and '-')")}},
+						"path": schema.StringAttribute{Required: true, MarkdownDescription: "Where the volume is mounted: a clean absolute path, " +
+							"not `/`, `/proc`, `/sys`, `/dev` or under them.",
+							Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/.`), "must be an absolute path other than /")}},
+						"read_only": schema.BoolAttribute{Optional: true, MarkdownDescription: "Mount it read-only."},
+					},
+				},
+				PlanModifiers: []planmodifier.List{replaceUnlessAdopting()},
 			},
 			"command": schema.ListAttribute{
 				MarkdownDescription: "Main process. When it exits the sandbox ends: `completed` on exit code 0, else `failed` with the exit code " +
@@ -350,6 +380,14 @@ func (m *sandboxModel) createRequest(ctx context.Context, envVarsWO types.Map, d
 		var rm sandboxResourcesModel
 		diags.Append(m.Resources.As(ctx, &rm, basetypes.ObjectAsOptions{})...)
 		in.Resources = &client.SandboxResources{CPUCount: intPtr(rm.CPUCount), MemoryMB: intPtr(rm.MemoryMB)}
+	}
+	if !m.Volumes.IsNull() && !m.Volumes.IsUnknown() {
+		var vms []sandboxVolumeMountModel
+		diags.Append(m.Volumes.ElementsAs(ctx, &vms, false)...)
+		for _, vm := range vms {
+			in.VolumeMounts = append(in.VolumeMounts, client.VolumeMount{Name: vm.Name.ValueString(), Path: vm.Path.ValueString(),
+				ReadOnly: vm.ReadOnly.ValueBool(), Shared: true})
+		}
 	}
 	if !m.Network.IsNull() && !m.Network.IsUnknown() {
 		var nm sandboxNetworkModel

@@ -78,6 +78,9 @@ type startSpec struct {
 // start runs a process with its output captured into its log.
 func (ps *Processes) start(s startSpec) (*proc, error) {
 	cwd := s.user.home
+	if defaultWorkdir != "" {
+		cwd = defaultWorkdir // the template's WORKDIR, as E2B's envd
+	}
 	if s.config.Cwd != nil && *s.config.Cwd != "" {
 		cwd = s.user.resolve(*s.config.Cwd)
 	}

@@ -100,6 +100,7 @@ func Main(args []string) int {
 			defaultUser = &id
 		}
 	}
+	defaultWorkdir = ownEnv().DefaultWorkdir
 	reaper := NewReaper(true)
 	srv := New(Config{Token: token, TokenSHA256: tokenSum, Env: env}, reaper)
 	addr := ownEnv().Listen
@@ -122,8 +123,22 @@ func Main(args []string) int {
 	}()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	if len(mainCmd) == 0 {
+	// The template's start command, once the agent serves (its ready
+	// command may talk to it) and the main command runs.
+	templateUp := func() bool {
+		if raw := ownEnv().Start; raw != "" {
+			if err := runTemplateStart(reaper, env, raw, StartReadyTime); err != nil {
+				fmt.Fprintln(os.Stderr, "dn-agent:", err)
+				return false
+			}
+		}
 		markReady()
+		return true
+	}
+	if len(mainCmd) == 0 {
+		if !templateUp() {
+			return 1
+		}
 		<-sigs
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -136,7 +151,10 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "dn-agent: the main command %q could not start: %v\n", strings.Join(mainCmd, " "), err)
 		return 127
 	}
-	markReady()
+	if !templateUp() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return 1
+	}
 	for {
 		select {
 		case sig := <-sigs:

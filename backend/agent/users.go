@@ -109,9 +109,15 @@ func (id identity) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
 }
 
-// resolve turns a path relative to the user's home into an absolute one.
+// resolve turns a path relative to the user's home into an absolute one;
+// no path at all is the template's WORKDIR when it has one (E2B's envd:
+// its default workdir stands for an empty path only, relative paths still
+// start at the home).
 func (id identity) resolve(p string) string {
 	if p == "" {
+		if defaultWorkdir != "" {
+			return defaultWorkdir
+		}
 		return id.home
 	}
 	p = strings.TrimPrefix(p, "~/")

@@ -102,7 +102,15 @@ func TestWorldJobRunsToCompletionAndKeepsItsOutput(t *testing.T) {
 	}
 	list := ta.req("GET", worldJobs+"?limit=10", nil)
 	if list.code != http.StatusOK || !strings.Contains(string(list.body), id) {
-		t.Errorf("list: %d %s", list.code, list.body)
+		t.Fatalf("list: %d %s", list.code, list.body)
+	}
+	// The list reads the page's outputs in one query: the job's summary is there too.
+	for _, it := range list.json(t)["items"].([]any) {
+		if it := it.(map[string]any); it["id"] == id {
+			if lo, _ := it["output"].(map[string]any); lo == nil || lo["files"] != out["files"] {
+				t.Errorf("listed job's output: %v, want %v", it["output"], out)
+			}
+		}
 	}
 }
 

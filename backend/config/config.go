@@ -147,6 +147,10 @@ type Agent struct {
 	ExposeLoopback string `env:"DN_AGENT_EXPOSE_LOOPBACK"`
 	// the user of requests that name none (agent.EnvDefaultUser)
 	DefaultUser string `env:"DN_AGENT_DEFAULT_USER"`
+	// a template's start and ready commands, run at every start (JSON)
+	Start string `env:"DN_AGENT_START"`
+	// the directory processes start in when a request names none
+	DefaultWorkdir string `env:"DN_AGENT_DEFAULT_WORKDIR"`
 }
 
 // Load reads the backend's variables.

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
@@ -143,6 +145,12 @@ func (e *Edge) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	org := httpx.Org(r)
 	created, err := e.lc.Create(r.Context(), org, sp, lifecycle.CreateOptions{})
+	if lifecycle.IsUnknownTemplate(err) {
+		// E2B's answer for a template not found (its templatecache), also
+		// for another org's: nothing tells whether that org has one.
+		name, _, _ := strings.Cut(sp.TemplateID, ":")
+		return &domain.NotFoundError{Kind: "template", ID: sp.TemplateID, Detail: fmt.Sprintf("template '%s' not found", name)}
+	}
 	if err != nil {
 		return err
 	}

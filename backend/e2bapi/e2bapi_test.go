@@ -357,7 +357,7 @@ func TestE2BErrors(t *testing.T) {
 	r := e.env.Req("GET", "/e2b/no/such/route", nil)
 	e.e2bError("an unknown route", 404, r.Body, "no route")
 	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "nosuchtemplate"})
-	e.e2bError("an unknown template", 400, r.Body, "nosuchtemplate")
+	e.e2bError("an unknown template", 404, r.Body, "template 'nosuchtemplate' not found") // E2B's templatecache answer
 	r = e.env.Req("POST", "/e2b/sandboxes", map[string]any{"templateID": "base", "network": map[string]any{"rules": map[string]any{"example.com": []any{}}}})
 	e.e2bError("network rules", 400, r.Body, "network.rules")
 	r = e.env.Req("GET", "/e2b/v2/sandboxes?state=starting", nil)

@@ -163,6 +163,14 @@ type unknownTemplateError struct{ domain.InvalidError }
 
 func (e *unknownTemplateError) Unwrap() error { return &e.InvalidError }
 
+// IsUnknownTemplate reports whether err is Create's answer for a templateID
+// naming none of the provider's templates nor the org's own (another org's
+// included): the E2B edge answers it as E2B answers a template not found.
+func IsUnknownTemplate(err error) bool {
+	var unknown *unknownTemplateError
+	return errors.As(err, &unknown)
+}
+
 // Template is the template id, or an error: unavailable when the provider
 // does not list its templates, not found for an unknown id.
 func (s *Service) Template(ctx context.Context, id string) (compute.Template, error) {

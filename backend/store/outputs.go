@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -55,4 +56,33 @@ func (db *DB) OutputSummary(ctx context.Context, id string) (Output, error) {
 	}
 	o.Truncated, o.SavedAt = truncated != 0, time.Unix(0, saved).UTC()
 	return o, err
+}
+
+// OutputSummaries is OutputSummary for several records in one query (a page
+// of jobs), keyed by record id; records without a kept output are absent.
+func (db *DB) OutputSummaries(ctx context.Context, ids []string) (map[string]Output, error) {
+	out := make(map[string]Output, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT id, bytes, files, truncated, saved_at FROM record_outputs WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var o Output
+		var truncated, saved int64
+		if err := rows.Scan(&id, &o.Bytes, &o.Files, &truncated, &saved); err != nil {
+			return nil, err
+		}
+		o.Truncated, o.SavedAt = truncated != 0, time.Unix(0, saved).UTC()
+		out[id] = o
+	}
+	return out, rows.Err()
 }

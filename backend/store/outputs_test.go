@@ -35,3 +35,27 @@ func TestSaveOutputRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// A page's summaries come in one query, keyed by record; a record without
+// a kept output is absent rather than zero.
+func TestOutputSummaries(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		for i, id := range []string{"a", "b"} {
+			if err := db.SaveOutput(ctx, id, Output{Archive: []byte("x"), Bytes: int64(10 + i), Files: i + 1, SavedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := db.OutputSummaries(ctx, []string{"a", "b", "none"})
+		if err != nil || len(got) != 2 || got["a"].Bytes != 10 || got["b"].Files != 2 || got["a"].Archive != nil {
+			t.Fatalf("summaries: %+v %v", got, err)
+		}
+		if _, ok := got["none"]; ok {
+			t.Fatal("a record without output has a summary")
+		}
+		if got, err := db.OutputSummaries(ctx, nil); err != nil || len(got) != 0 {
+			t.Fatalf("no ids: %v %v", got, err)
+		}
+	})
+}

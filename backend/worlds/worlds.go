@@ -160,9 +160,24 @@ func (s *Service) List(ctx context.Context, org string, afterSeq int64, limit in
 	if more = len(recs) > limit; more {
 		recs = recs[:limit]
 	}
+	// One query for the page's outputs, not one per ended job.
+	var ended []string
+	for _, r := range recs {
+		if r.Phase.Terminal() {
+			ended = append(ended, r.ID)
+		}
+	}
+	outputs, err := s.db.OutputSummaries(ctx, ended)
+	if err != nil {
+		return nil, 0, false, err
+	}
 	jobs = make([]Job, 0, len(recs))
 	for _, r := range recs {
-		jobs = append(jobs, s.view(ctx, r))
+		j := s.project(r)
+		if o, ok := outputs[r.ID]; ok {
+			j.Output = outputView(o)
+		}
+		jobs = append(jobs, j)
 		lastSeq = r.Seq
 	}
 	return jobs, lastSeq, more, nil
@@ -202,8 +217,23 @@ func (s *Service) Output(ctx context.Context, org, id string) (store.Output, err
 	return o, err
 }
 
-// view projects a job's record.
+// view projects a job's record with its output's summary once it ended.
 func (s *Service) view(ctx context.Context, r *store.Record) Job {
+	j := s.project(r)
+	if r.Phase.Terminal() {
+		if o, err := s.db.OutputSummary(ctx, r.ID); err == nil {
+			j.Output = outputView(o)
+		}
+	}
+	return j
+}
+
+func outputView(o store.Output) *apitypes.WorldJobOutput {
+	return &apitypes.WorldJobOutput{Bytes: o.Bytes, Files: o.Files, Truncated: o.Truncated}
+}
+
+// project is a job's record as the API shows it, without its output.
+func (s *Service) project(r *store.Record) Job {
 	j := Job{Id: r.ID, State: apitypes.WorldJobState(sandbox.JobState(r.Phase, r.KillReason)), TemplateID: r.TemplateID,
 		Command: r.Spec.Command, OutputDir: r.Spec.OutputDir, Timeout: r.TimeoutSec, CpuCount: r.CPUCount, MemoryMB: r.MemoryMB,
 		CreatedAt: r.CreatedAt, ExitCode: r.ExitCode, StartedAt: timePtr(r.StartedAt), EndedAt: timePtr(r.KilledAt)}
@@ -214,11 +244,6 @@ func (s *Service) view(ctx context.Context, r *store.Record) Job {
 	if r.Diagnostic != "" {
 		d := r.Diagnostic
 		j.Diagnostic = &d
-	}
-	if r.Phase.Terminal() {
-		if o, err := s.db.OutputSummary(ctx, r.ID); err == nil {
-			j.Output = &apitypes.WorldJobOutput{Bytes: o.Bytes, Files: o.Files, Truncated: o.Truncated}
-		}
 	}
 	return j
 }

@@ -310,11 +310,17 @@ func buildTests(infra, cacheDir string) (string, error) {
 	if out, err := exec.Command("chmod", "-R", "u+w", src).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("chmod: %v\n%s", err, out)
 	}
-	staging := bin + ".tmp"
-	_ = os.RemoveAll(staging)
-	if err := os.MkdirAll(staging, 0o755); err != nil {
+	// Each run stages into a directory of its own, so two runs building at
+	// once (two checkouts sharing the user cache) never write into each
+	// other's binaries; the first to finish publishes, the other uses it.
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", err
 	}
+	staging, err := os.MkdirTemp(cacheDir, key+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(staging) // gone once renamed; removes a failed build's
 	fmt.Printf("building E2B's test binaries into %s (about 2 minutes the first time)\n", bin)
 	args := []string{"test", "-c", "-mod=mod", "-vet=off", "-buildvcs=false", "-o", staging + "/"}
 	for _, p := range packages {
@@ -330,8 +336,14 @@ func buildTests(infra, cacheDir string) (string, error) {
 	if err := os.WriteFile(filepath.Join(staging, "complete"), nil, 0o644); err != nil {
 		return "", err
 	}
-	_ = os.RemoveAll(bin)
+	if _, err := os.Stat(filepath.Join(bin, "complete")); err == nil {
+		return bin, nil // another run published the same build meanwhile
+	}
+	_ = os.RemoveAll(bin) // an incomplete directory left by a killed run
 	if err := os.Rename(staging, bin); err != nil {
+		if _, serr := os.Stat(filepath.Join(bin, "complete")); serr == nil {
+			return bin, nil
+		}
 		return "", err
 	}
 	return bin, nil

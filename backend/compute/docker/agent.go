@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/templatebuild"
 )
 
 // The in-sandbox agent (backend/agent, cmd dn-agent) is injected into every
@@ -279,7 +281,36 @@ func (h *agentHost) withAgent(ctx context.Context, cfg *container.Config, image 
 	}
 	agentEntrypoint(cfg, mainCommand(nil, cmd, imgCfg), imgCfg.User, key)
 	cfg.Env = append(cfg.Env, agent.EnvReadyFile+"="+agentReadyPath+"-"+randomHex(8))
+	// A template built by API: its start command runs at every start of
+	// the container and its WORKDIR is where processes start. Said empty
+	// when the image has none: an image copied from a sandbox (Commit)
+	// carries its source container's values in its environment.
+	start, workdir := templatebuild.StartOf(imgCfg.Labels), imgCfg.Labels[templatebuild.LabelWorkdir]
+	startJSON := ""
+	if start.Cmd != "" || start.ReadyCmd != "" {
+		b, err := json.Marshal(start)
+		if err != nil {
+			return err
+		}
+		startJSON = string(b)
+	}
+	cfg.Env = append(cfg.Env, agent.EnvStart+"="+startJSON, agent.EnvDefaultWorkdir+"="+workdir)
 	return nil
+}
+
+// hasStart reports whether a container's agent runs a template's start
+// command before it reports ready.
+func hasStart(c *container.Config) bool {
+	if c == nil {
+		return false
+	}
+	v := ""
+	for _, e := range c.Env { // the last one counts, as in the engine
+		if s, ok := strings.CutPrefix(e, agent.EnvStart+"="); ok {
+			v = s
+		}
+	}
+	return v != ""
 }
 
 // readyPath is where c's agent writes its ready file: the path its
@@ -313,7 +344,7 @@ func (h *agentHost) imageConfig(ctx context.Context, image string) (*container.C
 	if img.Config == nil {
 		return &container.Config{}, nil
 	}
-	return &container.Config{User: img.Config.User, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd}, nil
+	return &container.Config{User: img.Config.User, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd, Labels: img.Config.Labels}, nil
 }
 
 // mainCommand is the command a container runs, merged as the engine
@@ -367,7 +398,11 @@ func rootUser(user string) bool {
 // that is the create's failure, with the agent's last words from the logs.
 func (p *Provider) waitAgent(ctx context.Context, id string) error {
 	const op = "create"
-	ctx, cancel := context.WithTimeout(ctx, agentReadyTimeout)
+	limit := agentReadyTimeout
+	if c, err := p.cli.ContainerInspect(ctx, id); err == nil && hasStart(c.Config) {
+		limit += agent.StartReadyTime // the agent waits for the template's ready command first
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for wait := time.Millisecond; ; wait = min(2*wait, 5*time.Millisecond) {
 		c, err := p.cli.ContainerInspect(ctx, id)
@@ -386,7 +421,7 @@ func (p *Provider) waitAgent(ctx context.Context, id string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return compute.Errorf(compute.KindUnavailable, op, ctx.Err(), "the sandbox agent did not report ready within %s", agentReadyTimeout)
+			return compute.Errorf(compute.KindUnavailable, op, ctx.Err(), "the sandbox agent did not report ready within %s", limit)
 		case <-time.After(wait):
 		}
 	}

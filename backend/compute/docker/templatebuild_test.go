@@ -351,3 +351,41 @@ func hostListener(t *testing.T, p *Provider, name string) (gw, bridge string, po
 	}
 	return gw, bridge, testhosts.AcceptAll(t, ln)
 }
+
+// TestTemplateStartsAtSandboxStart: a sandbox of a template built with a
+// start and a ready command is reported started only once its ready
+// command succeeded (the start command writes its file two seconds in,
+// and the file is there when Create returns), the start command runs in
+// its template's context, exec starts in the template's WORKDIR, and a
+// start command that fails in the sandbox fails the create, saying so.
+// (Seen failing without the agent's start: /tmp/up was missing and exec
+// started in /root.)
+func TestTemplateStartsAtSandboxStart(t *testing.T) {
+	p := newProvider(t, Config{})
+	str := func(s string) *string { return &s }
+	req, _ := testBuild(t, p,
+		compute.TemplateStep{Type: "ENV", Args: []string{"MARK", "from-template"}},
+		compute.TemplateStep{Type: "WORKDIR", Args: []string{"/app/w"}})
+	req.StartCmd = str(`[ -z "$FAIL_START" ] || exit 7; sleep 2; echo "$MARK $(pwd)" > /tmp/up; exec sleep infinity`)
+	req.ReadyCmd = str("test -s /tmp/up")
+	res := mustBuild(t, p, req)
+
+	tp := newProvider(t, Config{Templates: map[string]compute.Template{"started": {ID: "started", CPUCount: 1, MemoryMB: 256}},
+		Images: map[string]string{"started": res.Image}})
+	spec := testSpec()
+	spec.Template = "started"
+	inst := mustCreate(t, tp, spec)
+	out := exec(t, tp, inst, "sh", "-c", `cat /tmp/up; pwd`)
+	if got, want := strings.TrimSpace(string(out.Stdout)), "from-template /app/w\n/app/w"; got != want {
+		t.Fatalf("at its start the sandbox shows %q, want %q (stderr %q)", got, want, out.Stderr)
+	}
+
+	bad := testSpec()
+	bad.Template = "started"
+	bad.EnvVars = map[string]string{"FAIL_START": "1"}
+	cleanupRecord(t, tp, bad.RecordID)
+	_, err := tp.Create(context.Background(), bad)
+	if compute.KindOf(err) != compute.KindEntrypoint || !strings.Contains(err.Error(), "start command exited with code 7") {
+		t.Fatalf("a failing start command: want an entrypoint error naming code 7, got %v", err)
+	}
+}

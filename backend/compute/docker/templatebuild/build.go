@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -63,8 +64,13 @@ func (r *run) build(ctx context.Context) (compute.TemplateBuildResult, error) {
 	}
 	st := state{Env: append([]string(nil), parentCfg.Env...), Dir: parentCfg.WorkingDir, User: parentCfg.User}
 	var inherited compute.StartCommand
+	workdirSet := false // a WORKDIR step set the directory (here or in a parent template)
 	if req.FromTemplate != "" {
-		inherited = startOf(parentCfg.Labels)
+		inherited = StartOf(parentCfg.Labels)
+		workdirSet = parentCfg.Labels[LabelWorkdir] != ""
+	}
+	for _, s := range req.Steps {
+		workdirSet = workdirSet || strings.EqualFold(strings.TrimSpace(s.Type), stepWORKDIR)
 	}
 	if r.netID, err = r.b.h.Network(ctx); err != nil {
 		return compute.TemplateBuildResult{}, &compute.TemplateBuildError{Kind: compute.KindNetwork, Err: err,
@@ -142,7 +148,11 @@ func (r *run) build(ctx context.Context) (compute.TemplateBuildResult, error) {
 
 	start := resolveStart(req, inherited, st)
 	startJSON, _ := json.Marshal(start)
-	final, cached, err := r.finalImage(ctx, cur, st, string(startJSON), req.Steps, forced, trailingDirs)
+	workdir := ""
+	if workdirSet {
+		workdir = st.Dir
+	}
+	final, cached, err := r.finalImage(ctx, cur, st, finalLabels{start: string(startJSON), workdir: workdir}, req.Steps, forced, trailingDirs)
 	if err != nil {
 		return compute.TemplateBuildResult{}, err
 	}
@@ -222,10 +232,17 @@ func resolveStart(req compute.TemplateBuild, inherited compute.StartCommand, st 
 	return start
 }
 
+// finalLabels are what the final image carries for sandboxes.
+type finalLabels struct {
+	start   string // LabelStart: the start command's JSON ("{}": none)
+	workdir string // LabelWorkdir ("": none)
+}
+
 // finalImage is the template's image: cur with the trailing configuration
-// and the start label, committed (or found in the cache) unless cur
-// already is exactly that.
-func (r *run) finalImage(ctx context.Context, cur string, st state, startJSON string, steps []compute.TemplateStep, forced bool, dirs []string) (img string, cached bool, err error) {
+// and the start and workdir labels, committed (or found in the cache)
+// unless cur already is exactly that.
+func (r *run) finalImage(ctx context.Context, cur string, st state, fl finalLabels, steps []compute.TemplateStep, forced bool, dirs []string) (img string, cached bool, err error) {
+	startJSON := fl.start
 	gs := groups(steps)
 	var trailing []compute.TemplateStep
 	if len(gs) > 0 && !makesLayer(steps[gs[len(gs)-1].last]) {
@@ -236,14 +253,14 @@ func (r *run) finalImage(ctx context.Context, cur string, st state, startJSON st
 	if err != nil {
 		return "", false, r.engineErr(0, "inspecting the image", err)
 	}
-	carried := ""
+	carried, carriedDir := "", ""
 	if ins.Config != nil {
-		carried = ins.Config.Labels[LabelStart]
+		carried, carriedDir = ins.Config.Labels[LabelStart], ins.Config.Labels[LabelWorkdir]
 	}
-	if len(trailing) == 0 && (carried == startJSON || (carried == "" && startJSON == "{}")) {
+	if len(trailing) == 0 && (carried == startJSON || (carried == "" && startJSON == "{}")) && carriedDir == fl.workdir {
 		return cur, true, nil
 	}
-	key := cacheKey(cur, trailing, startJSON)
+	key := cacheKey(cur, trailing, startJSON+"\x00"+fl.workdir)
 	if !forced {
 		if hit := r.lookup(ctx, key); hit != "" {
 			return hit, true, nil
@@ -256,7 +273,7 @@ func (r *run) finalImage(ctx context.Context, cur string, st state, startJSON st
 		}
 		defer func() { layer.Close(); os.Remove(layer.Name()) }()
 	}
-	img, err = r.loadImage(ctx, cur, imageConfig{st: st, labels: map[string]string{LabelKey: key, LabelStart: startJSON}}, layer)
+	img, err = r.loadImage(ctx, cur, imageConfig{st: st, labels: map[string]string{LabelKey: key, LabelStart: startJSON, LabelWorkdir: fl.workdir}}, layer)
 	if err != nil {
 		return "", false, r.engineErr(0, "making the final image", err)
 	}
@@ -278,8 +295,8 @@ func (r *run) lookup(ctx context.Context, key string) string {
 	return best.ID
 }
 
-// startOf reads the start command an image carries.
-func startOf(labels map[string]string) compute.StartCommand {
+// StartOf reads the start command an image carries.
+func StartOf(labels map[string]string) compute.StartCommand {
 	var s compute.StartCommand
 	if v := labels[LabelStart]; v != "" {
 		_ = json.Unmarshal([]byte(v), &s)
@@ -298,7 +315,7 @@ func (b *Builder) Image(ctx context.Context, ref string) (compute.TemplateImage,
 	}
 	out := compute.TemplateImage{Image: ref}
 	if ins.Config != nil {
-		out.Start = startOf(ins.Config.Labels)
+		out.Start = StartOf(ins.Config.Labels)
 	}
 	return out, nil
 }

@@ -56,7 +56,7 @@ func (r *run) copyStep(ctx context.Context, n int, imageID string, st state, s c
 	if err := writeDirs(tar.NewWriter(layer), dirs); err != nil {
 		return "", &compute.TemplateBuildError{Kind: compute.KindInternal, Step: n, Err: err, Msg: "could not stage the copied files: " + err.Error()}
 	}
-	placed, err := rewrite(rc, layer, s.Args[0], st.resolve(s.Args[1]), strings.HasSuffix(s.Args[1], "/"), uid, gid, mode, r.req.Limits.FilesBytes)
+	placed, err := rewrite(rc, layer, s.Args[0], st.resolve(s.Args[1]), strings.HasSuffix(s.Args[1], "/"), uid, gid, mode, r.req.Limits.FilesBytes, dirs...)
 	var be *compute.TemplateBuildError
 	switch {
 	case errors.As(err, &be):
@@ -94,7 +94,9 @@ func cleanRel(name string) (string, bool) {
 // A directory src (or ".") copies its contents into dest; a file src goes
 // to dest, or into it when dest ends in "/". It returns how many entries it
 // wrote; past limit bytes it fails naming the files limit.
-func rewrite(in io.Reader, out io.Writer, src, dest string, destIsDir bool, uid, gid int, mode, limit int64) (int, error) {
+// written are the directories already in out (WORKDIR's, writeDirs): the
+// engine refuses a layer naming a path twice, so they are not written again.
+func rewrite(in io.Reader, out io.Writer, src, dest string, destIsDir bool, uid, gid int, mode, limit int64, written ...string) (int, error) {
 	br := bufio.NewReader(in)
 	var rd io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
@@ -110,7 +112,10 @@ func rewrite(in io.Reader, out io.Writer, src, dest string, destIsDir bool, uid,
 		return 0, &compute.TemplateBuildError{Kind: compute.KindInvalid, Msg: fmt.Sprintf("COPY's source %q leaves the uploaded files", src)}
 	}
 	tr := tar.NewReader(rd)
-	tw := tar.NewWriter(out)
+	tw := &dedupWriter{Writer: tar.NewWriter(out), seen: map[string]bool{}}
+	for _, d := range written {
+		tw.seen[strings.Trim(path.Clean(d), "/")] = true
+	}
 	var total int64
 	n := 0
 	target := func(rel string, isSrc bool, isDir bool) string {

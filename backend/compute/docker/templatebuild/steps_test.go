@@ -120,6 +120,16 @@ func TestCopyRewrite(t *testing.T) {
 			t.Errorf("COPY %s %s = %s, want %s", tc.src, tc.dest, got, tc.want)
 		}
 	}
+	// After WORKDIR /app (its directory already in the layer), the
+	// archive's root is not written again: the engine refuses a layer
+	// naming a path twice.
+	var after bytes.Buffer
+	if _, err := rewrite(bytes.NewReader(src), &after, ".", "/app/", true, 1000, 1000, 0o640, 1<<20, "/app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(entries(t, after.Bytes()), ","); got != "app/dir/,app/dir/a,app/hello.txt,app/other" {
+		t.Errorf("COPY . /app/ after WORKDIR /app = %s", got)
+	}
 	var out bytes.Buffer
 	_, err := rewrite(bytes.NewReader(tarOf(t, "../escape")), &out, ".", "/app/", true, 0, 0, -1, 1<<20)
 	var be *compute.TemplateBuildError

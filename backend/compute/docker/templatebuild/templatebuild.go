@@ -48,6 +48,11 @@ const (
 	LabelRun   = "dev.dreadnode.templatebuild.run"   // one Build call's nonce: its cleanup finds all it made
 	LabelKey   = "dev.dreadnode.templatebuild.key"   // a step image's cache key
 	LabelStart = "dev.dreadnode.templatebuild.start" // the final image's compute.StartCommand (JSON)
+	// LabelWorkdir is the WORKDIR a template's steps (or its parent
+	// template's) set: where a sandbox's processes start by default (E2B's
+	// envd takes its template's workdir). Absent when no step set one: the
+	// user's home then, as on E2B.
+	LabelWorkdir = "dev.dreadnode.templatebuild.workdir"
 )
 
 // RefRepo is the repository of every built template's ref.

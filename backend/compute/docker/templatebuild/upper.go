@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -62,7 +63,11 @@ func opaque(p string) bool {
 }
 
 func tarUpper(root string, w io.Writer) error {
-	tw := tar.NewWriter(w)
+	// The engine refuses a layer naming a path twice ("duplicates of file
+	// paths not supported"); fuse-overlayfs marks an opaque directory
+	// both with an xattr and with a ".wh..wh..opq" file, so the marker
+	// written for the one is skipped for the other.
+	tw := &dedupWriter{Writer: tar.NewWriter(w), seen: map[string]bool{}}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -124,4 +129,28 @@ func tarUpper(root string, w io.Writer) error {
 		return errors.Join(err, tw.Close())
 	}
 	return tw.Close()
+}
+
+// dedupWriter writes each path once: a later header of a path already
+// written is dropped with its content.
+type dedupWriter struct {
+	*tar.Writer
+	seen map[string]bool
+	skip bool
+}
+
+func (d *dedupWriter) WriteHeader(h *tar.Header) error {
+	name := strings.TrimSuffix(h.Name, "/")
+	if d.skip = d.seen[name]; d.skip {
+		return nil
+	}
+	d.seen[name] = true
+	return d.Writer.WriteHeader(h)
+}
+
+func (d *dedupWriter) Write(b []byte) (int, error) {
+	if d.skip {
+		return len(b), nil
+	}
+	return d.Writer.Write(b)
 }

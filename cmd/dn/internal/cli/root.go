@@ -204,8 +204,8 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.flags.Workspace, "workspace", "", "workspace (default "+config.DefaultWorkspace+"; env "+config.EnvWorkspace+")")
 	pf.StringVar(&a.profile, "profile", "", "profile of the profile file (default \"default\"; env "+config.EnvProfile+")")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text for people")
-	root.AddCommand(a.loginCmd(), a.envCmd(), a.sandboxCmd(), a.taskCmd(), a.runtimeCmd(), a.worldCmd(), a.ledgerCmd(), a.creditsCmd(), a.keysCmd(), a.templateCmd(),
-		a.eventsCmd())
+	root.AddCommand(a.loginCmd(), a.envCmd(), a.sandboxCmd(), a.taskCmd(), a.runtimeCmd(), a.worldCmd(), a.ledgerCmd(), a.creditsCmd(), a.keysCmd(),
+		a.eventsCmd(), a.volumeCmd(), a.snapshotCmd(), a.templateCmd())
 	root.SetIn(a.io.In)
 	root.SetOut(a.io.Out)
 	root.SetErr(a.io.Err)

@@ -18,7 +18,8 @@ import (
 func (a *app) sandboxCmd() *cobra.Command {
 	return group("sandbox", "Sandboxes: create, list, get, exec, cp, logs, pause, connect, delete",
 		a.sandboxCreateCmd(), a.sandboxListCmd(), a.sandboxGetCmd(), a.sandboxExecCmd(), a.sandboxCpCmd(),
-		a.sandboxLogsCmd(), a.sandboxPauseCmd(), a.sandboxConnectCmd(), a.sandboxDeleteCmd(), a.sandboxForkCmd())
+		a.sandboxLogsCmd(), a.sandboxPauseCmd(), a.sandboxConnectCmd(), a.sandboxDeleteCmd(), a.sandboxForkCmd(),
+		a.sandboxSnapshotCmd())
 }
 
 // sandboxFinal: states a wait stops at.
@@ -43,14 +44,15 @@ func (a *app) printAccessToken(token, kept, id string) {
 func (a *app) sandboxCreateCmd() *cobra.Command {
 	var template, command string
 	var timeout, cpu, memoryMB int64
-	var envs, meta []string
+	var envs, meta, volumes []string
 	var autoPause, wait bool
 	var waitTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox (its access token is kept for exec and cp)",
 		Example: `  dn sandbox create --wait
-  dn sandbox create --template base --timeout 600 --env DEBUG=1 --metadata team=red --wait`,
+  dn sandbox create --template base --timeout 600 --env DEBUG=1 --metadata team=red --wait
+  dn sandbox create --template prepared:v1 --volume datasets:/data --wait`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ev, err := parsePairs("env", envs)
@@ -61,7 +63,11 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body := client.SandboxCreate{TemplateID: template, EnvVars: ev, Metadata: md}
+			mounts, err := parseVolumeMounts(volumes)
+			if err != nil {
+				return err
+			}
+			body := client.SandboxCreate{TemplateID: template, EnvVars: ev, Metadata: md, VolumeMounts: mounts}
 			if command != "" {
 				body.Command = []string{"sh", "-c", command}
 			}
@@ -101,7 +107,8 @@ func (a *app) sandboxCreateCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&template, "template", "", "template id (default base)")
+	f.StringVar(&template, "template", "", "template id or name[:tag], a snapshot's included (default base)")
+	f.StringArrayVar(&volumes, "volume", nil, "mount the org's volume NAME at /path: NAME:/path[:ro] (repeatable; dn volume create)")
 	f.Int64Var(&timeout, "timeout", 0, "lifetime in seconds (server default 300)")
 	f.StringArrayVar(&envs, "env", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVar(&meta, "metadata", nil, "metadata KEY=VALUE (repeatable)")
