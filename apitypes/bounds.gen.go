@@ -71,6 +71,10 @@ const (
 	TaskExecRequestTimeoutSecDefault            = 60
 	TaskExecRequestTimeoutSecMinimum            = 1
 	TaskExecRequestTimeoutSecMaximum            = 600
+	TemplateBuildRequestCPUCountMinimum         = 1
+	TemplateBuildRequestCPUCountMaximum         = 32
+	TemplateBuildRequestMemoryMBMinimum         = 128
+	TemplateBuildRequestMemoryMBMaximum         = 32768
 	VolumeMountPathMaxLength                    = 1024
 	WebhookBodyNameMaxLength                    = 256
 	WebhookBodySignatureSecretMinLength         = 16
