@@ -262,8 +262,10 @@ func New(t testing.TB, opts ...Option) *Server {
 		s.releaseHolds() // held requests would keep Close waiting
 		close(s.stop)
 		s.sending.Wait()
-		s.srv.Close()
+		// Processes end first: a client following one (a sandbox's main
+		// command) holds its stream open, which Close would wait for.
 		s.killAll()
+		s.srv.Close()
 		for _, v := range s.Violations() {
 			t.Errorf("e2bfake: spec violation: %s", v)
 		}
