@@ -30,6 +30,9 @@ var forbidden = map[string][]string{
 	// Adapters never reach up into services or the HTTP edge.
 	"backend/store": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 		"backend/admission", "backend/keys", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
+	// The store's fixtures build on the store alone.
+	"backend/store/storetest": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
+		"backend/admission", "backend/keys", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
 	// Services never import the wiring or the server.
 	"backend/reconciler": {"backend/app", "backend/api", "backend/lifecycle", "backend/tasks", "backend/billing",
 		"backend/runtimes", "backend/admission", "backend/httpx", "apitypes"},
