@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/envd"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // An E2B sandbox does not end when the process it was created to run (a

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // Headers of the agent's extensions of envd's process service (sent only

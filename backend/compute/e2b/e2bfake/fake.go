@@ -48,8 +48,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // Routes, as "METHOD path-template" of openapi.yml, for FailNext and Count.
