@@ -39,6 +39,8 @@ func (e *env) insert(id, kind string, phase sandbox.Phase) *store.Record {
 	case sandbox.PhaseDeleted:
 		r.MarkRunning(now.Add(-time.Minute))
 		r.MarkKilled(now, sandbox.KillTimeout)
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhasePausing, sandbox.PhasePaused, sandbox.PhaseResuming, sandbox.PhaseStopping, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	if err := storetest.InsertFixture(context.Background(), e.App.DB, r); err != nil {
 		e.T.Fatal(err)

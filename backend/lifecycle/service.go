@@ -428,6 +428,8 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 				return cur, true, nil
 			}
 			continue // paused now: resume it
+		case sandbox.PhasePaused, sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+			// as below the switch; named so that a value added to the enum is decided here
 		}
 		return cur, false, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
 	}
