@@ -71,7 +71,7 @@ func (s *Service) load(r *http.Request) (*store.Record, error) {
 func (s *Service) find(r *http.Request, get func(ctx context.Context, org, id string) (*store.Record, error)) (*store.Record, error) {
 	id := mux.Vars(r)["id"]
 	rec, err := get(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)) {
 		return nil, httpx.NotFound("sandbox", id)
 	}
 	return rec, err

@@ -74,7 +74,7 @@ func (rc *Reconciler) drive(ctx context.Context, id string) (*store.Record, erro
 		if err != nil {
 			return nil, err
 		}
-		if r.Kind == sandbox.KindTask {
+		if !sandbox.OwnInstance(r.Kind) {
 			return r, nil
 		}
 		if err := rc.MayAct(ctx); err != nil {
