@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -95,19 +96,36 @@ func (s *Service) checkpointEnv(ctx context.Context, req ForkRequest) (*Env, *ca
 		return nil, nil, nil, "", domain.ConflictIn(string(parent.State), fmt.Sprintf("task %s of environment %s is no longer in the catalog; it cannot be forked", parent.TaskRef, parent.ID))
 	}
 	checkpoint := ids.New()
-	images := map[string]string{}
+	// The services are committed at once (a fork waits for the slowest,
+	// not for their sum); each is paused only while its own layer is read.
+	var (
+		mu      sync.Mutex
+		images  = map[string]string{}
+		errs    = map[string]error{}
+		commits sync.WaitGroup
+	)
 	for _, svc := range slices.Sorted(maps.Keys(parent.Containers)) {
 		if slices.Contains(parent.OneShots, svc) {
 			continue
 		}
-		img, err := s.cfg.Committer.Commit(ctx, compute.Ref{ID: parent.Containers[svc], Record: parent.RecordID}, compute.CommitOptions{
-			Name:   "dreadnode-checkpoint/" + checkpoint + ":" + svc,
-			Labels: map[string]string{compute.LabelOrg: parent.OrgID, compute.LabelRecord: parent.RecordID, compute.LabelService: svc, LabelCheckpoint: checkpoint}})
-		if err != nil {
-			s.dropImages(slices.Collect(maps.Values(images)))
-			return nil, nil, nil, "", &domain.ProviderError{Detail: fmt.Sprintf("could not checkpoint service %q of environment %s: %v", svc, parent.ID, err)}
-		}
-		images[svc] = img.Name
+		commits.Go(func() {
+			img, err := s.cfg.Committer.Commit(ctx, compute.Ref{ID: parent.Containers[svc], Record: parent.RecordID}, compute.CommitOptions{
+				Name:   "dreadnode-checkpoint/" + checkpoint + ":" + svc,
+				Labels: map[string]string{compute.LabelOrg: parent.OrgID, compute.LabelRecord: parent.RecordID, compute.LabelService: svc, LabelCheckpoint: checkpoint}})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[svc] = err
+				return
+			}
+			images[svc] = img.Name
+		})
+	}
+	commits.Wait()
+	if len(errs) > 0 {
+		s.dropImages(slices.Collect(maps.Values(images)))
+		svc := slices.Sorted(maps.Keys(errs))[0]
+		return nil, nil, nil, "", &domain.ProviderError{Detail: fmt.Sprintf("could not checkpoint service %q of environment %s: %v", svc, parent.ID, errs[svc])}
 	}
 	return parent, task, images, checkpoint, nil
 }

@@ -78,6 +78,9 @@ type agentHost struct {
 	*agentBinary
 	cli   *client.Client
 	scope string // labels the volume with who made it (the deployment, the groups' owner)
+	// sources caches imageConfig of the source images copies name (by
+	// image id, so never stale): every fork of a checkpoint asks for it.
+	sources sync.Map // image id -> *container.Config
 }
 
 func loadAgent(path string) (*agentBinary, error) {
@@ -334,17 +337,26 @@ func (h *agentHost) imageConfig(ctx context.Context, image string) (*container.C
 	if err != nil {
 		return nil, err
 	}
+	src := ""
 	if img.Config != nil && img.Config.Labels[labelSourceImage] != "" {
 		// A copy made by Commit: its own entrypoint is its source
 		// container's agent.
-		if img, err = h.cli.ImageInspect(ctx, img.Config.Labels[labelSourceImage]); err != nil {
+		src = img.Config.Labels[labelSourceImage]
+		if c, ok := h.sources.Load(src); ok {
+			return c.(*container.Config), nil
+		}
+		if img, err = h.cli.ImageInspect(ctx, src); err != nil {
 			return nil, err
 		}
 	}
-	if img.Config == nil {
-		return &container.Config{}, nil
+	cfg := &container.Config{}
+	if img.Config != nil {
+		cfg = &container.Config{User: img.Config.User, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd, Labels: img.Config.Labels}
 	}
-	return &container.Config{User: img.Config.User, Entrypoint: img.Config.Entrypoint, Cmd: img.Config.Cmd, Labels: img.Config.Labels}, nil
+	if strings.HasPrefix(src, "sha256:") && src == img.ID { // an id names one configuration for good
+		h.sources.Store(src, cfg)
+	}
+	return cfg, nil
 }
 
 // mainCommand is the command a container runs, merged as the engine

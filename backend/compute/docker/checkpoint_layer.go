@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"golang.org/x/sys/unix"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -33,7 +35,8 @@ import (
 //
 // The new image's configuration is the container's image's (its command,
 // not the agent wrapping the container runs), with labels added. The
-// container is paused while its layer is read (a paused one stays paused).
+// container is paused only while its layer is read into a file (a paused
+// one stays paused): it runs again while the engine loads the copy.
 // Everything in the layer is the sandbox's, so hostile: nothing is
 // followed (symlinks are written as links), files are opened without
 // following links, and only regular files, directories, links and
@@ -43,19 +46,15 @@ func (p *Provider) loadCheckpoint(ctx context.Context, id, ref string, labels ma
 	if err != nil {
 		return compute.CommittedImage{}, err
 	}
-	out, err := p.loadLayer(ctx, c, ref, labels)
+	img, err := p.cli.ImageInspect(ctx, c.Image)
 	if err != nil {
-		return out, err
+		return compute.CommittedImage{}, err
 	}
-	img, err := p.cli.ImageInspect(ctx, out.ID)
-	if err != nil {
-		return out, err
-	}
-	out.SizeBytes = img.Size
-	return out, nil
+	return p.loadLayer(ctx, c, img, ref, labels)
 }
 
-func (p *Provider) loadLayer(ctx context.Context, c container.InspectResponse, ref string, labels map[string]string) (compute.CommittedImage, error) {
+// loadLayer is loadCheckpoint for container c of image img, both inspected.
+func (p *Provider) loadLayer(ctx context.Context, c container.InspectResponse, img image.InspectResponse, ref string, labels map[string]string) (compute.CommittedImage, error) {
 	var none compute.CommittedImage
 	upper := ""
 	if c.GraphDriver.Data != nil {
@@ -67,27 +66,31 @@ func (p *Provider) loadLayer(ctx context.Context, c container.InspectResponse, r
 	if _, err := os.Stat(upper); err != nil {
 		return none, err // the engine runs elsewhere (a remote DOCKER_HOST)
 	}
-	img, err := p.cli.ImageInspect(ctx, c.Image)
-	if err != nil {
-		return none, err
-	}
-	if c.State != nil && c.State.Running && !c.State.Paused {
-		if err := p.cli.ContainerPause(ctx, c.ID); err != nil {
-			return none, err
-		}
-		defer func() {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = p.cli.ContainerUnpause(uctx, c.ID)
-		}()
-	}
 	layer, err := os.CreateTemp("", "dn-checkpoint-*.tar")
 	if err != nil {
 		return none, err
 	}
 	defer func() { _ = layer.Close(); _ = os.Remove(layer.Name()) }()
+	thaw := func() {}
+	if c.State != nil && c.State.Running && !c.State.Paused {
+		if err := p.cli.ContainerPause(ctx, c.ID); err != nil {
+			return none, err
+		}
+		var once sync.Once
+		thaw = func() {
+			once.Do(func() {
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				_ = p.cli.ContainerUnpause(uctx, c.ID)
+			})
+		}
+		defer thaw()
+	}
 	sum := sha256.New()
-	if err := tarUpper(upper, io.MultiWriter(layer, sum)); err != nil {
+	err = tarUpper(upper, io.MultiWriter(layer, sum))
+	// The layer is in the file: the sandbox runs on while the engine loads it.
+	thaw()
+	if err != nil {
 		return none, fmt.Errorf("reading the writable layer: %w", err)
 	}
 	diffID := "sha256:" + hex.EncodeToString(sum.Sum(nil))
@@ -129,10 +132,11 @@ func (p *Provider) loadLayer(ctx context.Context, c container.InspectResponse, r
 	if strings.Contains(string(out), `"error"`) {
 		return none, fmt.Errorf("loading the checkpoint: %s", out)
 	}
-	if _, err := p.cli.ImageInspect(ctx, imageID); err != nil {
+	loaded, err := p.cli.ImageInspect(ctx, imageID)
+	if err != nil {
 		return none, fmt.Errorf("loading the checkpoint: %s", out)
 	}
-	return compute.CommittedImage{ID: imageID, Name: ref, CreatedAt: created}, nil
+	return compute.CommittedImage{ID: imageID, Name: ref, SizeBytes: loaded.Size, CreatedAt: created}, nil
 }
 
 func mergeLabels(base, add map[string]string) map[string]string {

@@ -32,18 +32,25 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.Com
 		labels = map[string]string{}
 	}
 	labels[labelScope] = p.cfg.Scope
-	src, running, err := p.sourceImage(ctx, ref.ID)
+	// One inspect of the container and of its image serve both the source
+	// image's name and the layer's load (a fork waits for all of this).
+	c, err := p.cli.ContainerInspect(ctx, ref.ID)
 	if err != nil {
-		return compute.CommittedImage{}, err
+		return compute.CommittedImage{}, classify(op, err)
 	}
+	running := c.State != nil && c.State.Running && !c.State.Paused
 	defer p.commits.begin(ref.ID, running)()
-	labels[labelSourceImage] = src
-	if out, err := p.loadCheckpoint(ctx, ref.ID, opts.Name, labels); err == nil {
+	img, err := p.cli.ImageInspect(ctx, c.Image)
+	if err != nil {
+		return compute.CommittedImage{}, classify(op, err)
+	}
+	labels[labelSourceImage] = sourceOf(img)
+	if out, err := p.loadLayer(ctx, c, img, opts.Name, labels); err == nil {
 		return out, nil
 	} else if ctx.Err() != nil {
 		return compute.CommittedImage{}, classify(op, ctx.Err())
 	} else {
-		p.cfg.Logger.Debug("commit: the writable layer could not be read directly; committing through the engine", "container", ref.ID, "err", err)
+		p.cfg.Logger.Warn("commit: the writable layer could not be read directly; committing through the engine (slower: it compares the whole filesystem)", "container", ref.ID, "err", err)
 	}
 	res, err := p.cli.ContainerCommit(ctx, ref.ID, container.CommitOptions{
 		Reference: opts.Name,
@@ -54,7 +61,7 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.Com
 	if err != nil {
 		return compute.CommittedImage{}, classify(op, err)
 	}
-	img, err := p.cli.ImageInspect(ctx, res.ID)
+	img, err = p.cli.ImageInspect(ctx, res.ID)
 	if err != nil {
 		// The image exists but cannot be read back: remove it rather than
 		// leave an image no record names.
@@ -76,26 +83,16 @@ func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
 	return classify("remove image", err)
 }
 
-// sourceImage is the image whose configuration (entrypoint, command,
-// user) a copy of container id keeps: the image id was made from, or the
-// one that image names when it is itself a copy. The copy's own
-// configuration is the container's, whose entrypoint starts the agent
-// (withAgent); a copy started from it would have its agent start another.
-// running says whether id runs unpaused.
-func (p *Provider) sourceImage(ctx context.Context, id string) (src string, running bool, err error) {
-	c, err := p.cli.ContainerInspect(ctx, id)
-	if err != nil {
-		return "", false, classify("commit", err)
-	}
-	running = c.State != nil && c.State.Running && !c.State.Paused
-	img, err := p.cli.ImageInspect(ctx, c.Image)
-	if err != nil {
-		return "", false, classify("commit", err)
-	}
+// sourceOf is the image whose configuration (entrypoint, command, user) a
+// copy of a container of img keeps: img, or the one img names when it is
+// itself a copy. The copy's own configuration is the container's, whose
+// entrypoint starts the agent (withAgent); a copy started from it would
+// have its agent start another.
+func sourceOf(img image.InspectResponse) string {
 	if img.Config != nil && img.Config.Labels[labelSourceImage] != "" {
-		return img.Config.Labels[labelSourceImage], running, nil
+		return img.Config.Labels[labelSourceImage]
 	}
-	return img.ID, running, nil
+	return img.ID
 }
 
 // clearInherited blanks, in labels, every label of ours that the image

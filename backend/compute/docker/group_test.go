@@ -141,3 +141,44 @@ func TestProviderGroupsShareTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A forked service (From: a checkpoint) with a health check is ready once
+// its exposed port accepts a connection, without waiting for the engine's
+// first check (here 30 s away); one whose port never listens is not, and
+// a service that is not a fork still waits for its check.
+func TestGroupForkReadyOnItsPort(t *testing.T) {
+	t.Parallel()
+	g, ctx, id := groupTest(t, "fp")
+	svc := func(listen bool) compute.GroupService {
+		s := baseService()
+		s.From = DefaultBaseImage
+		s.Command = []string{"sh", "-c", "exec sleep infinity"}
+		if listen {
+			s.Command = []string{"python3", "-m", "http.server", "8080"}
+		}
+		s.Healthcheck = &compute.Healthcheck{Test: []string{"CMD", "false"}, Interval: 30 * time.Second, StartPeriod: 30 * time.Second}
+		return s
+	}
+	group := func(id string, s compute.GroupService) *compute.Group {
+		return &compute.Group{GroupTarget: compute.GroupTarget{ID: id, RecordID: "rec-" + id, OrgID: "org1", TaskRef: "org1/demo@1"},
+			Services: map[string]compute.GroupService{"web": s}, Expose: map[string]int{"web": 8080}}
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := g.Bring(short, group(id, svc(true))); err != nil {
+		t.Fatalf("a forked service listening on its port: %v", err)
+	}
+	for name, s := range map[string]compute.GroupService{"silent": svc(false), "created": func() compute.GroupService {
+		s := svc(true)
+		s.From = ""
+		return s
+	}()} {
+		short, cancel := context.WithTimeout(ctx, 8*time.Second)
+		_, err := g.Bring(short, group(id+name[:1], s))
+		cancel()
+		var de *compute.DeadlineError
+		if !errors.As(err, &de) || de.Service != "web" {
+			t.Fatalf("%s: want the deadline naming web, got %v", name, err)
+		}
+	}
+}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -31,6 +33,48 @@ type svcRun struct {
 	state   container.InspectResponse
 	have    bool // state is current
 	starter bool // a goroutine is creating it
+	// probe is the port that proves a forked service up (forkProbe), 0
+	// for none; listening is set once it accepted a connection.
+	probe     int
+	probing   bool
+	listening atomic.Bool
+}
+
+// forkProbe is the port Bring dials to tell that service name of u is up
+// again, 0 for none: the exposed port of a service started from a fork's
+// checkpoint (From) that has a health check. The parent's service passed
+// that check on the very filesystem the fork starts from, and what a fork
+// has to prove is only that its process is back, listening. The engine's
+// own check still runs and counts too (a backend that cannot reach the
+// environment's network waits for it), but its first run comes an
+// interval after the start and each run is an exec, which on a loaded
+// engine takes a second or more; a connection takes milliseconds.
+func forkProbe(u *compute.Group, name string) int {
+	s := u.Services[name]
+	if s.From == "" || s.Healthcheck == nil || len(s.Healthcheck.Test) == 0 || s.Healthcheck.Test[0] == "NONE" {
+		return 0
+	}
+	return u.Expose[name]
+}
+
+// probeFork dials ep until it accepts a connection (nothing is sent or
+// read), then marks r listening and wakes Bring.
+func (e *Groups) probeFork(ctx context.Context, u *compute.Group, r *svcRun, ep compute.Endpoint) {
+	var d net.Dialer
+	for wait := 20 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, 200*time.Millisecond) {
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port)))
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			r.listening.Store(true)
+			e.events.Notify(u.ID)
+			return
+		}
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+	}
 }
 
 // Bring starts (or adopts) every service of u in dependency order and waits
@@ -51,7 +95,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 	oneShot := u.OneShots()
 	runs := map[string]*svcRun{}
 	for name, s := range u.Services {
-		runs[name] = &svcRun{name: name, cfg: s}
+		runs[name] = &svcRun{name: name, cfg: s, probe: forkProbe(u, name)}
 	}
 	res := &compute.GroupResult{Containers: map[string]string{}, Endpoints: map[string]compute.Endpoint{}}
 	for name := range oneShot {
@@ -104,10 +148,28 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 	pending := 0
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes() // before wg.Wait: a probe still dialing ends with Bring
 	for {
 		evCh, release := e.events.Wait(u.ID)
 		err := e.observe(ctx, runs, names, oneShot)
 		if err == nil {
+			for _, n := range names {
+				r := runs[n]
+				if r.probe == 0 || r.probing || !r.have || r.state.State == nil || !r.state.State.Running {
+					continue
+				}
+				ep, perr := networkEndpoint(r.state, compute.GroupNetworkName(u.ID), r.probe)
+				if perr != nil {
+					continue // no address yet: the next look
+				}
+				r.probing = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e.probeFork(probeCtx, u, r, ep)
+				}()
+			}
 			// Start every service whose dependencies are satisfied.
 			for _, n := range names {
 				r := runs[n]
@@ -196,7 +258,7 @@ func (e *Groups) depsMet(r *svcRun, runs map[string]*svcRun) bool {
 		st := dr.state.State
 		switch d {
 		case compute.ConditionHealthy:
-			if st.Health != nil && st.Health.Status != container.Healthy {
+			if st.Health != nil && st.Health.Status != container.Healthy && !dr.listening.Load() {
 				return false
 			}
 			if st.Health == nil && !st.Running {
@@ -226,7 +288,7 @@ func (e *Groups) serviceReady(r *svcRun, oneShot bool) bool {
 	if !st.Running || st.Paused || st.Restarting {
 		return false
 	}
-	return st.Health == nil || st.Health.Status == container.Healthy || st.Health.Status == container.NoHealthcheck
+	return st.Health == nil || st.Health.Status == container.Healthy || st.Health.Status == container.NoHealthcheck || r.listening.Load()
 }
 
 // failed reports a service that can no longer become ready.
