@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,10 +44,14 @@ type Config struct {
 	// Static lists the provider's own templates ("base"): names that are
 	// not an org's and resolve to themselves.
 	Static func(ctx context.Context) ([]compute.Template, error)
-	// FilesDir keeps the files uploaded for COPY steps.
-	FilesDir string
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// SpoolDir holds uploads of COPY steps' files while they arrive,
+	// before they are written to the database ("": the system's
+	// temporary directory).
+	SpoolDir string
+	// MaxFileBytes bounds one upload (default MaxFileBytes).
+	MaxFileBytes int64
+	Logger       *slog.Logger
+	Now          func() time.Time
 	// MaxConcurrentBuilds bounds builds running at once (default 2).
 	MaxConcurrentBuilds int
 	// BuildTimeout bounds one build (default 20 minutes).
@@ -80,6 +82,7 @@ func New(cfg Config) *Service {
 	if cfg.BuildTimeout <= 0 {
 		cfg.BuildTimeout = 20 * time.Minute
 	}
+	sweepSpool(cfg.SpoolDir, cfg.Now())
 	return &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, builds: make(chan struct{}, cfg.MaxConcurrentBuilds)}
 }
 
@@ -293,9 +296,6 @@ func (s *Service) Delete(ctx context.Context, org, ref string) error {
 		return err
 	}
 	s.removeImages(ctx, images)
-	if s.cfg.FilesDir != "" {
-		_ = os.RemoveAll(filepath.Join(s.cfg.FilesDir, org, t.ID))
-	}
 	return nil
 }
 
