@@ -48,6 +48,8 @@ const (
 	QuotasMaxCPUMinimum                         = 0
 	QuotasMaxMemoryMBMinimum                    = 0
 	QuotasMaxRunningMinimum                     = 0
+	QuotasMaxSnapshotBytesMinimum               = 0
+	QuotasMaxSnapshotsMinimum                   = 0
 	QuotasMaxVolumeBytesMinimum                 = 0
 	QuotasMaxVolumesMinimum                     = 0
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300
@@ -69,6 +71,10 @@ const (
 	TaskExecRequestTimeoutSecDefault            = 60
 	TaskExecRequestTimeoutSecMinimum            = 1
 	TaskExecRequestTimeoutSecMaximum            = 600
+	TemplateBuildRequestCPUCountMinimum         = 1
+	TemplateBuildRequestCPUCountMaximum         = 32
+	TemplateBuildRequestMemoryMBMinimum         = 128
+	TemplateBuildRequestMemoryMBMaximum         = 32768
 	VolumeMountPathMaxLength                    = 1024
 	WebhookBodyNameMaxLength                    = 256
 	WebhookBodySignatureSecretMinLength         = 16

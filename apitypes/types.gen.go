@@ -395,6 +395,48 @@ func (e TaskEnvironmentState) Valid() bool {
 	}
 }
 
+// Defines values for TemplateBuildStatus.
+const (
+	TemplateBuildStatusBuilding TemplateBuildStatus = "building"
+	TemplateBuildStatusError    TemplateBuildStatus = "error"
+	TemplateBuildStatusReady    TemplateBuildStatus = "ready"
+	TemplateBuildStatusWaiting  TemplateBuildStatus = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the TemplateBuildStatus enum.
+func (e TemplateBuildStatus) Valid() bool {
+	switch e {
+	case TemplateBuildStatusBuilding:
+		return true
+	case TemplateBuildStatusError:
+		return true
+	case TemplateBuildStatusReady:
+		return true
+	case TemplateBuildStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TemplateInfoKind.
+const (
+	TemplateInfoKindBuild    TemplateInfoKind = "build"
+	TemplateInfoKindSnapshot TemplateInfoKind = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the TemplateInfoKind enum.
+func (e TemplateInfoKind) Valid() bool {
+	switch e {
+	case TemplateInfoKindBuild:
+		return true
+	case TemplateInfoKindSnapshot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookAttemptErrorClass.
 const (
 	WebhookAttemptErrorClassCanceled       WebhookAttemptErrorClass = "canceled"
@@ -1044,6 +1086,12 @@ type Quotas struct {
 
 	// MaxVolumeBytes disk bytes of the org's volumes, as last measured (at most a minute old): once reached, a volume create is a 409 naming max_volume_bytes (null: unlimited)
 	MaxVolumeBytes *int64 `json:"max_volume_bytes"`
+
+	// MaxSnapshots snapshots (API.md §14, as GET /snapshots lists them) the org may hold; a snapshot that would make one more is a 409 naming max_snapshots (0: none may be taken; null: unlimited)
+	MaxSnapshots *int `json:"max_snapshots"`
+
+	// MaxSnapshotBytes image bytes of the org's snapshots (every build of them): a snapshot that would pass it is a 409 naming max_snapshot_bytes and leaves no image (null: unlimited)
+	MaxSnapshotBytes *int64 `json:"max_snapshot_bytes"`
 }
 
 // Readiness defines model for Readiness.
@@ -1455,6 +1503,131 @@ type Template struct {
 	MemoryMB   int64  `json:"memoryMB"`
 }
 
+// TemplateBuild defines model for TemplateBuild.
+type TemplateBuild struct {
+	BuildID    string              `json:"buildID"`
+	TemplateID string              `json:"templateID"`
+	Status     TemplateBuildStatus `json:"status"`
+
+	// Error why a failed build failed (a step's exit, a limit named, an image missing)
+	Error      string     `json:"error,omitempty"`
+	ErrorStep  string     `json:"errorStep,omitempty"`
+	SizeBytes  int64      `json:"sizeBytes"`
+	CPUCount   int64      `json:"cpuCount"`
+	MemoryMB   int64      `json:"memoryMB"`
+	StartCmd   string     `json:"startCmd,omitempty"`
+	ReadyCmd   string     `json:"readyCmd,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+
+	// Logs from logsOffset, at most 100
+	Logs []TemplateBuildLogEntry `json:"logs,omitempty"`
+
+	// NextLogsOffset the logsOffset of the next entries
+	NextLogsOffset int64 `json:"nextLogsOffset"`
+}
+
+// TemplateBuildStatus defines model for TemplateBuild.Status.
+type TemplateBuildStatus string
+
+// TemplateBuildAccepted defines model for TemplateBuildAccepted.
+type TemplateBuildAccepted struct {
+	TemplateID string        `json:"templateID"`
+	Names      []string      `json:"names"`
+	Tags       []string      `json:"tags"`
+	Build      TemplateBuild `json:"build"`
+}
+
+// TemplateBuildList defines model for TemplateBuildList.
+type TemplateBuildList struct {
+	Items []TemplateBuild `json:"items"`
+}
+
+// TemplateBuildLogEntry defines model for TemplateBuildLogEntry.
+type TemplateBuildLogEntry struct {
+	Timestamp time.Time `json:"timestamp"`
+	Level     string    `json:"level"`
+	Step      string    `json:"step,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// TemplateBuildRequest POST /templates: exactly one of fromImage and fromTemplate.
+type TemplateBuildRequest struct {
+	// Name alias[:tag]; an existing name gets a new build
+	Name string   `json:"name,omitempty"`
+	Tags []string `json:"tags,omitempty"`
+
+	// CPUCount 1 or even; default 2
+	CPUCount *int64 `json:"cpuCount,omitempty"`
+
+	// MemoryMB even; default 512
+	MemoryMB *int64 `json:"memoryMB,omitempty"`
+
+	// FromImage an image present on the backend's Docker host (nothing is pulled)
+	FromImage string `json:"fromImage,omitempty"`
+
+	// FromTemplate one of the org's templates, name[:tag]
+	FromTemplate string         `json:"fromTemplate,omitempty"`
+	Steps        []TemplateStep `json:"steps,omitempty"`
+	StartCmd     *string        `json:"startCmd,omitempty"`
+	ReadyCmd     *string        `json:"readyCmd,omitempty"`
+
+	// Force no cached step
+	Force bool `json:"force,omitempty"`
+}
+
+// TemplateInfo One of the org's templates or snapshots (GET /templates).
+type TemplateInfo struct {
+	TemplateID      string           `json:"templateID"`
+	Names           []string         `json:"names"`
+	Kind            TemplateInfoKind `json:"kind"`
+	CPUCount        int64            `json:"cpuCount"`
+	MemoryMB        int64            `json:"memoryMB"`
+	Parent          string           `json:"parent,omitempty"`
+	SourceSandboxID string           `json:"sourceSandboxID,omitempty"`
+
+	// BuildID the newest ready build
+	BuildID string `json:"buildID,omitempty"`
+
+	// BuildStatus the newest build's status
+	BuildStatus string `json:"buildStatus,omitempty"`
+
+	// SizeBytes all its builds' images
+	SizeBytes int64         `json:"sizeBytes"`
+	Tags      []TemplateTag `json:"tags"`
+	CreatedAt time.Time     `json:"createdAt"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+}
+
+// TemplateInfoKind defines model for TemplateInfo.Kind.
+type TemplateInfoKind string
+
+// TemplateList defines model for TemplateList.
+type TemplateList struct {
+	Items      []TemplateInfo `json:"items"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+}
+
+// TemplateStep One of E2B's build steps: RUN, ENV, WORKDIR, USER or COPY with its args.
+type TemplateStep struct {
+	// Type RUN, ENV, WORKDIR, USER or COPY (case is ignored)
+	Type string   `json:"type"`
+	Args []string `json:"args,omitempty"`
+
+	// FilesHash COPY: the hash the files were uploaded under (E2B's files route)
+	FilesHash string `json:"filesHash,omitempty"`
+
+	// Force rebuild this step and the ones after it (no cached layer)
+	Force bool `json:"force,omitempty"`
+}
+
+// TemplateTag defines model for TemplateTag.
+type TemplateTag struct {
+	Tag       string    `json:"tag"`
+	BuildID   string    `json:"buildID"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // Usage defines model for Usage.
 type Usage struct {
 	TotalRuntimeSeconds float64   `json:"total_runtime_seconds"`
@@ -1467,6 +1640,12 @@ type Usage struct {
 
 	// VolumeBytes their disk bytes as last measured (Docker: at most a minute old; E2B reports none, 0)
 	VolumeBytes int64 `json:"volume_bytes"`
+
+	// Snapshots the org's snapshots (API.md §14), as GET /snapshots lists them
+	Snapshots int `json:"snapshots"`
+
+	// SnapshotBytes the image bytes of every build of them, as measured when each was taken
+	SnapshotBytes int64 `json:"snapshot_bytes"`
 }
 
 // Volume defines model for Volume.

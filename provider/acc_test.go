@@ -366,6 +366,10 @@ func (b *accBackend) checkDestroy() resource.TestCheckFunc {
 				if err := b.snapshotGone(rs.Primary.ID, rs.Primary.Attributes["build_id"]); err != nil {
 					return err
 				}
+			case "dreadnode_template":
+				if err := b.templateGone(rs.Primary.ID); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -187,6 +187,7 @@ func (p *dreadnodeProvider) Resources(_ context.Context) []func() resource.Resou
 		NewAPIKeyResource,
 		NewVolumeResource,
 		NewSnapshotResource,
+		NewTemplateResource,
 	}
 }
 

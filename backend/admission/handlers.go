@@ -40,13 +40,8 @@ func (a *Admitter) handleAdminSet(w http.ResponseWriter, r *http.Request) error 
 	if err := httpx.Decode(r, &q, nil); err != nil {
 		return err
 	}
-	for name, v := range map[string]*int{"max_running": q.MaxRunning, "max_cpu": q.MaxCPU, "max_memory_mb": q.MaxMemoryMB, "max_volumes": q.MaxVolumes} {
-		if v != nil && *v < 0 {
-			return httpx.Invalid(name, "must be 0 or more; omit it (or send null) for unlimited")
-		}
-	}
-	if q.MaxVolumeBytes != nil && *q.MaxVolumeBytes < 0 {
-		return httpx.Invalid("max_volume_bytes", "must be 0 or more; omit it (or send null) for unlimited")
+	if name, _ := negative(q); name != "" {
+		return httpx.Invalid(name, "must be 0 or more; omit it (or send null) for unlimited")
 	}
 	err := SetQuotas(r.Context(), a.cfg.DB, org, q)
 	if errors.Is(err, store.ErrNotFound) {

@@ -42,9 +42,9 @@ type Capacity apitypes.ProviderCapacity
 // QuotasOf reads org's quotas (all unlimited when none were set).
 func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {
 	var out Quotas
-	var run, cpu, mem, vols, volBytes sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes FROM org_quotas WHERE org_id = ?`, org).
-		Scan(&run, &cpu, &mem, &vols, &volBytes)
+	var run, cpu, mem, vols, volBytes, snaps, snapBytes sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes, max_snapshots, max_snapshot_bytes FROM org_quotas WHERE org_id = ?`, org).
+		Scan(&run, &cpu, &mem, &vols, &volBytes, &snaps, &snapBytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, nil
 	}
@@ -55,6 +55,10 @@ func QuotasOf(ctx context.Context, q querier, org string) (Quotas, error) {
 	out.MaxVolumes = intPtr(vols)
 	if volBytes.Valid {
 		out.MaxVolumeBytes = &volBytes.Int64
+	}
+	out.MaxSnapshots = intPtr(snaps)
+	if snapBytes.Valid {
+		out.MaxSnapshotBytes = &snapBytes.Int64
 	}
 	return out, nil
 }
@@ -74,29 +78,52 @@ func nullable(p *int) any {
 	return *p
 }
 
+// negative names the first of q's limits below 0 ("" when none is) and
+// its value: every limit is 0 or more, or null for unlimited.
+func negative(q Quotas) (string, int64) {
+	for _, l := range []struct {
+		name string
+		v    *int
+	}{{"max_running", q.MaxRunning}, {"max_cpu", q.MaxCPU}, {"max_memory_mb", q.MaxMemoryMB}, {"max_volumes", q.MaxVolumes}, {"max_snapshots", q.MaxSnapshots}} {
+		if l.v != nil && *l.v < 0 {
+			return l.name, int64(*l.v)
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    *int64
+	}{{"max_volume_bytes", q.MaxVolumeBytes}, {"max_snapshot_bytes", q.MaxSnapshotBytes}} {
+		if l.v != nil && *l.v < 0 {
+			return l.name, *l.v
+		}
+	}
+	return "", 0
+}
+
+func nullable64(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
 // SetQuotas replaces org's quotas (nil fields become unlimited). The org must
 // exist: store.ErrNotFound otherwise.
 func SetQuotas(ctx context.Context, db *store.DB, org string, q Quotas) error {
-	for name, v := range map[string]*int{"max_running": q.MaxRunning, "max_cpu": q.MaxCPU, "max_memory_mb": q.MaxMemoryMB, "max_volumes": q.MaxVolumes} {
-		if v != nil && *v < 0 {
-			return fmt.Errorf("%s: must be 0 or more (omit it for unlimited), got %d", name, *v)
-		}
-	}
-	if q.MaxVolumeBytes != nil && *q.MaxVolumeBytes < 0 {
-		return fmt.Errorf("max_volume_bytes: must be 0 or more (omit it for unlimited), got %d", *q.MaxVolumeBytes)
+	if name, bad := negative(q); name != "" {
+		return fmt.Errorf("%s: must be 0 or more (omit it for unlimited), got %d", name, bad)
 	}
 	if _, err := db.OrgByName(ctx, org); err != nil {
 		return err
 	}
 	return db.Tx(ctx, func(tx *sql.Tx) error {
-		var volBytes any
-		if q.MaxVolumeBytes != nil {
-			volBytes = *q.MaxVolumeBytes
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO org_quotas (org_id, max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes) VALUES (?, ?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO org_quotas (org_id, max_running, max_cpu, max_memory_mb, max_volumes, max_volume_bytes, max_snapshots, max_snapshot_bytes)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (org_id) DO UPDATE SET max_running = excluded.max_running, max_cpu = excluded.max_cpu, max_memory_mb = excluded.max_memory_mb,
-			max_volumes = excluded.max_volumes, max_volume_bytes = excluded.max_volume_bytes`,
-			org, nullable(q.MaxRunning), nullable(q.MaxCPU), nullable(q.MaxMemoryMB), nullable(q.MaxVolumes), volBytes)
+			max_volumes = excluded.max_volumes, max_volume_bytes = excluded.max_volume_bytes,
+			max_snapshots = excluded.max_snapshots, max_snapshot_bytes = excluded.max_snapshot_bytes`,
+			org, nullable(q.MaxRunning), nullable(q.MaxCPU), nullable(q.MaxMemoryMB), nullable(q.MaxVolumes), nullable64(q.MaxVolumeBytes),
+			nullable(q.MaxSnapshots), nullable64(q.MaxSnapshotBytes))
 		return err
 	})
 }

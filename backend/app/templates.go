@@ -43,15 +43,28 @@ func (a *App) newTemplates(cfg Config) *templates.Service {
 }
 
 func imagesOf(p compute.Provider) templates.Images {
-	if im, ok := p.(templates.Images); ok {
+	if im := ownImages(p); im != nil {
 		return im
 	}
 	if m, ok := p.(interface{ Providers() []compute.Provider }); ok {
 		for _, sub := range m.Providers() {
-			if im, ok := sub.(templates.Images); ok {
+			if im := ownImages(sub); im != nil {
 				return im
 			}
 		}
+	}
+	return nil
+}
+
+// ownImages is p's committer of snapshots: the provider itself where it
+// keeps local images (Docker), its Snapshots where the snapshots are the
+// cloud's (E2B's snapshot templates; not a committer of forks).
+func ownImages(p compute.Provider) templates.Images {
+	if im, ok := p.(templates.Images); ok {
+		return im
+	}
+	if s, ok := p.(interface{ Snapshots() compute.Committer }); ok {
+		return s.Snapshots()
 	}
 	return nil
 }

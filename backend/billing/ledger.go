@@ -96,5 +96,8 @@ func (s *Service) Usage(ctx context.Context, org string) (*Usage, error) {
 		}
 		out.Volumes, out.VolumeBytes = n, b
 	}
+	if out.Snapshots, out.SnapshotBytes, err = store.SnapshotUsage(ctx, s.db.Reader(), org); err != nil {
+		return nil, err
+	}
 	return out, nil
 }

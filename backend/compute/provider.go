@@ -269,3 +269,36 @@ type Event struct {
 type Watcher interface {
 	Watch(ctx context.Context) <-chan Event
 }
+
+// Labels of the images the backend makes from sandboxes: a fork's
+// checkpoint (its id; the records forked from it name it) and a snapshot's
+// build (its id in the template builds). The services that make them use
+// these keys, and the reconciler's image sweep reads them.
+const (
+	LabelCheckpoint    = "dev.dreadnode.checkpoint"
+	LabelSnapshotBuild = "dev.dreadnode.build"
+)
+
+// OwnedImage is a local image the deployment made: a fork's checkpoint, a
+// snapshot, or a template build's tagged image.
+type OwnedImage struct {
+	ID      string
+	Created time.Time
+	// Checkpoint is the fork checkpoint it holds (LabelCheckpoint), "" if none.
+	Checkpoint string
+	// SnapshotBuild is the snapshot build it is (LabelSnapshotBuild), "" if none.
+	SnapshotBuild string
+	// TemplateTags are the template-build tags on it (a build's image, as
+	// its record names it).
+	TemplateTags []string
+}
+
+// ImageSweeper is implemented by providers that keep local images the
+// backend made (Docker). The reconciler's sweep lists them and removes
+// those no record owns any longer (a backend that died between a commit
+// and its record, or before a fork's checkpoint was released); an image a
+// container still uses is refused by RemoveImage (KindConflict) and kept.
+type ImageSweeper interface {
+	OwnedImages(ctx context.Context) ([]OwnedImage, error)
+	RemoveImage(ctx context.Context, ref string) error
+}

@@ -2,9 +2,16 @@ package e2bapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 
 // A snapshot of a running sandbox is a template of its org: a sandbox
@@ -98,5 +105,49 @@ func TestE2BSnapshotOtherOrgAndKill(t *testing.T) {
 		}
 	default:
 		t.Fatalf("snapshot during a kill answered %d", code)
+	}
+}
+
+// A sandbox killed while its snapshot is being taken leaves no image,
+// whether the kill lands as the commit starts (running alongside it; the
+// commit may fail on a container being removed) or once the commit made
+// its image (before the snapshot is recorded): the snapshot answers 404, no
+// image of it exists, none is listed, and the sandbox's container goes.
+// Without the check after the commit (and its removal of the image), the
+// second case answers 201 with an image of a killed sandbox.
+func TestE2BSnapshotKilledMidCommit(t *testing.T) {
+	e := newEdge(t)
+	for _, afterCommit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("afterCommit=%v", afterCommit), func(t *testing.T) {
+			victim := e.create(map[string]any{"templateID": "base", "timeout": 300})
+			var once sync.Once
+			e.env.App.Templates.SetDuringCommit(func(rec *store.Record, done bool) {
+				if rec.ID != victim.SandboxID || done != afterCommit {
+					return
+				}
+				once.Do(func() {
+					if r := e.env.Req("DELETE", "/e2b/sandboxes/"+rec.ID, nil); r.Code != 204 {
+						t.Errorf("kill during the snapshot: %s", r)
+					}
+				})
+			})
+			r := e.env.Req("POST", "/e2b/sandboxes/"+victim.SandboxID+"/snapshots", map[string]any{"name": "killed-" + victim.SandboxID})
+			if r.Code != 404 {
+				t.Errorf("snapshot of a sandbox killed during it: %s (want 404)", r)
+			}
+			if imgs := snapshotImages(t, victim.SandboxID); len(imgs) != 0 {
+				_ = exec.Command("docker", append([]string{"rmi", "-f"}, imgs...)...).Run()
+				t.Fatalf("the snapshot of a killed sandbox left images %v", imgs)
+			}
+			if r := e.env.Req("GET", "/e2b/snapshots?sandboxID="+victim.SandboxID, nil); r.Code != 200 || strings.TrimSpace(string(r.Body)) != "[]" {
+				t.Fatalf("snapshots of the killed sandbox: %s", r)
+			}
+			poll.Until(t, time.Minute, 100*time.Millisecond, func() error {
+				if cs := dockertest.ContainersOfRecord(t, victim.SandboxID); len(cs) != 0 {
+					return fmt.Errorf("%d containers of the killed sandbox left", len(cs))
+				}
+				return nil
+			})
+		})
 	}
 }

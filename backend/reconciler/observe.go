@@ -63,6 +63,7 @@ func (rc *Reconciler) Observe(ctx context.Context) error {
 			rc.log.Warn("removing leftover helper containers failed; retrying next period", "err", err)
 		}
 	}
+	rc.sweepImages(ctx)
 	for _, r := range live {
 		if r.Phase != sandbox.PhaseRunning && r.Phase != sandbox.PhasePaused {
 			continue

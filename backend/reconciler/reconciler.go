@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -31,6 +32,14 @@ type Config struct {
 	// ObserveEvery is how often instances are compared with the provider
 	// (exits, disappearances, orphans) when no event arrives.
 	ObserveEvery time.Duration
+	// ImageGrace is how old an image the backend made (a fork's
+	// checkpoint, a snapshot, a template build's) must be before the sweep
+	// may take it for an orphan: between a commit and the record naming
+	// it there is a moment no record does. Default 10 minutes.
+	ImageGrace time.Duration
+	// ImageSweepEvery is how often the orphan sweep lists images (at most
+	// once an observation). Default a minute.
+	ImageSweepEvery time.Duration
 	// CreateDeadline bounds pending/creating; OpDeadline the other
 	// transitional phases. Past them the record fails with a diagnostic.
 	CreateDeadline time.Duration
@@ -77,6 +86,8 @@ type Reconciler struct {
 	remote   chan string // kicks for other replicas' changes (remote.go)
 	deadline inFlight    // deadline drives in flight: new creates wait for them
 	leases   *leaseTable
+	// imagesSwept is when the image sweep last ran (Unix nanoseconds).
+	imagesSwept atomic.Int64
 }
 
 // New returns a Reconciler; call Run to start its loop.
@@ -89,6 +100,12 @@ func New(cfg Config) *Reconciler {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.ImageGrace <= 0 {
+		cfg.ImageGrace = 10 * time.Minute
+	}
+	if cfg.ImageSweepEvery <= 0 {
+		cfg.ImageSweepEvery = time.Minute
 	}
 	if cfg.ObserveEvery <= 0 {
 		cfg.ObserveEvery = 5 * time.Second

@@ -411,3 +411,25 @@ func (db *DB) SnapshotsOf(ctx context.Context, org, sandboxID string) ([]*Templa
 func (db *DB) AllBuildImages(ctx context.Context) ([]string, error) {
 	return QueryStrings(ctx, db.r, `SELECT image FROM template_builds WHERE image <> ''`)
 }
+
+// SnapshotUsage is org's snapshots (snapshot templates, as GET /snapshots
+// lists them) and the image bytes of all their builds (max_snapshots,
+// max_snapshot_bytes; GET /sandboxes/usage).
+func SnapshotUsage(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, org string) (count int, bytes int64, err error) {
+	err = q.QueryRowContext(ctx, `SELECT
+		(SELECT COUNT(*) FROM templates WHERE org_id = ? AND kind = ?),
+		(SELECT COALESCE(SUM(b.size_bytes), 0) FROM template_builds b JOIN templates t ON t.id = b.template_id WHERE t.org_id = ? AND t.kind = ?)`,
+		org, string(template.KindSnapshot), org, string(template.KindSnapshot)).Scan(&count, &bytes)
+	return count, bytes, err
+}
+
+// BuildOwnsImage reports whether a template build (of any org) is buildID
+// or names image ref as its image: the reconciler's image sweep keeps the
+// images a build owns.
+func (db *DB) BuildOwnsImage(ctx context.Context, buildID, ref string) (bool, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM template_builds WHERE id = ? OR (image <> '' AND image = ?)`, buildID, ref).Scan(&n)
+	return n > 0, err
+}

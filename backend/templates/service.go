@@ -65,8 +65,19 @@ type Service struct {
 	log       *slog.Logger
 	builds    chan struct{} // semaphore of running builds
 	snapshots sync.Map      // sandbox id → struct{}: a snapshot in flight
-	wg        sync.WaitGroup
+	// duringCommit, in tests, runs alongside a snapshot's commit (done
+	// false) and again once it returned (done true), before the snapshot
+	// checks that the sandbox still lives (SetDuringCommit).
+	duringCommit func(rec *store.Record, done bool)
+	wg           sync.WaitGroup
 }
+
+// SetDuringCommit makes every later snapshot run f(rec, false) alongside
+// its commit (started as the commit starts and waited for after it) and
+// f(rec, true) once the commit returned, both before the snapshot checks
+// that the sandbox still lives: tests kill the sandbox there. Set it
+// before any snapshot starts.
+func (s *Service) SetDuringCommit(f func(rec *store.Record, done bool)) { s.duringCommit = f }
 
 // New returns a Service.
 func New(cfg Config) *Service {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/admission"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
@@ -42,7 +43,7 @@ func (s Snapshot) ID() string {
 // it was being committed leaves no image and answers as not found.
 func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string) (Snapshot, error) {
 	if s.cfg.Images == nil {
-		return Snapshot{}, &domain.UnavailableError{Detail: "this backend's provider takes no snapshots (snapshots need the Docker provider)"}
+		return Snapshot{}, &domain.UnavailableError{Detail: "this backend's provider takes no snapshots (snapshots need the Docker or the E2B provider)"}
 	}
 	var n Name
 	if name != "" {
@@ -70,6 +71,12 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	} else if err := s.checkBytes(ctx, org, 0); err != nil && q.MaxTemplateBytes != nil {
 		return Snapshot{}, err
 	}
+	// The snapshot quotas refuse before the commit (nothing is paused or
+	// written for a request that cannot be kept), and again, with the
+	// image's size, in the transaction that records it.
+	if err := s.checkSnapshotQuotas(ctx, s.db.Reader(), org, n.Ref, -1); err != nil {
+		return Snapshot{}, err
+	}
 
 	// The sandbox's timeout does not run while it is paused for the
 	// commit (on an engine without a native diff, a commit walks the whole
@@ -88,14 +95,29 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	buildID := uuid.NewString()
 	image := "dreadnode-snapshot/" + sandboxID + ":" + buildID
 	labels := s.imageLabels(ctx, org, "", buildID)
+	started := time.Now()
+	during := make(chan struct{})
+	if s.duringCommit != nil {
+		go func() { defer close(during); s.duringCommit(rec, false) }()
+	} else {
+		close(during)
+	}
 	committed, err := s.cfg.Images.Commit(ctx, rec.Ref(), compute.CommitOptions{Name: image, Labels: labels})
+	<-during
+	if s.duringCommit != nil {
+		s.duringCommit(rec, true)
+	}
 	size := committed.SizeBytes
+	s.log.Info("snapshot committed", "sandbox", sandboxID, "build", buildID, "bytes", size, "took", time.Since(started), "err", err)
 	if err != nil {
 		_ = s.cfg.Images.RemoveImage(context.WithoutCancel(ctx), image)
 		if _, gone := s.liveSandbox(ctx, org, sandboxID); gone != nil {
 			return Snapshot{}, gone
 		}
 		return Snapshot{}, &domain.ProviderError{Detail: fmt.Sprintf("snapshot of sandbox %s: %v", sandboxID, err)}
+	}
+	if committed.Name != "" {
+		image = committed.Name // the provider's name of it (E2B: its snapshot template)
 	}
 	keep := false
 	defer func() {
@@ -110,6 +132,9 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	if err := s.checkBytes(ctx, org, size); err != nil {
 		return Snapshot{}, err
 	}
+	if err := s.checkSnapshotQuotas(ctx, s.db.Reader(), org, n.Ref, size); err != nil {
+		return Snapshot{}, err
+	}
 	now := s.now()
 	t := &store.Template{ID: newTemplateID(), OrgID: org, Alias: n.Ref, Kind: template.KindSnapshot, CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB,
 		Parent: rec.TemplateID, SourceSandbox: sandboxID, CreatedAt: now, UpdatedAt: now}
@@ -117,6 +142,9 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 		CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB, CreatedAt: now, UpdatedAt: now, FinishedAt: now}
 	tag := n.TagOrDefault()
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkSnapshotQuotas(ctx, tx, org, n.Ref, size); err != nil {
+			return err
+		}
 		got, _, err := store.EnsureTemplateTx(ctx, tx, t)
 		if err != nil {
 			return err
@@ -132,6 +160,49 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 	}
 	keep = true
 	return Snapshot{Template: t, Build: b, Tag: tag}, nil
+}
+
+// checkSnapshotQuotas refuses a snapshot past org's max_snapshots (when
+// it would make a new snapshot: unnamed, or a name the org has no snapshot
+// of) or max_snapshot_bytes: the org's snapshots already hold that many
+// bytes (size < 0: before the commit), or would with size more.
+func (s *Service) checkSnapshotQuotas(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, org, alias string, size int64) error {
+	quotas, err := admission.QuotasOf(ctx, q, org)
+	if err != nil || (quotas.MaxSnapshots == nil && quotas.MaxSnapshotBytes == nil) {
+		return err
+	}
+	count, used, err := store.SnapshotUsage(ctx, q, org)
+	if err != nil {
+		return err
+	}
+	if quotas.MaxSnapshots != nil {
+		isNew := alias == ""
+		if !isNew {
+			var n int
+			if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM templates WHERE org_id = ? AND alias = ?`, org, alias).Scan(&n); err != nil {
+				return err
+			}
+			isNew = n == 0
+		}
+		if isNew && count >= *quotas.MaxSnapshots {
+			return domain.Conflict(fmt.Sprintf("max_snapshots: the organization holds %d snapshots and its max_snapshots quota is %d; delete one (DELETE /templates/{templateID}), take it under the name of an existing snapshot, or ask an operator to raise the quota",
+				count, *quotas.MaxSnapshots))
+		}
+	}
+	if quotas.MaxSnapshotBytes != nil {
+		if size < 0 && used >= *quotas.MaxSnapshotBytes {
+			return domain.Conflict(fmt.Sprintf("max_snapshot_bytes: the organization's snapshots hold %d bytes, at or over its max_snapshot_bytes quota of %d; delete a snapshot or ask an operator to raise the quota",
+				used, *quotas.MaxSnapshotBytes))
+		}
+		if size >= 0 && used+size > *quotas.MaxSnapshotBytes {
+			return domain.Conflict(fmt.Sprintf("max_snapshot_bytes: this snapshot's image has %d bytes and the organization's snapshots hold %d, past its max_snapshot_bytes quota of %d; the image was removed; delete a snapshot or ask an operator to raise the quota",
+				size, used, *quotas.MaxSnapshotBytes))
+		}
+	}
+	return nil
 }
 
 // commitHold is how long a sandbox's end is held off while it is committed.

@@ -32,10 +32,11 @@ func (p *Provider) Commit(ctx context.Context, ref compute.Ref, opts compute.Com
 		labels = map[string]string{}
 	}
 	labels[labelScope] = p.cfg.Scope
-	src, err := p.sourceImage(ctx, ref.ID)
+	src, running, err := p.sourceImage(ctx, ref.ID)
 	if err != nil {
 		return compute.CommittedImage{}, err
 	}
+	defer p.commits.begin(ref.ID, running)()
 	labels[labelSourceImage] = src
 	if out, err := p.loadCheckpoint(ctx, ref.ID, opts.Name, labels); err == nil {
 		return out, nil
@@ -80,19 +81,21 @@ func (p *Provider) RemoveImage(ctx context.Context, ref string) error {
 // one that image names when it is itself a copy. The copy's own
 // configuration is the container's, whose entrypoint starts the agent
 // (withAgent); a copy started from it would have its agent start another.
-func (p *Provider) sourceImage(ctx context.Context, id string) (string, error) {
+// running says whether id runs unpaused.
+func (p *Provider) sourceImage(ctx context.Context, id string) (src string, running bool, err error) {
 	c, err := p.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return "", classify("commit", err)
+		return "", false, classify("commit", err)
 	}
+	running = c.State != nil && c.State.Running && !c.State.Paused
 	img, err := p.cli.ImageInspect(ctx, c.Image)
 	if err != nil {
-		return "", classify("commit", err)
+		return "", false, classify("commit", err)
 	}
 	if img.Config != nil && img.Config.Labels[labelSourceImage] != "" {
-		return img.Config.Labels[labelSourceImage], nil
+		return img.Config.Labels[labelSourceImage], running, nil
 	}
-	return img.ID, nil
+	return img.ID, running, nil
 }
 
 // clearInherited blanks, in labels, every label of ours that the image

@@ -125,6 +125,8 @@ type Provider struct {
 	cli *client.Client
 	cfg Config
 
+	commits commitPauses // containers paused for a commit (commit_marker.go)
+
 	tmplMu    sync.RWMutex
 	templates map[string]compute.Template
 	images    map[string]string

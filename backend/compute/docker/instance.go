@@ -14,7 +14,9 @@ import (
 
 // Get implements compute.Provider.
 func (p *Provider) Get(ctx context.Context, ref compute.Ref) (compute.Instance, error) {
-	return p.get(ctx, "get", ref.ID)
+	inst, err := p.get(ctx, "get", ref.ID)
+	p.commits.mask(&inst)
+	return inst, err
 }
 
 func (p *Provider) get(ctx context.Context, op, id string) (compute.Instance, error) {
@@ -57,6 +59,7 @@ func (p *Provider) List(ctx context.Context) ([]compute.Instance, error) {
 			OrgID:    c.Labels[compute.LabelOrg],
 			Status:   status(c.State),
 		}
+		p.commits.mask(&inst)
 		if inst.Status == compute.StatusExited {
 			// Status reads like "Exited (3) 2 seconds ago".
 			_, _ = fmt.Sscanf(c.Status, "Exited (%d)", &inst.ExitCode)

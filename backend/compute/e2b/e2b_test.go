@@ -790,3 +790,63 @@ func TestVolumes(t *testing.T) {
 	_, err = e.prov.Create(ctx, s)
 	wantKind(t, err, compute.KindInvalid, "read-only")
 }
+
+// Snapshots on E2B call E2B's own routes (the fake checks them against
+// openapi.yml): a snapshot is a team template holding the sandbox's files,
+// a sandbox created from its image starts from it with them, the parent
+// runs on, and removing the image deletes the template (again: no error).
+// Only the image form SnapshotImagePrefix reaches E2B; a local image is
+// still refused, and the provider is no compute.Committer (no fork).
+func TestSnapshots(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx := ctxT(t)
+	if _, ok := e.prov.(compute.Committer); ok {
+		t.Fatal("the E2B provider is a compute.Committer: fork would checkpoint through E2B's snapshots")
+	}
+	parent, err := e.prov.Create(ctx, spec("rec-parent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.prov.WriteFile(ctx, parent.Ref, "/root/kept", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	snaps := e.p.Snapshots()
+	img, err := snaps.Commit(ctx, parent.Ref, compute.CommitOptions{Name: "ignored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(img.Name, e2b.SnapshotImagePrefix) || !slices.Contains(e.fake.Templates(), img.ID) {
+		t.Fatalf("snapshot image %+v; the team's templates %v", img, e.fake.Templates())
+	}
+	if got, err := e.prov.Get(ctx, parent.Ref); err != nil || got.Status != compute.StatusRunning {
+		t.Fatalf("the parent after its snapshot: %+v %v", got, err)
+	}
+	s := spec("rec-child")
+	s.Template, s.Image = "org-snapshot-template", img.Name
+	child, err := e.prov.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := e.fake.Sandbox(child.Ref.ID); sb.TemplateID != img.ID {
+		t.Fatalf("the child started from template %q, want the snapshot %q", sb.TemplateID, img.ID)
+	}
+	if data, err := e.prov.ReadFile(ctx, child.Ref, "/root/kept"); err != nil || string(data) != "before" {
+		t.Fatalf("the child's copy of the parent's file: %q %v", data, err)
+	}
+	if err := snaps.RemoveImage(ctx, img.Name); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(e.fake.Templates(), img.ID) {
+		t.Fatalf("the snapshot's template outlived its removal: %v", e.fake.Templates())
+	}
+	if err := snaps.RemoveImage(ctx, img.Name); err != nil {
+		t.Fatalf("removing a snapshot E2B no longer knows: %v", err)
+	}
+	s = spec("rec-local")
+	s.Image = "dreadnode-snapshot/x:y"
+	_, err = e.prov.Create(ctx, s)
+	wantKind(t, err, compute.KindInvalid, "local image")
+	_, err = snaps.Commit(ctx, compute.Ref{ID: "inope"}, compute.CommitOptions{})
+	wantKind(t, err, compute.KindNotFound)
+}

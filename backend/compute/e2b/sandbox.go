@@ -155,12 +155,17 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 	if spec.Template == "" {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil, "no template given")
 	}
-	if spec.Image != "" {
+	snapshot, isSnapshot := strings.CutPrefix(spec.Image, SnapshotImagePrefix)
+	if spec.Image != "" && (!isSnapshot || snapshot == "") {
 		return compute.Instance{}, compute.Errorf(compute.KindInvalid, op, nil,
 			"template %s is a local image of this backend, which E2B cannot start; start it on the Docker provider", spec.Template)
 	}
 	e2bTemplate, tmpl, known := p.resolveTemplate(spec.Template)
-	if err := checkResources(spec, tmpl, known); err != nil {
+	if isSnapshot {
+		// One of the org's snapshots, held by E2B (Snapshots): it has the
+		// resources of the sandbox it was taken of, which the record's are.
+		e2bTemplate = snapshot
+	} else if err := checkResources(spec, tmpl, known); err != nil {
 		return compute.Instance{}, err
 	}
 	timeout := p.cfg.DefaultTimeout

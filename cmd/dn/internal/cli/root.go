@@ -160,7 +160,7 @@ func (a *app) hint(err error) string {
 	return ""
 }
 
-const rootLong = `dn drives the Dreadnode platform: task environments, sandboxes, runtimes,
+const rootLong = `dn drives the Dreadnode platform: task environments, sandboxes, templates, runtimes,
 the sandbox ledger and credits.
 
 Configuration, highest precedence first: the flags --api-url, --api-key,
@@ -205,7 +205,7 @@ func (a *app) rootCmd() *cobra.Command {
 	pf.StringVar(&a.profile, "profile", "", "profile of the profile file (default \"default\"; env "+config.EnvProfile+")")
 	pf.BoolVar(&a.json, "json", false, "print JSON for scripts instead of text for people")
 	root.AddCommand(a.loginCmd(), a.envCmd(), a.sandboxCmd(), a.taskCmd(), a.runtimeCmd(), a.worldCmd(), a.ledgerCmd(), a.creditsCmd(), a.keysCmd(),
-		a.eventsCmd(), a.volumeCmd(), a.snapshotCmd())
+		a.eventsCmd(), a.volumeCmd(), a.snapshotCmd(), a.templateCmd())
 	root.SetIn(a.io.In)
 	root.SetOut(a.io.Out)
 	root.SetErr(a.io.Err)
