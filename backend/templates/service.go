@@ -315,8 +315,17 @@ func (s *Service) removeImages(ctx context.Context, images []string) {
 		return
 	}
 	for _, img := range images {
-		if err := s.cfg.Images.RemoveImage(context.WithoutCancel(ctx), img); err != nil {
-			s.log.Warn("removing a template's image", "image", img, "error", err)
+		err := s.cfg.Images.RemoveImage(context.WithoutCancel(ctx), img)
+		switch {
+		case err == nil:
+		case compute.KindOf(err) == compute.KindConflict:
+			// A sandbox started from it still has its container (the engine
+			// refuses to pull an image from under it). No retry here: the
+			// reconciler's orphan image sweep removes it once no container
+			// uses it, as no build record names it any more.
+			s.log.Info("a deleted template's image is in use by a sandbox; the orphan image sweep removes it once that sandbox is gone", "image", img)
+		default:
+			s.log.Warn("removing a template's image failed; the orphan image sweep retries", "image", img, "error", err)
 		}
 	}
 }
