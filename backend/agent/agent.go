@@ -1,7 +1,7 @@
 // Package agent is the in-sandbox agent (dn-agent): one static binary that
 // speaks E2B envd's wire contract (../shared/e2b: process.proto,
 // filesystem.proto, envd.yaml) on port 49983, so the backend reaches every
-// sandbox, Docker or E2B, with the same Connect clients (compute/e2b/envdpb).
+// sandbox, Docker or E2B, with the same Connect clients (envdpb).
 //
 // It keeps each process's output in a ring buffer (the last OutputKeepBytes;
 // the ended ones' together at most EndedOutputBytes), so a later Connect,
@@ -24,9 +24,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdsign"
 )
 
 // Port is envd's port, which E2B's SDKs and the router dial.

@@ -9,7 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // BenchmarkStartFirstByte is a Start stream of echo to its first stdout

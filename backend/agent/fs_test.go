@@ -13,7 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
 )
 
 func TestFilesystemStatMakeMoveListRemove(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/poll"
 )
 

@@ -105,7 +105,7 @@ func (f *LoopbackForwarder) Sync() {
 		for _, a := range addrs {
 			// Fails when something (the sandbox's own server on that
 			// address, or a wildcard one) holds the port: it is reachable then.
-			if l, err := net.Listen("tcp", netip.AddrPortFrom(a, uint16(p)).String()); err == nil {
+			if l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", netip.AddrPortFrom(a, uint16(p)).String()); err == nil {
 				ls = append(ls, l)
 				go forwardAccepted(l, netip.AddrPortFrom(target, uint16(p)).String())
 			}
@@ -133,7 +133,7 @@ func forwardAccepted(l net.Listener, target string) {
 		}
 		go func() {
 			defer c.Close()
-			u, err := net.DialTimeout("tcp", target, 5*time.Second)
+			u, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(context.Background(), "tcp", target)
 			if err != nil {
 				return
 			}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // startEnded starts cmd with no owner attached and waits for its end.

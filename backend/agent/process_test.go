@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // collected is what a Start or Connect stream delivered.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // keepEnded is how many ended processes stay listed for Connect (their

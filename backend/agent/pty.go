@@ -8,7 +8,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // A process started with a PTY (envd's StartRequest.pty) runs as the leader

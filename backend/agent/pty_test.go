@@ -9,7 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 func withPTY(req *connect.Request[process.StartRequest], cols, rows uint32) *connect.Request[process.StartRequest] {

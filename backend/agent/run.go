@@ -107,7 +107,7 @@ func Main(args []string) int {
 	if addr == "" {
 		addr = ":" + strconv.Itoa(Port)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dn-agent: cannot listen:", err)
 		return 2

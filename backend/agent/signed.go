@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdsign"
 )
 
 // fileRoute: GET and POST /files, which envd authorises itself (signed),

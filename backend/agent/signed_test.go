@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdsign"
 )
 
 // GET and POST /files take a signed URL instead of the token, as E2B's

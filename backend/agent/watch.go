@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
 )
 
 // maxQueuedEvents bounds the events a watch holds for a reader that does

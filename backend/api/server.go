@@ -309,7 +309,7 @@ func (s *server) operatorOnly(next http.Handler, detail string) http.Handler {
 		key := apiKey(r)
 		// The comparison costs nothing: the operator key works even from
 		// an address over its limit of refused keys (it may be shared).
-		if s.cfg.AdminKey == "" || !ids.Matches(key, store.HashSecret(s.cfg.AdminKey)) {
+		if s.cfg.AdminKey == "" || !ids.Matches(key, ids.HashSecret(s.cfg.AdminKey)) {
 			if lim, blocked := s.limits.authBlocked(addr, now); blocked {
 				tooMany(w, lim, now, "too many requests with invalid keys from this address; wait for Retry-After")
 				return

@@ -427,7 +427,7 @@ func isTerminal(f *os.File) bool {
 
 // Serve listens, prints the URL, runs the loops and serves until ctx ends.
 func (a *App) Serve(ctx context.Context) error {
-	ln, err := net.Listen("tcp", a.Config.Listen)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", a.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("DREADNODE_LISTEN=%s: %w", a.Config.Listen, err)
 	}
@@ -449,7 +449,7 @@ func (a *App) Serve(ctx context.Context) error {
 		ErrorLog: a.serverLog()}
 	go func() { errs <- srv.Serve(ln) }()
 	if a.Config.MetricsListen != "" {
-		mln, err := net.Listen("tcp", a.Config.MetricsListen)
+		mln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", a.Config.MetricsListen)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("DREADNODE_METRICS_LISTEN=%s: %w", a.Config.MetricsListen, err)

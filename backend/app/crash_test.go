@@ -20,6 +20,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/backendproc"
 )
 
@@ -149,7 +150,7 @@ func TestCrashRecovery(t *testing.T) {
 	org, _ := db.OrgByName(ctx, "acc")
 	stuck := &store.Record{ID: "stuckrecord" + deployment, OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: "docker", Phase: sandbox.PhaseCreating,
 		TemplateID: "base", PhaseDeadline: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-	if err := db.InsertFixture(ctx, stuck); err != nil {
+	if err := storetest.InsertFixture(ctx, db, stuck); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdsign"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 // GET /sandboxes lists oldest first by default and newest first with
@@ -29,7 +30,7 @@ func TestSandboxListOrder(t *testing.T) {
 	for i := range 7 {
 		r := &store.Record{ID: fmt.Sprintf("order%02d", i), OrgID: org.ID, Kind: sandbox.KindWorld, Provider: "docker",
 			Phase: sandbox.PhaseDeleted, TemplateID: "base", CreatedAt: time.Now().UTC()}
-		if err := ta.app.DB.InsertFixture(ctx, r); err != nil {
+		if err := storetest.InsertFixture(ctx, ta.app.DB, r); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, r.ID)

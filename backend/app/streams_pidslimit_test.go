@@ -10,8 +10,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 )
 

@@ -304,7 +304,7 @@ func (b *backend) try(method, path string, body any, hdr ...string) (int, []byte
 		data, _ := json.Marshal(body)
 		rd = bytes.NewReader(data)
 	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
+	req, _ := http.NewRequestWithContext(context.Background(), method, b.srv.URL+path, rd)
 	req.Header.Set("X-API-Key", b.key)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])

@@ -9,6 +9,7 @@ package main
 // against a resolver of the bench's own on 127.0.0.1.
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -55,7 +56,7 @@ func dnsPart() {
 	ask() // the first answer opens the address (an nft run); the later ones renew nothing
 	alone := ask()
 
-	conn, err := net.Dial("udp", noisy.String())
+	conn, err := (&net.Dialer{}).DialContext(context.Background(), "udp", noisy.String())
 	if err != nil {
 		fail(err)
 	}
@@ -114,7 +115,7 @@ func dnsPart() {
 // flood.bench. (until release): a stuck upstream holds the flooder's
 // slots for the forwarder's whole timeout.
 func benchResolver() (netip.AddrPort, func()) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp", "127.0.0.1:0")
 	if err != nil {
 		fail(err)
 	}
@@ -146,7 +147,7 @@ func benchResolver() (netip.AddrPort, func()) {
 // sandbox's namespace and its queries were refused).
 func serveBenchDNS(d *egress.Forwarder, c egress.Client) netip.AddrPort {
 	for attempt := 0; ; attempt++ {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp", "127.0.0.1:0")
 		if err != nil {
 			fail(err)
 		}

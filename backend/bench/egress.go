@@ -122,10 +122,10 @@ func rulesAlone(base int) {
 // touched; release deletes the namespace.
 func nsFirewall(prefix string) (*egress.Firewall, func()) {
 	ns := prefix + ids.New()[:8]
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), "ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		fail(fmt.Errorf("ip netns add %s: %v: %s", ns, err, out))
 	}
-	release := atExit(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	release := atExit(func() { _ = exec.CommandContext(context.Background(), "ip", "netns", "del", ns).Run() })
 	fw := egress.New(egress.Config{}, func(ctx context.Context, stdin string, args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)

@@ -32,6 +32,7 @@ import (
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 var (
@@ -54,7 +55,7 @@ func eventsOn(ctx context.Context, dbName string, db *store.DB, org *store.Org) 
 		r := &store.Record{ID: ids[i], OrgID: org.ID, Kind: sbx.KindRuntime, Provider: "bench", ProviderID: ids[i], Phase: sbx.PhaseRunning,
 			TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: now, Metadata: map[string]string{"n": "0"}}
 		r.MarkRunning(now)
-		if err := db.InsertFixture(ctx, r); err != nil { // a running record, as if created long ago
+		if err := storetest.InsertFixture(ctx, db, r); err != nil { // a running record, as if created long ago
 			fail(err)
 		}
 	}

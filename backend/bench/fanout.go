@@ -18,6 +18,7 @@ import (
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 var (
@@ -171,7 +172,7 @@ func listsOverHistory(ctx context.Context) {
 					EndAt: at.Add(5 * time.Minute), KillReason: sbx.KillDeleted, RuntimeNs: int64(time.Minute), BilledNs: int64(time.Minute),
 					Metadata: map[string]string{"n": strconv.Itoa(i)}, Timeline: []store.TimelineEntry{{Phase: string(sbx.PhasePending), At: at},
 						{Phase: string(sbx.PhaseRunning), At: at}, {Phase: string(sbx.PhaseStopping), At: at.Add(time.Minute)}, {Phase: string(sbx.PhaseDeleted), At: at.Add(time.Minute)}}}
-				if err := store.InsertFixtureTx(ctx, tx, r); err != nil {
+				if err := storetest.InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}

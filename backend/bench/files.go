@@ -62,7 +62,7 @@ func agentOf(ctx context.Context, s *sandbox, cid string) (string, string) {
 }
 
 func agentDo(method, base, token, path string, body io.Reader, size int64) *http.Response {
-	req, _ := http.NewRequest(method, base+"/files?"+url.Values{"path": {path}}.Encode(), body)
+	req, _ := http.NewRequestWithContext(context.Background(), method, base+"/files?"+url.Values{"path": {path}}.Encode(), body)
 	req.ContentLength = size
 	req.Header.Set("X-Access-Token", token)
 	req.Header.Set("Accept-Encoding", "identity")

@@ -272,7 +272,7 @@ func (b *backend) do(method, path string, body any) (int, []byte) {
 		data, _ := json.Marshal(body)
 		rd = bytes.NewReader(data)
 	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
+	req, _ := http.NewRequestWithContext(context.Background(), method, b.srv.URL+path, rd)
 	req.Header.Set("X-API-Key", b.key)
 	res, err := b.client.Do(req)
 	if err != nil {
@@ -349,7 +349,7 @@ func (b *backend) getWithWrk(wrk, url string) {
 // wrk loads url for getDuration with getClients connections and returns
 // the rate and the p50 and p99 latencies as wrk prints them (value, unit).
 func (b *backend) wrk(wrk, url string) (rate, p50, p99 [][]byte) {
-	out, err := exec.Command(wrk, "-t1", fmt.Sprintf("-c%d", *getClients), "-d"+getDuration.String(), "--latency",
+	out, err := exec.CommandContext(context.Background(), wrk, "-t1", fmt.Sprintf("-c%d", *getClients), "-d"+getDuration.String(), "--latency",
 		"-H", "X-API-Key: "+b.key, url).CombinedOutput()
 	if err != nil {
 		fail(fmt.Errorf("wrk: %v\n%s", err, out))
@@ -371,7 +371,7 @@ func (b *backend) getInProcess(url string) {
 	parallel(*getClients, func(i int) {
 		for time.Now().Before(stop) {
 			t0 := time.Now()
-			req, _ := http.NewRequest("GET", url, nil)
+			req, _ := http.NewRequestWithContext(context.Background(), "GET", url, nil)
 			req.Header.Set("X-API-Key", b.key)
 			res, err := b.client.Do(req)
 			if err != nil {

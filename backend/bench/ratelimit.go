@@ -102,7 +102,7 @@ func (b *backend) paced(key, path string, perSecond int, d time.Duration, more f
 		if d > 0 && time.Now().After(end) {
 			return lat
 		}
-		req, _ := http.NewRequest("GET", b.srv.URL+path, nil)
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", b.srv.URL+path, nil)
 		req.Header.Set("X-API-Key", key)
 		t0 := time.Now()
 		res, err := b.client.Do(req)

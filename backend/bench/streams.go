@@ -85,7 +85,7 @@ type sandbox struct {
 }
 
 func (s *sandbox) request(method, path string, body io.Reader, size int64, accept string) *http.Response {
-	req, _ := http.NewRequest(method, s.b.srv.URL+"/sandboxes/"+s.id+path, body)
+	req, _ := http.NewRequestWithContext(context.Background(), method, s.b.srv.URL+"/sandboxes/"+s.id+path, body)
 	req.ContentLength = size
 	req.Header.Set("X-API-Key", s.b.key)
 	req.Header.Set("X-Access-Token", s.token)

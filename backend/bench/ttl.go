@@ -27,6 +27,7 @@ import (
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -91,7 +92,7 @@ func ttlLagOn(ctx context.Context, dbName string, db *store.DB, org *store.Org) 
 		r := &store.Record{ID: id, OrgID: org.ID, Kind: sbx.KindRuntime, Provider: ref.Provider, ProviderID: ref.ID, Phase: sbx.PhaseRunning,
 			TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: now, EndAt: endAt, TimeoutSec: int(endAt.Sub(now) / time.Second)}
 		r.MarkRunning(now)
-		return store.InsertFixtureTx(ctx, tx, r)
+		return storetest.InsertFixtureTx(ctx, tx, r)
 	}
 	insertAll := func(ids []string, endAt func(i int) time.Time) {
 		now := time.Now().UTC()

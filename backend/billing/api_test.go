@@ -12,6 +12,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/appenv"
 )
 
@@ -38,8 +39,10 @@ func (e *env) insert(id, kind string, phase sandbox.Phase) *store.Record {
 	case sandbox.PhaseDeleted:
 		r.MarkRunning(now.Add(-time.Minute))
 		r.MarkKilled(now, sandbox.KillTimeout)
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhasePausing, sandbox.PhasePaused, sandbox.PhaseResuming, sandbox.PhaseStopping, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
-	if err := e.App.DB.InsertFixture(context.Background(), r); err != nil {
+	if err := storetest.InsertFixture(context.Background(), e.App.DB, r); err != nil {
 		e.T.Fatal(err)
 	}
 	return r
@@ -112,7 +115,7 @@ func TestLedgerCursorPagingUnderConcurrentInserts(t *testing.T) {
 			}
 			r := &store.Record{ID: fmt.Sprintf("late%05d", i), OrgID: "org1", Kind: sandbox.KindWorld, Provider: "docker",
 				Phase: sandbox.PhaseDeleted, TemplateID: "base"}
-			if err := e.App.DB.InsertFixture(context.Background(), r); err != nil {
+			if err := storetest.InsertFixture(context.Background(), e.App.DB, r); err != nil {
 				t.Error(err)
 				return
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -49,7 +50,7 @@ func fill(b testing.TB, db *store.DB, org string, n int, t0 time.Time, runningEv
 				default:
 					r.Phase = sandbox.PhasePending
 				}
-				if err := store.InsertFixtureTx(ctx, tx, r); err != nil {
+				if err := storetest.InsertFixtureTx(ctx, tx, r); err != nil {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -106,7 +107,7 @@ func fastMatchesRows(t *testing.T, newDB func(t *testing.T) *store.DB, rates Rat
 					r.RunningSince = t0.AddDate(-100, 0, 0)
 					r.EndAt = time.Time{}
 				}
-				if err := db.InsertFixture(context.Background(), r); err != nil {
+				if err := storetest.InsertFixture(context.Background(), db, r); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -119,7 +120,7 @@ func fastMatchesRows(t *testing.T, newDB func(t *testing.T) *store.DB, rates Rat
 			r := &store.Record{ID: fmt.Sprintf("thin-%02d", i), OrgID: thin, Kind: sandbox.KindRuntime, Provider: "docker",
 				TemplateID: "base", CPUCount: 1 + i%3, MemoryMB: 512, CreatedAt: t0, Phase: sandbox.PhaseRunning}
 			r.MarkRunning(t0)
-			if err := db.InsertFixture(context.Background(), r); err != nil {
+			if err := storetest.InsertFixture(context.Background(), db, r); err != nil {
 				t.Fatal(err)
 			}
 		}

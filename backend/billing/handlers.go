@@ -81,28 +81,15 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	limit, err := httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit)
+	pg, err := httpx.ParsePaging(q, "s")
 	if err != nil {
 		return err
 	}
-	desc, err := httpx.ParseOrder(q.Get("order"))
+	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: sel.Phases, Stopping: sel.Stopping, Kinds: ks, AfterSeq: pg.AfterSeq, Limit: pg.Limit, Desc: pg.Desc})
 	if err != nil {
 		return err
 	}
-	cursorKind := httpx.CursorKind("s", desc)
-	after, err := httpx.DecodeCursor(cursorKind, q.Get("cursor"))
-	if err != nil {
-		return err
-	}
-	items, last, more, err := s.List(r.Context(), store.RecordFilter{OrgID: org, Phases: sel.Phases, Stopping: sel.Stopping, Kinds: ks, AfterSeq: after, Limit: limit, Desc: desc})
-	if err != nil {
-		return err
-	}
-	page := &httpx.Page[*Record]{Items: items}
-	if more {
-		c := httpx.EncodeCursor(cursorKind, last)
-		page.NextCursor = &c
-	}
+	page := httpx.PageOf(pg, items, last, more)
 	httpx.WriteJSON(w, http.StatusOK, page)
 	return nil
 }

@@ -48,7 +48,7 @@ func (s *Service) Record(ctx context.Context, org, id string) (*store.Record, er
 // Logs reads the output lines of a record: task environments keep theirs
 // in the store (if any), sandboxes' come from Config.Logs.
 func (s *Service) Logs(ctx context.Context, rec *store.Record) ([]string, error) {
-	if rec.Kind != sandbox.KindTask && s.cfg.Logs != nil {
+	if sandbox.OwnInstance(rec.Kind) && s.cfg.Logs != nil {
 		return s.cfg.Logs(ctx, rec)
 	}
 	text, err := s.db.SavedLogs(ctx, rec.ID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -90,7 +91,7 @@ func insertRunning(t testing.TB, db *store.DB, org, id string, since time.Time, 
 	r := &store.Record{ID: id, OrgID: org, Kind: kind, Provider: "docker", Phase: sandbox.PhaseRunning, TemplateID: "base",
 		CPUCount: 1, MemoryMB: 512, CreatedAt: since, EndAt: since.Add(time.Hour)}
 	r.MarkRunning(since)
-	if err := db.InsertFixture(context.Background(), r); err != nil {
+	if err := storetest.InsertFixture(context.Background(), db, r); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/appenv"
 )
 
@@ -25,7 +26,7 @@ func TestLedgerStoppingTaskReadsWhatItLeaves(t *testing.T) {
 			r.StartedAt = started
 		}
 		r.StopAt(now)
-		if err := e.App.DB.InsertFixture(context.Background(), r); err != nil {
+		if err := storetest.InsertFixture(context.Background(), e.App.DB, r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,6 +103,8 @@ func monthSeconds(u store.UsageSpan, from, now time.Time) time.Duration {
 				add(since, e.At)
 				since = time.Time{}
 			}
+		case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhasePausing, sandbox.PhaseResuming, sandbox.PhaseStopping:
+			// as below the switch; named so that a value added to the enum is decided here
 		}
 	}
 	if !since.IsZero() && !u.RunningSince.IsZero() {

@@ -25,10 +25,24 @@ var forbidden = map[string][]string{
 	"backend/domain/template": {"backend/", "apitypes", "client"},
 	// ids makes and hashes secrets for every layer: a leaf.
 	"backend/ids": {"backend/", "apitypes", "client"},
+	// envd's generated messages and services, and its signed URLs, are
+	// shared by the agent (the server) and compute's envd client: leaves.
+	"backend/envdpb/process":                      {"backend/", "apitypes", "client"},
+	"backend/envdpb/process/processconnect":       {"backend/", "apitypes", "client"},
+	"backend/envdpb/filesystem":                   {"backend/", "apitypes", "client"},
+	"backend/envdpb/filesystem/filesystemconnect": {"backend/", "apitypes", "client"},
+	"backend/envdsign":                            {"backend/", "apitypes", "client"},
+	// The in-sandbox agent is a program of its own: it builds on envd's
+	// shared code and its configuration, never on the backend's compute,
+	// services or store (allowed lists what it may import).
+	"backend/agent": {"backend/", "apitypes", "client"},
 	// The compute port is plain Go; adapters import it, never the reverse.
 	"backend/compute": {"backend/", "apitypes", "client"},
 	// Adapters never reach up into services or the HTTP edge.
 	"backend/store": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
+		"backend/admission", "backend/keys", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
+	// The store's fixtures build on the store alone.
+	"backend/store/storetest": {"backend/lifecycle", "backend/tasks", "backend/runtimes", "backend/billing",
 		"backend/admission", "backend/keys", "backend/reconciler", "backend/api", "backend/app", "backend/httpx", "apitypes"},
 	// Services never import the wiring or the server.
 	"backend/reconciler": {"backend/app", "backend/api", "backend/lifecycle", "backend/tasks", "backend/billing",
@@ -55,7 +69,11 @@ var forbidden = map[string][]string{
 // may build on one another (an environment's state is a projection of its
 // record's phase), never on anything outside the domain.
 var allowed = map[string][]string{
-	"backend/domain/taskenv": {"backend/domain/sandbox"},
+	"backend/domain/taskenv":                      {"backend/domain/sandbox"},
+	"backend/envdpb/process/processconnect":       {"backend/envdpb/process"},
+	"backend/envdpb/filesystem/filesystemconnect": {"backend/envdpb/filesystem"},
+	"backend/agent": {"backend/config", "backend/envdsign", "backend/envdpb/process", "backend/envdpb/process/processconnect",
+		"backend/envdpb/filesystem", "backend/envdpb/filesystem/filesystemconnect"},
 }
 
 // services hold the packages whose non-handler files must not speak HTTP:

@@ -127,7 +127,7 @@ func pathID(r *http.Request) string {
 func (e *Edge) load(ctx context.Context, r *http.Request) (*store.Record, error) {
 	id := pathID(r)
 	rec, err := e.db.GetOrgRecord(ctx, httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)) {
 		return nil, notFound(id, "")
 	}
 	if err != nil {

@@ -60,7 +60,7 @@ func (e *Edge) handleEvents(w http.ResponseWriter, r *http.Request) error {
 func (e *Edge) handleSandboxEvents(w http.ResponseWriter, r *http.Request) error {
 	id := pathID(r)
 	rec, err := e.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)) {
 		return notFound(id, "")
 	}
 	if err != nil {

@@ -169,7 +169,7 @@ func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 	for _, id := range ids {
 		id, _, _ = strings.Cut(id, "-")
 		rec, err := e.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (rec.Phase != sandbox.PhaseRunning || rec.Kind == sandbox.KindTask)) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (rec.Phase != sandbox.PhaseRunning || !sandbox.AddressedAsSandbox(rec.Kind))) {
 			continue
 		}
 		if err != nil {

@@ -45,6 +45,8 @@ func state(r *store.Record) string {
 	switch r.Phase {
 	case sandbox.PhasePaused, sandbox.PhasePausing:
 		return paused
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhaseRunning, sandbox.PhaseResuming, sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return running
 }

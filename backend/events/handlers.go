@@ -35,7 +35,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
 func (s *Service) handleSandboxList(w http.ResponseWriter, r *http.Request) error {
 	id := mux.Vars(r)["id"]
 	rec, err := s.db.GetOrgRecord(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)) {
 		return httpx.NotFound("sandbox", id)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 // The sweep keeps events for the retention: 7 days unless configured
@@ -27,7 +28,7 @@ func TestSweepKeepsEventsForTheRetention(t *testing.T) {
 	r := &store.Record{ID: "r1", OrgID: org.ID, Kind: sbx.KindRuntime, Provider: "test", ProviderID: "r1", Phase: sbx.PhaseRunning,
 		TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: now, Metadata: map[string]string{"n": "0"}}
 	r.MarkRunning(now)
-	if err := db.InsertFixture(ctx, r); err != nil {
+	if err := storetest.InsertFixture(ctx, db, r); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Transition(ctx, "r1", "", "", func(r *store.Record) error { r.Metadata["n"] = "1"; return nil }); err != nil { // an updated event

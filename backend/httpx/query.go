@@ -116,3 +116,41 @@ func ParseLimit(v string, def, maxLimit int) (int, error) {
 	}
 	return n, nil
 }
+
+// Paging is what a cursor-paged listing (the ledger, runtimes) reads of its
+// query: limit, order and cursor, checked the one way.
+type Paging struct {
+	Limit    int
+	Desc     bool  // newest first
+	AfterSeq int64 // the cursor's row (0: from the start)
+	kind     string
+}
+
+// ParsePaging reads limit (1..MaxLimit, default DefaultLimit), order and
+// cursor of a listing whose cursors are of kind (see CursorKind).
+func ParsePaging(q url.Values, kind string) (Paging, error) {
+	limit, err := ParseLimit(q.Get("limit"), DefaultLimit, MaxLimit)
+	if err != nil {
+		return Paging{}, err
+	}
+	desc, err := ParseOrder(q.Get("order"))
+	if err != nil {
+		return Paging{}, err
+	}
+	p := Paging{Limit: limit, Desc: desc, kind: CursorKind(kind, desc)}
+	if p.AfterSeq, err = DecodeCursor(p.kind, q.Get("cursor")); err != nil {
+		return Paging{}, err
+	}
+	return p, nil
+}
+
+// PageOf is the page of items whose last row is last; more says a next
+// page exists (its cursor is then set).
+func PageOf[T any](p Paging, items []T, last int64, more bool) *Page[T] {
+	page := &Page[T]{Items: items}
+	if more {
+		c := EncodeCursor(p.kind, last)
+		page.NextCursor = &c
+	}
+	return page
+}

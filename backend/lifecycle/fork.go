@@ -135,7 +135,7 @@ func (s *Service) forkOne(ctx context.Context, parent *store.Record, checkpoint,
 		ID: ids.New(), OrgID: parent.OrgID, Kind: sandbox.KindRuntime, Provider: parent.Provider, Phase: sandbox.PhasePending,
 		TemplateID: parent.TemplateID, Metadata: maps.Clone(parent.Metadata), CPUCount: parent.CPUCount, MemoryMB: parent.MemoryMB,
 		AutoPause: parent.AutoPause, AutoResume: parent.AutoResume, TimeoutSec: timeoutSec,
-		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(timeoutSec) * time.Second),
+		AccessTokenHash: ids.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(timeoutSec) * time.Second),
 		Spec: spec, ParentID: parent.ID, Checkpoint: checkpoint,
 	}
 	if _, err := s.insert(ctx, rec, ""); err != nil {

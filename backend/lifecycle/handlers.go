@@ -71,7 +71,7 @@ func (s *Service) load(r *http.Request) (*store.Record, error) {
 func (s *Service) find(r *http.Request, get func(ctx context.Context, org, id string) (*store.Record, error)) (*store.Record, error) {
 	id := mux.Vars(r)["id"]
 	rec, err := get(r.Context(), httpx.Org(r), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)) {
 		return nil, httpx.NotFound("sandbox", id)
 	}
 	return rec, err
@@ -388,6 +388,8 @@ func (s *Service) usable(r *http.Request) (*store.Record, error) {
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is paused; POST /sandboxes/%s/connect to resume it first", rec.ID, rec.ID))
 	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating:
 		return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is still starting; create it with waitReady or poll until it is running", rec.ID))
+	case sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return nil, httpx.Conflict(fmt.Sprintf("sandbox %s is %s", rec.ID, rec.Phase.PublicState()))
 }

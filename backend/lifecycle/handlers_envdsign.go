@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdsign"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdsign"
 )
 
 // signedFileURL checks a signed /files URL of a sandbox created through

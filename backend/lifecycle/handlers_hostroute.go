@@ -118,7 +118,7 @@ func (s *Service) foreignHost(r *http.Request, host string) (hostAddress, bool) 
 	}
 	id, _, _ := strings.Cut(rest, "-")
 	rec, err := s.db.GetRecord(r.Context(), id)
-	if err != nil || rec.Kind == sandbox.KindTask {
+	if err != nil || !sandbox.AddressedAsSandbox(rec.Kind) {
 		return hostAddress{}, false
 	}
 	return hostAddress{id: id, port: int(port)}, true
@@ -150,7 +150,7 @@ func (s *Service) handleHostRoute(w http.ResponseWriter, r *http.Request) error 
 	}
 	rec, err := s.db.GetRecord(r.Context(), a.id)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Kind == sandbox.KindTask):
+	case errors.Is(err, store.ErrNotFound) || (err == nil && !sandbox.AddressedAsSandbox(rec.Kind)):
 		return gone(w, r, a.id, fmt.Sprintf("sandbox %q was not found: no sandbox has this id (check the id in the host name %s or the %s header)",
 			a.id, r.Host, sandboxIDHeader))
 	case err != nil:

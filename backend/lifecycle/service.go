@@ -263,7 +263,7 @@ func (s *Service) Create(ctx context.Context, orgID string, spec Spec, opts Crea
 		ID: ids.New(), OrgID: orgID, Kind: sandbox.KindRuntime, Provider: s.providerFor(spec.TemplateID), Phase: sandbox.PhasePending,
 		TemplateID: spec.TemplateID, Metadata: spec.Metadata, CPUCount: tmpl.CPUCount, MemoryMB: tmpl.MemoryMB,
 		AutoPause: spec.AutoPause, AutoResume: spec.AutoResume, TimeoutSec: spec.TimeoutSec,
-		AccessTokenHash: store.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
+		AccessTokenHash: ids.HashSecret(token), CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second),
 		Spec: store.Spec{EnvVars: spec.EnvVars, Command: spec.Command, Network: spec.Network, Volumes: spec.Volumes, E2BSecure: spec.E2BSecure,
 			E2BMaskRequestHost: spec.E2BMaskRequestHost, AutoResumeTimeoutSec: spec.AutoResumeTimeoutSec, OutputDir: spec.OutputDir,
 			AutoPauseFilesystem: spec.AutoPauseFilesystem, Image: image},
@@ -436,6 +436,8 @@ func (s *Service) Resume(ctx context.Context, r *store.Record) (cur *store.Recor
 				return cur, true, nil
 			}
 			continue // paused now: resume it
+		case sandbox.PhasePaused, sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+			// as below the switch; named so that a value added to the enum is decided here
 		}
 		return cur, false, domain.ConflictIn(string(cur.Phase.PublicState()), fmt.Sprintf("sandbox %s is %s and cannot be resumed; create a new sandbox", r.ID, cur.Phase.PublicState()))
 	}
@@ -547,7 +549,7 @@ func (s *Service) setEnd(ctx context.Context, r *store.Record, d time.Duration, 
 func (s *Service) RotateToken(ctx context.Context, id string) (string, error) {
 	token := ids.Token("sbx_at")
 	_, err := s.db.Transition(ctx, id, "", "", func(r *store.Record) error {
-		r.AccessTokenHash = store.HashSecret(token)
+		r.AccessTokenHash = ids.HashSecret(token)
 		return nil
 	})
 	return token, err

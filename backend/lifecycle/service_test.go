@@ -18,6 +18,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -110,7 +111,7 @@ func TestCreateStoresAPendingRecordAndReplaysByKey(t *testing.T) {
 		!r.EndAt.Equal(t0.Add(300*time.Second)) || r.Metadata["a"] != "b" {
 		t.Fatalf("created record: %+v", r)
 	}
-	if c.AccessToken == "" || r.AccessTokenHash != store.HashSecret(c.AccessToken) || c.Replayed {
+	if c.AccessToken == "" || r.AccessTokenHash != ids.HashSecret(c.AccessToken) || c.Replayed {
 		t.Fatalf("the create's token does not match the stored hash: %+v", c)
 	}
 	again, err := g.s.Create(ctx, g.org, Spec{TimeoutSec: 300}, opts)
@@ -200,7 +201,7 @@ func TestConnectResumesAPausedSandboxAndRotatesItsToken(t *testing.T) {
 		t.Fatalf("connect to a paused sandbox: %+v resumed %v, %v", cur, resumed, err)
 	}
 	after := g.get(t, r.ID)
-	if token == "" || after.AccessTokenHash != store.HashSecret(token) || after.AccessTokenHash == before {
+	if token == "" || after.AccessTokenHash != ids.HashSecret(token) || after.AccessTokenHash == before {
 		t.Fatalf("connect must issue a fresh token: %q", token)
 	}
 	if !after.EndAt.Equal(t0.Add(600 * time.Second)) {

@@ -97,6 +97,8 @@ func endEvent(rec *store.Record) ndjson.Event {
 	case sandbox.PhasePausing, sandbox.PhasePaused, sandbox.PhaseResuming:
 		return ndjson.Event{Type: ndjson.TypeEnd, Reason: "sandbox paused",
 			Detail: fmt.Sprintf("sandbox %s was paused; resume it (POST /sandboxes/%s/connect) and open the stream again", rec.ID, rec.ID)}
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhaseRunning, sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	reason := "sandbox deleted"
 	switch rec.KillReason {

@@ -10,6 +10,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	sbx "github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -105,7 +106,7 @@ func TestSeriesAndMaxFromTheLedger(t *testing.T) {
 					r.KilledAt = when
 				}
 			}
-			if err := db.InsertFixture(ctx, r); err != nil {
+			if err := storetest.InsertFixture(ctx, db, r); err != nil {
 				t.Fatal(err)
 			}
 		}

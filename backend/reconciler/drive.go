@@ -74,7 +74,7 @@ func (rc *Reconciler) drive(ctx context.Context, id string) (*store.Record, erro
 		if err != nil {
 			return nil, err
 		}
-		if r.Kind == sandbox.KindTask {
+		if !sandbox.OwnInstance(r.Kind) {
 			return r, nil
 		}
 		if err := rc.MayAct(ctx); err != nil {
@@ -202,6 +202,8 @@ func (rc *Reconciler) step(ctx context.Context, r *store.Record) error {
 		return rc.resume(ctx, r)
 	case sandbox.PhaseStopping:
 		return rc.stop(ctx, r)
+	case sandbox.PhaseQueued, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return errNoProgress
 }

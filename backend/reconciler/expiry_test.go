@@ -12,6 +12,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/computetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 // TTLs are enforced at their endAt, not at the next periodic sweep: with an
@@ -36,7 +37,7 @@ func TestTTLStopDecidedAtEndAtNotAnIntervalLater(t *testing.T) {
 		r := &store.Record{ID: id, OrgID: org.ID, Kind: sandbox.KindRuntime, Provider: ref.Provider, ProviderID: ref.ID,
 			Phase: sandbox.PhaseRunning, TemplateID: "base", CreatedAt: now, EndAt: endAt}
 		r.MarkRunning(now)
-		return store.InsertFixtureTx(ctx, tx, r)
+		return storetest.InsertFixtureTx(ctx, tx, r)
 	}
 	const n = 30
 	if err := db.Tx(ctx, func(tx *sql.Tx) error {

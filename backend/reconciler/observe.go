@@ -89,6 +89,8 @@ func duplicate(ri store.RecordInstance, in compute.Instance) bool {
 	switch ri.Phase {
 	case sandbox.PhaseRunning, sandbox.PhasePaused, sandbox.PhaseStopping:
 		return ri.ProviderID != "" && in.Ref.ID != ri.ProviderID
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhasePausing, sandbox.PhaseResuming, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ func (rc *Reconciler) keepOutput(ctx context.Context, r *store.Record, ref compu
 	defer cancel()
 	out := store.Output{SavedAt: rc.now()}
 	src, err := files.ReadArchive(ctx, ref, dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		src, err = archiveByFiles(ctx, files, ref, dir) // E2B: envd has no archive route
+	}
 	switch {
 	case compute.IsNotFound(err):
 		out.Archive, err = emptyTar()
@@ -109,4 +113,84 @@ func emptyTar() ([]byte, error) {
 	var buf bytes.Buffer
 	err := tar.NewWriter(&buf).Close()
 	return buf.Bytes(), err
+}
+
+// archiveByFiles is ReadArchive for a provider without one: dir's tree as a
+// tar, listed a directory at a time and read a regular file at a time.
+// Symlinks are left out (the listing does not say where they point, and a
+// read would follow them); the walk stops past the bounds, which boundTar
+// then enforces. A missing dir is compute's not-found, as from ReadArchive.
+func archiveByFiles(ctx context.Context, files compute.Files, ref compute.Ref, dir string) (io.ReadCloser, error) {
+	top, err := files.ListDir(ctx, ref, dir, 1)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(writeTree(ctx, files, ref, dir, top, pw))
+	}()
+	return pr, nil
+}
+
+func writeTree(ctx context.Context, files compute.Files, ref compute.Ref, dir string, top []compute.FileInfo, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	var entries int
+	var size int64
+	queue := [][]compute.FileInfo{top}
+	for len(queue) > 0 && entries <= maxOutputEntries && size <= maxOutputBytes {
+		list := queue[0]
+		queue = queue[1:]
+		slices.SortFunc(list, func(a, b compute.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+		for _, fi := range list {
+			rel, ok := strings.CutPrefix(fi.Path, strings.TrimSuffix(dir, "/")+"/")
+			if !ok || rel == "" {
+				continue // the listing of a file path is the file itself; nothing outside dir
+			}
+			hdr := &tar.Header{Name: "./" + rel, Mode: int64(fi.Mode & 0o777), ModTime: fi.ModifiedAt, Format: tar.FormatPAX}
+			switch fi.Type {
+			case compute.FileTypeDir:
+				sub, err := files.ListDir(ctx, ref, fi.Path, 1)
+				if err != nil {
+					return err
+				}
+				queue = append(queue, sub)
+				hdr.Typeflag, hdr.Name = tar.TypeDir, hdr.Name+"/"
+				if err := tw.WriteHeader(hdr); err != nil {
+					return err
+				}
+			case compute.FileTypeFile:
+				if size+fi.Size > maxOutputBytes {
+					// Past the bound: the header alone says so to boundTar.
+					hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size
+					_ = tw.WriteHeader(hdr)
+					return nil
+				}
+				rc, _, err := files.OpenFile(ctx, ref, fi.Path, 0, -1)
+				if err != nil {
+					return err
+				}
+				// The size the listing gave may have changed since: the
+				// entry holds what was read, within the bound.
+				body, err := io.ReadAll(io.LimitReader(rc, maxOutputBytes-size+1))
+				rc.Close()
+				if err != nil {
+					return err
+				}
+				hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(body))
+				if err := tw.WriteHeader(hdr); err != nil {
+					return err
+				}
+				if _, err := tw.Write(body); err != nil {
+					return err
+				}
+				size += hdr.Size
+			default:
+				continue
+			}
+			if entries++; entries > maxOutputEntries || size > maxOutputBytes {
+				break
+			}
+		}
+	}
+	return tw.Close()
 }

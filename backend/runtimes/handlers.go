@@ -77,28 +77,15 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	limit, err := httpx.ParseLimit(q.Get("limit"), httpx.DefaultLimit, httpx.MaxLimit)
+	pg, err := httpx.ParsePaging(q, "r")
 	if err != nil {
 		return err
 	}
-	desc, err := httpx.ParseOrder(q.Get("order"))
+	views, last, more, err := s.List(r.Context(), org, ws, pg.AfterSeq, pg.Limit, pg.Desc)
 	if err != nil {
 		return err
 	}
-	cursorKind := httpx.CursorKind("r", desc)
-	after, err := httpx.DecodeCursor(cursorKind, q.Get("cursor"))
-	if err != nil {
-		return err
-	}
-	views, last, more, err := s.List(r.Context(), org, ws, after, limit, desc)
-	if err != nil {
-		return err
-	}
-	page := &httpx.Page[*View]{Items: views}
-	if more {
-		c := httpx.EncodeCursor(cursorKind, last)
-		page.NextCursor = &c
-	}
+	page := httpx.PageOf(pg, views, last, more)
 	httpx.WriteJSON(w, http.StatusOK, page)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -33,7 +34,7 @@ func (f *fakeSandboxes) Create(ctx context.Context, org string, spec lifecycle.S
 	r := &store.Record{ID: "sbx" + string(rune('a'+len(f.specs))), OrgID: org, Kind: opts.Kind, RuntimeID: opts.RuntimeID, Provider: "fake",
 		Phase: sandbox.PhaseRunning, TemplateID: spec.TemplateID, CreatedAt: now, EndAt: now.Add(time.Duration(spec.TimeoutSec) * time.Second)}
 	r.MarkRunning(now)
-	if err := f.db.InsertFixture(ctx, r); err != nil {
+	if err := storetest.InsertFixture(ctx, f.db, r); err != nil {
 		return lifecycle.Created{}, err
 	}
 	f.last = r.ID

@@ -31,6 +31,8 @@ func moveAll(t *testing.T, db *DB, id string, steps ...any) {
 				r.MarkRunning(now)
 			case sandbox.PhasePaused, sandbox.PhaseStopping:
 				r.MarkStopped(now)
+			case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhasePausing, sandbox.PhaseResuming, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+				// as below the switch; named so that a value added to the enum is decided here
 			}
 			if to == sandbox.PhaseStopping && cause == sandbox.CauseTTL {
 				r.KillReason = sandbox.KillTimeout

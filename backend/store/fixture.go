@@ -3,21 +3,16 @@ package store
 import (
 	"context"
 	"database/sql"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/internal/unchecked"
 )
 
-// InsertFixture is InsertFixtureTx in a transaction of its own.
-//
-// For tests and benchmarks only: see InsertFixtureTx.
-func (db *DB) InsertFixture(ctx context.Context, r *Record) error {
-	return db.Tx(ctx, func(tx *sql.Tx) error { return InsertFixtureTx(ctx, tx, r) })
-}
-
-// InsertFixtureTx stores r in whatever phase it is in, skipping the gate's
-// start-phase check (InsertRecordTx): for tests and benchmarks that need a
-// record as history left it (running, paused, ended, stuck mid-move) without
-// driving a provider through every move to get there. Production code never
-// calls it: a record starts in a sandbox.StartPhases phase and reaches every
-// other through Transition.
-func InsertFixtureTx(ctx context.Context, tx *sql.Tx, r *Record) error {
-	return insertRecordTx(ctx, tx, r)
+// The insert without the start-phase check is package storetest's
+// (InsertFixture, InsertFixtureTx): for tests and benchmarks only, out of
+// reach of production code, which starts a record in a sandbox.StartPhases
+// phase and moves it through Transition.
+func init() {
+	unchecked.InsertRecordTx = func(ctx context.Context, tx *sql.Tx, r any) error {
+		return insertRecordTx(ctx, tx, r.(*Record))
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 )
 
 // Key scopes: a full key may do anything its org may; a read key only reads.
@@ -77,7 +79,7 @@ func keyTimeArg(t *time.Time) any {
 func (db *DB) CreateAPIKey(ctx context.Context, k *APIKey, secret string) error {
 	k.Prefix, k.CreatedAt = KeyPrefix(secret), time.Now().UTC()
 	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at, id, name, prefix, scope, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		HashSecret(secret), k.OrgID, k.CreatedAt.UnixNano(), k.ID, k.Name, k.Prefix, k.Scope, keyTimeArg(k.ExpiresAt))
+		ids.HashSecret(secret), k.OrgID, k.CreatedAt.UnixNano(), k.ID, k.Name, k.Prefix, k.Scope, keyTimeArg(k.ExpiresAt))
 	if err == nil {
 		db.prefixes.add(k.Prefix)
 	}
@@ -128,7 +130,7 @@ func (db *DB) RevokeAPIKey(ctx context.Context, orgID, id string) error {
 // working rather than keep answering beside the new one.
 func (db *DB) RetireBootstrapKeys(ctx context.Context, orgID, keep string) (int64, error) {
 	hashes, err := db.keyHashes(ctx, `SELECT hash FROM api_keys WHERE org_id = ? AND name = ? AND hash <> ? AND revoked_at IS NULL`,
-		orgID, bootstrapKeyName, HashSecret(keep))
+		orgID, bootstrapKeyName, ids.HashSecret(keep))
 	if err != nil {
 		return 0, err
 	}
@@ -169,7 +171,7 @@ type KeyAuth struct {
 	Scope     string
 	Prefix    string
 	ExpiresAt *time.Time // nil: never
-	// Hash is the key's hash (HashSecret): what WatchKey watches.
+	// Hash is the key's hash (ids.HashSecret): what WatchKey watches.
 	Hash string
 }
 
@@ -181,7 +183,7 @@ const keyTouchEvery = time.Minute
 // ErrKeyRevoked or ErrKeyExpired for one that no longer works. Known keys
 // are cached (keycache.go), so the hot path touches no database.
 func (db *DB) Authenticate(ctx context.Context, key string) (KeyAuth, error) {
-	hash := HashSecret(key)
+	hash := ids.HashSecret(key)
 	e, ok := db.keys.get(hash)
 	if !ok {
 		gen := db.keys.generation()
@@ -216,7 +218,7 @@ func (db *DB) Authenticate(ctx context.Context, key string) (KeyAuth, error) {
 // key that still works. It never touches the database (an address over
 // its limit of refused keys is served from it).
 func (db *DB) CachedAuth(key string) (KeyAuth, bool) {
-	e, ok := db.keys.get(HashSecret(key))
+	e, ok := db.keys.get(ids.HashSecret(key))
 	if !ok || e.revoked || (e.expires != 0 && time.Now().UnixNano() >= e.expires) {
 		return KeyAuth{}, false
 	}

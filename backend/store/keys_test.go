@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/pgtest"
 )
 
@@ -31,7 +32,7 @@ func TestKeysFromBeforeMigration11KeepWorking(t *testing.T) {
 		}
 		now := time.Now().UnixNano()
 		for _, q := range []string{`INSERT INTO orgs (id, name, credits_micro, created_at) VALUES ('acme', 'acme', 0, ` + strconv.FormatInt(now, 10) + `)`,
-			`INSERT INTO api_keys (hash, org_id, created_at) VALUES ('` + HashSecret("old-bootstrap-key") + `', 'acme', ` + strconv.FormatInt(now, 10) + `)`} {
+			`INSERT INTO api_keys (hash, org_id, created_at) VALUES ('` + ids.HashSecret("old-bootstrap-key") + `', 'acme', ` + strconv.FormatInt(now, 10) + `)`} {
 			if _, err := old.ExecContext(ctx, q); err != nil {
 				t.Fatal(err)
 			}

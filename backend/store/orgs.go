@@ -20,10 +20,6 @@ type Org struct {
 	CreatedAt    time.Time
 }
 
-// HashSecret is ids.HashSecret, the one way every secret is stored (kept
-// here for the store's callers; ids, a leaf, owns it).
-func HashSecret(secret string) string { return ids.HashSecret(secret) }
-
 // EnsureOrg creates the org named name if it does not exist, with the given
 // initial balance (only applied when new). It returns the org and whether it
 // was created.
@@ -65,7 +61,7 @@ func (db *DB) OrgByName(ctx context.Context, name string) (*Org, error) {
 // EnsureAPIKey binds the key (stored hashed) to org as a full key named
 // "bootstrap"; idempotent (a key revoked since stays revoked).
 func (db *DB) EnsureAPIKey(ctx context.Context, orgID, key string) error {
-	hash := HashSecret(key)
+	hash := ids.HashSecret(key)
 	_, err := db.Exec(ctx, `INSERT INTO api_keys (hash, org_id, created_at, id, name, prefix, scope) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
 		hash, orgID, time.Now().UnixNano(), "key_"+hash[:20], bootstrapKeyName, KeyPrefix(key), ScopeFull)
 	if err == nil {

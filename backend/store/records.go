@@ -625,6 +625,8 @@ func leavingCond(l sandbox.Leaving) string {
 		return kinds + ` AND last_started_at IS NOT NULL AND (last_paused_at IS NULL OR last_paused_at < last_started_at)`
 	case sandbox.LeavingPaused:
 		return kinds + ` AND last_started_at IS NOT NULL AND last_paused_at >= last_started_at`
+	case sandbox.LeavingEnded:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return `kind NOT IN (` + SQLList(sandbox.LedgerStoppingKinds) + `)`
 }

@@ -259,6 +259,8 @@ func (s *Service) pauseResume(ctx context.Context, id string) (*Env, error) {
 		}
 		return s.apply(ctx, id, change{expect: taskenv.StatePaused,
 			rec: sandbox.PhaseRunning, cause: sandbox.CauseReconciler, recMut: func(r *store.Record) { r.MarkRunning(s.now()) }})
+	case sandbox.PhaseQueued, sandbox.PhasePending, sandbox.PhaseCreating, sandbox.PhaseRunning, sandbox.PhasePaused, sandbox.PhaseStopping, sandbox.PhaseDeleted, sandbox.PhaseCompleted, sandbox.PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return e, nil // finished meanwhile
 }
@@ -382,6 +384,8 @@ func (s *Service) work(ctx context.Context, id string) {
 			err = s.build(wctx, e)
 		case taskenv.StateProvisioning:
 			err = s.provision(wctx, e)
+		case taskenv.StateReady, taskenv.StatePaused, taskenv.StateTornDown, taskenv.StateFailed:
+			// as below the switch; named so that a value added to the enum is decided here
 		}
 		cause := context.Cause(wctx)
 		cancel()

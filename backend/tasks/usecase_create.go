@@ -90,7 +90,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Created, error
 	e := &Env{ID: ids.New(), OrgID: org, Workspace: ws, TaskRef: ref.String(), TaskOrg: task.Org, TaskName: task.Name,
 		TaskVersion: task.Version, Inputs: nonNil(b.Inputs), Resolved: resolved, TimeoutSec: timeout,
 		ProjectID: project, SecretIDs: nonNilSlice(b.SecretIDs), State: taskenv.StateBuilding,
-		ExecuteService: task.ExecuteService, TokenHash: store.HashSecret(token), RecordID: ids.New(),
+		ExecuteService: task.ExecuteService, TokenHash: ids.HashSecret(token), RecordID: ids.New(),
 		Deadline: now.Add(s.cfg.BuildDeadline), CreatedAt: now, UpdatedAt: now,
 		Timeline: []TimelineEntry{{State: taskenv.StateBuilding, At: now}}}
 	rec := &store.Record{ID: e.RecordID, OrgID: org, Kind: sandbox.KindTask, Provider: s.providerName, Phase: sandbox.PhasePending,

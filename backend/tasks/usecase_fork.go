@@ -124,7 +124,7 @@ func (s *Service) forkOne(ctx context.Context, parent *Env, task *catalog.Task, 
 	e := &Env{ID: ids.New(), OrgID: parent.OrgID, Workspace: parent.Workspace, TaskRef: parent.TaskRef, TaskOrg: parent.TaskOrg,
 		TaskName: parent.TaskName, TaskVersion: parent.TaskVersion, Inputs: maps.Clone(parent.Inputs), Resolved: maps.Clone(parent.Resolved),
 		TimeoutSec: parent.TimeoutSec, ProjectID: parent.ProjectID, SecretIDs: slices.Clone(parent.SecretIDs), State: taskenv.StateBuilding,
-		ExecuteService: parent.ExecuteService, TokenHash: store.HashSecret(token), RecordID: ids.New(),
+		ExecuteService: parent.ExecuteService, TokenHash: ids.HashSecret(token), RecordID: ids.New(),
 		Deadline: now.Add(s.cfg.BuildDeadline), CreatedAt: now, UpdatedAt: now,
 		Timeline: []TimelineEntry{{State: taskenv.StateBuilding, At: now, Detail: detail}}}
 	rec := &store.Record{ID: e.RecordID, OrgID: e.OrgID, Kind: sandbox.KindTask, Provider: s.providerName, Phase: sandbox.PhasePending,

@@ -21,6 +21,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/taskenv"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
@@ -172,8 +173,8 @@ func TestCreateRecordsAndReplaysByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := g.env(t, c.Env.ID, taskenv.StateBuilding)
-	if c.Replayed || c.ExecuteToken == "" || e.TokenHash != store.HashSecret(c.ExecuteToken) {
-		t.Fatalf("a first create: replayed %v, token %q (hash matches: %v)", c.Replayed, c.ExecuteToken, e.TokenHash == store.HashSecret(c.ExecuteToken))
+	if c.Replayed || c.ExecuteToken == "" || e.TokenHash != ids.HashSecret(c.ExecuteToken) {
+		t.Fatalf("a first create: replayed %v, token %q (hash matches: %v)", c.Replayed, c.ExecuteToken, e.TokenHash == ids.HashSecret(c.ExecuteToken))
 	}
 	if e.TaskRef != "slow-start" || e.TaskName != "slow-start" || e.TimeoutSec != 600 || e.ProjectID == nil || *e.ProjectID != project ||
 		!reflect.DeepEqual(e.SecretIDs, []string{"s1"}) || e.ExecuteService != "client" {

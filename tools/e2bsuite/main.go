@@ -304,10 +304,10 @@ func buildTests(infra, cacheDir string) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "e2b-infra")
-	if out, err := exec.Command("cp", "-r", infra, src).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), "cp", "-r", infra, src).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("copying %s: %v\n%s", infra, err, out)
 	}
-	if out, err := exec.Command("chmod", "-R", "u+w", src).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), "chmod", "-R", "u+w", src).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("chmod: %v\n%s", err, out)
 	}
 	// Each run stages into a directory of its own, so two runs building at
@@ -326,7 +326,7 @@ func buildTests(infra, cacheDir string) (string, error) {
 	for _, p := range packages {
 		args = append(args, "./"+p.dir)
 	}
-	cmd := exec.Command("go", args...)
+	cmd := exec.CommandContext(context.Background(), "go", args...)
 	cmd.Dir = filepath.Join(src, "tests", "integration")
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -357,7 +357,7 @@ type backend struct {
 }
 
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
@@ -373,7 +373,7 @@ func startBackend(logDir string) (*backend, error) {
 		return nil, err
 	}
 	exe := filepath.Join(dataDir, "dreadnode-backend")
-	build := exec.Command("go", "build", "-o", exe, "./backend/cmd/dreadnode-backend")
+	build := exec.CommandContext(context.Background(), "go", "build", "-o", exe, "./backend/cmd/dreadnode-backend")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the backend: %v\n%s", err, out)
@@ -388,7 +388,7 @@ func startBackend(logDir string) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.cmd = exec.Command(exe, "serve")
+	b.cmd = exec.CommandContext(context.Background(), exe, "serve")
 	b.cmd.Env = append(os.Environ(),
 		"DREADNODE_LISTEN=127.0.0.1:"+port,
 		"DREADNODE_DATA_DIR="+dataDir,
@@ -417,7 +417,8 @@ func startBackend(logDir string) (*backend, error) {
 			return nil, fmt.Errorf("the backend exited at start; see %s", logf.Name())
 		default:
 		}
-		resp, err := http.Get(b.url + "/readyz")
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, b.url+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -471,10 +472,10 @@ var baseImages = []string{"ubuntu:22.04", "ubuntu:24.04"}
 func baseImageTags() error {
 	const local = "dreadnode/base:latest"
 	for _, name := range baseImages {
-		if exec.Command("docker", "image", "inspect", name).Run() == nil {
+		if exec.CommandContext(context.Background(), "docker", "image", "inspect", name).Run() == nil {
 			continue
 		}
-		if out, err := exec.Command("docker", "tag", local, name).CombinedOutput(); err != nil {
+		if out, err := exec.CommandContext(context.Background(), "docker", "tag", local, name).CombinedOutput(); err != nil {
 			return fmt.Errorf("tagging %s as %s for E2B's template tests (build it with `make image`): %v\n%s", local, name, err, out)
 		}
 		fmt.Printf("tagged %s as %s (E2B's template tests build FROM it)\n", local, name)
@@ -519,7 +520,7 @@ var (
 func runPackage(exe, dir string, names []string, parallel int, timeout time.Duration, env []string, logPath string) (map[string]string, error) {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
-	cmd := exec.Command(exe, "-test.run", "^("+strings.Join(sorted, "|")+")$",
+	cmd := exec.CommandContext(context.Background(), exe, "-test.run", "^("+strings.Join(sorted, "|")+")$",
 		"-test.parallel", fmt.Sprint(parallel), "-test.v", "-test.timeout", timeout.String())
 	cmd.Dir = dir
 	cmd.Env = env

@@ -23,8 +23,8 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/agent"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 

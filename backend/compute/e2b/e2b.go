@@ -156,6 +156,7 @@ type Provider struct {
 	envd   *resty.Client // envd: no API key (it must never reach a sandbox)
 	apiURL string
 	hooks  *hooks // nil without a WebhookURL
+	mains  *mains // the main commands this process follows (main.go)
 }
 
 var (
@@ -226,7 +227,7 @@ func New(cfg Config) (*Provider, error) {
 	if hc.Transport == nil {
 		hc.Transport = http.DefaultTransport
 	}
-	p := &Provider{cfg: cfg, hc: hc, apiURL: cfg.APIURL, hooks: newHooks(cfg)}
+	p := &Provider{cfg: cfg, hc: hc, apiURL: cfg.APIURL, hooks: newHooks(cfg), mains: newMains()}
 	p.api = newResty(hc).SetBaseURL(cfg.APIURL).SetHeader("X-API-Key", cfg.APIKey)
 	// envd is the sandbox's own process: a body it sends is read whole
 	// (a buffered file read, an error) only up to compute.MaxFileBytes.

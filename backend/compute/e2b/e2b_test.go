@@ -12,8 +12,8 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/config"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // fastRetry keeps backoffs tiny so retry tests take milliseconds.

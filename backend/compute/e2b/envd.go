@@ -186,24 +186,29 @@ func (p *Provider) WriteFile(ctx context.Context, ref compute.Ref, filePath stri
 }
 
 // startMain starts a Spec's Command in the background: it waits for envd's
-// start event and then lets the process run on without a listener.
-func (p *Provider) startMain(ctx context.Context, ref compute.Ref, cmd []string, env map[string]string) error {
+// start event and then follows the process to its end (mains).
+func (p *Provider) startMain(ctx context.Context, ref compute.Ref, recordID string, cmd []string, env map[string]string) error {
 	const op = "create"
 	token := parseRefData(ref.Data).EnvdAccessToken
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	// The stream outlives the create: it is followed until the command
+	// ends. Until the start event, the create's context and a minute bound it.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(ctx, stop)
+	timer := time.AfterFunc(60*time.Second, stop)
 	c := p.envdClient(ref, token)
 	r := c.StartRequest(cmd, env, "")
 	r.Msg.Tag = proto.String("main")
 	stream, err := c.Start(sctx, r)
 	if err == nil {
-		defer stream.Close()
 		for stream.Receive() {
 			ev := stream.Msg().GetEvent()
-			if ev.GetStart() != nil {
+			if ev.GetStart() != nil && unhook() && timer.Stop() {
+				p.mains.follow(ref, recordID, stream, stop)
 				return nil
 			}
 			if end := ev.GetEnd(); end != nil {
+				stream.Close()
+				stop()
 				return compute.Errorf(compute.KindEntrypoint, op, nil,
 					"the main command %q ended at once (exit code %d%s)", strings.Join(cmd, " "), end.GetExitCode(), optional(end.GetError()))
 			}
@@ -212,7 +217,9 @@ func (p *Provider) startMain(ctx context.Context, ref compute.Ref, cmd []string,
 		if err == nil {
 			err = errors.New("no start event")
 		}
+		stream.Close()
 	}
+	stop()
 	var ce *connect.Error
 	msg := err.Error()
 	if errors.As(err, &ce) {

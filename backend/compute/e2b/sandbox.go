@@ -143,6 +143,7 @@ func (p *Provider) instanceFromDetail(d e2btypes.SandboxDetail, data refData) co
 	if t, ok := p.templateByE2BID(d.TemplateID, deref(d.Alias)); ok {
 		inst.Endpoints = p.endpoints(d.SandboxID, t.Ports)
 	}
+	p.mains.apply(&inst)
 	return inst
 }
 
@@ -267,7 +268,7 @@ func (p *Provider) Create(ctx context.Context, spec compute.Spec) (compute.Insta
 		Endpoints: p.endpoints(created.SandboxID, tmpl.Ports),
 	}
 	if len(spec.Command) > 0 {
-		if err := p.startMain(ctx, inst.Ref, spec.Command, spec.EnvVars); err != nil {
+		if err := p.startMain(ctx, inst.Ref, spec.RecordID, spec.Command, spec.EnvVars); err != nil {
 			// The main process is the point of the instance: do not leave a
 			// sandbox behind that nobody asked for in this shape.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -562,6 +563,7 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 	if err != nil && !compute.IsNotFound(err) {
 		return err
 	}
+	p.mains.forget(ref.ID)
 	return p.deleteVolumes(ctx, op, parseRefData(ref.Data).Volumes)
 }
 
@@ -660,6 +662,9 @@ func (p *Provider) Logs(ctx context.Context, ref compute.Ref) (string, error) {
 		}
 		cursor = next
 	}
+	// E2B's logs are envd's; the main command's output is the sandbox's own
+	// (as Docker's container log is the main process's).
+	b.WriteString(p.mains.output(ref.ID))
 	return b.String(), nil
 }
 

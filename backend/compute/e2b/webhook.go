@@ -141,8 +141,8 @@ func (p *Provider) WebhookPath() string {
 }
 
 // Watch implements compute.Watcher: the records of our sandboxes E2B said
-// were killed or paused. Without a WebhookURL it sends nothing; the channel
-// closes when ctx ends.
+// were killed or paused (without a WebhookURL, none), and of those whose
+// main command ended (main.go). The channel closes when ctx ends.
 func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 	out := make(chan compute.Event)
 	var in chan compute.Event // nil (never ready) without a WebhookURL
@@ -152,15 +152,17 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 	go func() {
 		defer close(out)
 		for {
+			var ev compute.Event
 			select {
 			case <-ctx.Done():
 				return
-			case ev := <-in:
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
+			case ev = <-in:
+			case ev = <-p.mains.events:
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()

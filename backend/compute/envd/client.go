@@ -23,8 +23,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // TokenHeader carries the sandbox's access token (envd.yaml AccessTokenAuth).

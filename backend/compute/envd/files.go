@@ -16,7 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
 )
 
 // AbsPath checks that name is absolute and cleans it.

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 )
 
 // Headers of the agent's extensions of envd's process service (sent only
@@ -187,7 +187,9 @@ func after(start time.Time) string {
 	return " (after " + elapsed(start).String() + ")"
 }
 
-// exitCode reads an end event the way a shell would: 128+N after signal N.
+// ExitCode reads an end event the way a shell would: 128+N after signal N.
+func ExitCode(end *process.ProcessEvent_EndEvent) int { return exitCode(end) }
+
 func exitCode(end *process.ProcessEvent_EndEvent) int {
 	if end.GetExited() {
 		return int(end.GetExitCode())

@@ -16,9 +16,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/envd"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // closedPort is an address on 127.0.0.1 where nothing listens.

@@ -75,6 +75,8 @@ func EventOf(m Move) string {
 		return EventCompleted
 	case PhaseFailed:
 		return EventFailed
+	case PhaseQueued, PhasePending, PhaseCreating, PhasePausing, PhaseResuming, PhaseStopping:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return "" // queued, pending, creating, pausing, resuming, stopping
 }

@@ -36,6 +36,8 @@ func (l Leaving) LedgerState() LedgerState {
 		return LedgerRunning
 	case LeavingPaused:
 		return LedgerPaused
+	case LeavingEnded:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return LedgerKilled
 }

@@ -44,6 +44,8 @@ func PauseKindAfter(to Phase, kind PauseKind) PauseKind {
 			return PauseMemory
 		}
 		return kind
+	case PhaseQueued, PhasePending, PhaseCreating, PhaseRunning, PhaseStopping, PhaseDeleted, PhaseCompleted, PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return ""
 }

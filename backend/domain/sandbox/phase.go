@@ -86,6 +86,21 @@ const (
 // Kinds lists every kind.
 var Kinds = []string{KindRuntime, KindTask, KindWorld}
 
+// The properties of a kind, declared here once rather than as a comparison
+// with KindTask wherever they matter.
+
+// AddressedAsSandbox reports whether records of kind are sandboxes to the
+// API: found by their id on /sandboxes, the E2B edge, their event and log
+// routes and host names. A task environment's records are its services',
+// reached only through the environment.
+func AddressedAsSandbox(kind string) bool { return kind != KindTask }
+
+// OwnInstance reports whether a record of kind is one instance the
+// reconciler's sandbox driver drives, its logs read from the provider. A
+// task environment's records are driven by the tasks driver, which keeps
+// their logs in the store.
+func OwnInstance(kind string) bool { return kind != KindTask }
+
 // Kill reasons recorded when a record ends. A stopping record's kill reason
 // names the terminal phase it ends in (see FinalPhase).
 const (

@@ -97,6 +97,8 @@ func (p Phase) LedgerState() LedgerState {
 		return LedgerRunning
 	case PhasePaused, PhaseResuming:
 		return LedgerPaused
+	case PhaseStopping, PhaseDeleted, PhaseCompleted, PhaseFailed:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return LedgerKilled
 }

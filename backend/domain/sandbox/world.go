@@ -32,6 +32,8 @@ func JobState(p Phase, killReason string) string {
 		return JobCompleted
 	case PhaseFailed:
 		return JobFailed
+	case PhaseDeleted:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return JobTerminated
 }

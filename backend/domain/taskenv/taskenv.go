@@ -69,6 +69,8 @@ func Of(p sandbox.Phase, killReason string, shown State) State {
 		return StateTornDown
 	case sandbox.PhaseFailed:
 		return StateFailed
+	case sandbox.PhaseDeleted, sandbox.PhaseCompleted:
+		// as below the switch; named so that a value added to the enum is decided here
 	}
 	return StateTornDown // deleted, completed
 }

@@ -4,6 +4,7 @@
 package agentbin
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func Build() (string, error) {
 			return
 		}
 		path = filepath.Join(dir, "dn-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", path, "./backend/cmd/dn-agent")
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", path, "./backend/cmd/dn-agent")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if out, berr := cmd.CombinedOutput(); berr != nil {

@@ -51,7 +51,7 @@ func Do(t testing.TB, baseURL, method, path string, body any, headers ...string)
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, baseURL+path, rd)
+	req, err := http.NewRequestWithContext(context.Background(), method, baseURL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "dreadnode-backend")
-		cmd := exec.Command("go", "build", "-o", binPath, "./backend/cmd/dreadnode-backend")
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", binPath, "./backend/cmd/dreadnode-backend")
 		cmd.Dir = root
 		// Static, as `make run` and the image build it: the backend finds
 		// no dn-agent beside it and injects itself as the sandbox agent.
@@ -140,7 +140,7 @@ func (b *Backend) start(t testing.TB) {
 	for k, v := range b.opts.Env {
 		env = append(env, k+"="+v)
 	}
-	b.cmd = exec.Command(Binary(t), "serve")
+	b.cmd = exec.CommandContext(context.Background(), Binary(t), "serve")
 	b.cmd.Env = env
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := b.cmd.StdoutPipe()
@@ -180,7 +180,8 @@ func (b *Backend) start(t testing.TB) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(b.URL + "/readyz")
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, b.URL+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

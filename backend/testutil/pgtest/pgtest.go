@@ -89,7 +89,7 @@ func StartCluster() (*Cluster, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
+	initdb := exec.CommandContext(context.Background(), filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
 		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	initdb.Env = append(os.Environ(), "LC_ALL=C")
@@ -142,7 +142,7 @@ func start(bin, dir string, cred *syscall.Credential) (*Cluster, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(bin, "postgres"),
+	cmd := exec.CommandContext(context.Background(), filepath.Join(bin, "postgres"),
 		"-D", filepath.Join(dir, "data"),
 		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
 		// Throwaway data: durability costs time and buys nothing.
@@ -184,7 +184,7 @@ func readLog(path string) string {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

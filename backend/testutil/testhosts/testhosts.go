@@ -6,6 +6,7 @@
 package testhosts
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -25,7 +26,10 @@ func Start(t testing.TB, prefix netip.Prefix, n int) (addrs []string, port int) 
 	t.Helper()
 	ns, addrs := Hosts(t, prefix, n)
 	var ln net.Listener
-	In(t, ns, func() (err error) { ln, err = net.Listen("tcp", "0.0.0.0:0"); return err })
+	In(t, ns, func() (err error) {
+		ln, err = (&net.ListenConfig{}).Listen(context.Background(), "tcp", "0.0.0.0:0")
+		return err
+	})
 	return addrs, AcceptAll(t, ln)
 }
 
@@ -42,8 +46,8 @@ func Hosts(t testing.TB, prefix netip.Prefix, n int) (ns string, addrs []string)
 	tag := fmt.Sprintf("%04x", rand.IntN(1<<16))
 	ns, host, peer := "dnth-"+tag, "dnthh"+tag, "dnthn"+tag
 	t.Cleanup(func() {
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-		_ = exec.Command("ip", "link", "del", host).Run()
+		_ = exec.CommandContext(context.Background(), "ip", "netns", "del", ns).Run()
+		_ = exec.CommandContext(context.Background(), "ip", "link", "del", host).Run()
 	})
 	cmds := [][]string{
 		{"netns", "add", ns},
@@ -60,7 +64,7 @@ func Hosts(t testing.TB, prefix netip.Prefix, n int) (ns string, addrs []string)
 	cmds = append(cmds, []string{"-n", ns, "link", "set", peer, "up"}, []string{"-n", ns, "link", "set", "lo", "up"},
 		[]string{"-n", ns, "route", "add", "default", "via", at(1)})
 	for _, cmd := range cmds {
-		if out, err := exec.Command("ip", cmd...).CombinedOutput(); err != nil {
+		if out, err := exec.CommandContext(context.Background(), "ip", cmd...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s (is %s used by another test?)", cmd, err, out, prefix)
 		}
 	}

@@ -21,9 +21,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // envd, as reached through E2B's proxy at https://49983-<id>.<domain>; here at

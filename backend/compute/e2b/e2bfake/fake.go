@@ -48,8 +48,8 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 // Routes, as "METHOD path-template" of openapi.yml, for FailNext and Count.
@@ -267,8 +267,10 @@ func New(t testing.TB, opts ...Option) *Server {
 		s.releaseHolds() // held requests would keep Close waiting
 		close(s.stop)
 		s.sending.Wait()
-		s.srv.Close()
+		// Processes end first: a client following one (a sandbox's main
+		// command) holds its stream open, which Close would wait for.
 		s.killAll()
+		s.srv.Close()
 		for _, v := range s.Violations() {
 			t.Errorf("e2bfake: spec violation: %s", v)
 		}

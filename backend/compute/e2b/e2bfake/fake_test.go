@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/e2bfake"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process/processconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process/processconnect"
 )
 
 func send(t *testing.T, f *e2bfake.Server, method, url, body string, header map[string]string) (int, string) {

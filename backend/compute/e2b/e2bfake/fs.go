@@ -11,8 +11,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem/filesystemconnect"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem/filesystemconnect"
 )
 
 // fsService is envd's filesystem.Filesystem over the fake's in-memory

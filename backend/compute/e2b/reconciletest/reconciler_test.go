@@ -20,6 +20,7 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/reconciler"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store/storetest"
 )
 
 var fastRetry = e2b.RetryConfig{MaxAttempts: 5, MaxElapsed: 10 * time.Second, BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond}
@@ -75,7 +76,7 @@ func (r recEnv) insert(t *testing.T, id string, phase sandbox.Phase, mutate func
 	if mutate != nil {
 		mutate(rec)
 	}
-	if err := r.db.InsertFixture(context.Background(), rec); err != nil {
+	if err := storetest.InsertFixture(context.Background(), r.db, rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec

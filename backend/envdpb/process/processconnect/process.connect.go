@@ -8,7 +8,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	process "github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/process"
+	process "github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/process"
 	http "net/http"
 	strings "strings"
 )

@@ -23,7 +23,7 @@ if [ ! -f "$spec/process.proto" ] || [ ! -f "$spec/filesystem.proto" ]; then
 	exit 1
 fi
 mod=$(sed -n 's/^module //p' "$root/go.mod")
-pkg=$mod/backend/compute/e2b/envdpb
+pkg=$mod/backend/envdpb
 M="Mprocess.proto=$pkg/process;process,Mfilesystem.proto=$pkg/filesystem;filesystem"
 protoc -I "$spec" \
 	--go_out="$here" --go_opt=paths=source_relative --go_opt="$M" \

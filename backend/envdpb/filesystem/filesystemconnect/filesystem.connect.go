@@ -8,7 +8,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	filesystem "github.com/dreadnode/terraform-provider-dreadnode/backend/compute/e2b/envdpb/filesystem"
+	filesystem "github.com/dreadnode/terraform-provider-dreadnode/backend/envdpb/filesystem"
 	http "net/http"
 	strings "strings"
 )
