@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	logDiskLimit(ctx, log, a.Provider)
 	a.Reconciler = reconciler.New(reconciler.Config{DB: db, Provider: a.Provider, Logger: log, Interval: cfg.ReconcileInterval,
-		ObserveEvery: cfg.ObserveEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
+		ObserveEvery: cfg.ObserveEvery, ImageGrace: cfg.ImageGrace, ImageSweepEvery: cfg.ImageSweepEvery, OnChange: a.onChange, RequeueDelay: 2 * time.Second, ReplicaID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL})
 	a.Admission = admission.New(admission.Config{DB: db, Capacity: capacity, MaxQueue: cfg.MaxQueue, Interval: cfg.ReconcileInterval,
 		Logger: log, Admitted: func(r *store.Record) {
 			a.Reconciler.Changed(r)

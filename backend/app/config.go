@@ -36,11 +36,16 @@ type Config struct {
 	// ObserveEvery is how often the reconciler compares every instance with
 	// its record (default 5 s); tests lengthen it to show that a provider's
 	// event, not a poll, applied a change.
-	ObserveEvery  time.Duration
-	WarmPoolSize  int
-	DockerHost    string
-	DockerNetwork string
-	DockerImage   string
+	ObserveEvery time.Duration
+	// ImageGrace and ImageSweepEvery are the orphan image sweep's
+	// (reconciler.Config; defaults 10 minutes and a minute); tests shorten
+	// them to see an orphaned image go.
+	ImageGrace      time.Duration
+	ImageSweepEvery time.Duration
+	WarmPoolSize    int
+	DockerHost      string
+	DockerNetwork   string
+	DockerImage     string
 	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
 	// base template's sandboxes, e.g. runsc; "" is the engine's default.
 	DockerRuntime string

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -15,12 +16,20 @@ import (
 // newTemplates is the service of an org's own templates and snapshots
 // (API §14–§15): builds on the provider's build engine, snapshots and
 // image removal on the provider that keeps local images (Docker; under a
-// multi provider, the first that does), uploaded COPY files under the data
-// directory.
+// multi provider, the first that does), uploaded COPY files in the
+// database (every replica reads them; see templates/files.go), spooled
+// under the data directory while they arrive.
 func (a *App) newTemplates(cfg Config) *templates.Service {
 	tc := templates.Config{DB: a.DB, Static: a.Provider.Templates, Logger: a.Log}
 	if cfg.DataDir != "" {
-		tc.FilesDir = filepath.Join(cfg.DataDir, "template-files")
+		tc.SpoolDir = filepath.Join(cfg.DataDir, "template-uploads")
+		if err := os.MkdirAll(tc.SpoolDir, 0o700); err != nil {
+			a.Log.Warn("making the spool directory of template uploads; the system's temporary directory is used", "dir", tc.SpoolDir, "error", err)
+			tc.SpoolDir = ""
+		}
+		// Earlier versions kept uploads here, on one replica's disk; they
+		// now live in the database and clients upload again what is missing.
+		_ = os.RemoveAll(filepath.Join(cfg.DataDir, "template-files"))
 	}
 	if b, ok := a.Provider.(compute.TemplateBuilder); ok {
 		tc.Builder = b

@@ -200,7 +200,7 @@ func (db *DB) DeleteTemplate(ctx context.Context, org, id string) (images []stri
 				return err
 			}
 		}
-		return nil
+		return deleteTemplateFilesTx(ctx, tx, id)
 	})
 	return images, err
 }
@@ -323,12 +323,15 @@ func (db *DB) BuildLog(ctx context.Context, buildID string, offset, limit int) (
 	}, fmt.Sprintf(`SELECT n, at, level, step, message FROM template_build_logs WHERE build_id = ? AND n >= ? ORDER BY n LIMIT %d`, limit), buildID, offset)
 }
 
-// TemplateBytes is the size of org's ready builds' images, together.
+// TemplateBytes is what org's templates hold, together: its ready builds'
+// images and the files uploaded for its builds' COPY steps (max_template_bytes
+// bounds both).
 func TemplateBytes(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, org string) (int64, error) {
 	var n int64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(size_bytes), 0) FROM template_builds WHERE org_id = ?`, org).Scan(&n)
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(size_bytes), 0) + (SELECT COALESCE(SUM(size_bytes), 0) FROM template_files WHERE org_id = ?)
+		FROM template_builds WHERE org_id = ?`, org, org).Scan(&n)
 	return n, err
 }
 

@@ -15,15 +15,29 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
 // Files of COPY steps: E2B's SDK hashes each step's files, asks
 // GET /templates/{id}/files/{hash} whether the backend has them, and
 // uploads the archive (a gzip'd tar) to the link answered, without its
-// API key (E2B links to its storage); the build reads it by hash. They
-// are kept under FilesDir/<org>/<template>/<hash>, removed with the
-// template. The link is signed (HMAC of org, template, hash and expiry
-// with a secret of the database) and expires.
+// API key (E2B links to its storage); the build reads it by hash. The link
+// is signed (HMAC of org, template, hash and expiry with a secret of the
+// database) and expires.
+//
+// The archives are kept in the database (store.PutTemplateFile, chunked),
+// not on the disk of the replica that received the upload: behind a load
+// balancer the status query, the upload and the build's start may each
+// reach another replica, and a build runs on the replica that received
+// its start, so a replica's own data directory would answer "not present"
+// and fail the build on every other replica. The database is the one store
+// every replica already shares, on SQLite and PostgreSQL alike, with no
+// object store to configure; uploads are bounded (MaxFileBytes and the
+// org's max_template_bytes) so it stays a modest share of it. An upload is
+// spooled to a local temporary file first, so the database transaction
+// that writes it lasts as long as the database takes, never as long as a
+// slow client: on SQLite it holds the one writer. The transaction writes
+// the archive and its record at once: a failed upload leaves nothing.
 
 // MaxFileBytes bounds one uploaded archive (the engine bounds it too).
 const MaxFileBytes = 1 << 30
@@ -49,11 +63,10 @@ func (s *Service) FileStatus(ctx context.Context, org, ref, hash string) (FileUp
 	if err != nil {
 		return FileUpload{}, "", err
 	}
-	if s.cfg.FilesDir == "" {
-		return FileUpload{}, "", &domain.UnavailableError{Detail: "this backend keeps no template files (no data directory)"}
-	}
-	if _, err := os.Stat(s.filePath(org, t.ID, hash)); err == nil {
+	if _, err := s.db.TemplateFileOf(ctx, org, t.ID, hash); err == nil {
 		return FileUpload{Present: true}, t.ID, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return FileUpload{}, "", err
 	}
 	exp := s.now().Add(uploadTTL).Unix()
 	sig, err := s.sign(ctx, org, t.ID, hash, exp)
@@ -77,7 +90,7 @@ func (s *Service) sign(ctx context.Context, org, templateID, hash string, exp in
 // credential: no API key).
 func (s *Service) PutFile(ctx context.Context, org, templateID, hash, expires, signature string, body io.Reader) error {
 	exp, err := strconv.ParseInt(expires, 10, 64)
-	if err != nil || !hashPattern.MatchString(hash) || s.cfg.FilesDir == "" {
+	if err != nil || !hashPattern.MatchString(hash) {
 		return &domain.RejectedError{Detail: "not an upload link this backend answered; ask GET /templates/{id}/files/{hash} for one"}
 	}
 	want, err := s.sign(ctx, org, templateID, hash, exp)
@@ -90,42 +103,91 @@ func (s *Service) PutFile(ctx context.Context, org, templateID, hash, expires, s
 	if s.now().Unix() > exp {
 		return &domain.RejectedError{Detail: "the upload link expired; ask GET /templates/{id}/files/{hash} for a new one"}
 	}
-	dir := filepath.Join(s.cfg.FilesDir, org, templateID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The spool is bounded by what the org may still store, so a client
+	// past its quota cannot fill the local disk either.
+	limit, err := s.uploadRoom(ctx, org)
+	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".upload-*")
+	f, err := os.CreateTemp(s.cfg.SpoolDir, spoolPattern)
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
-	n, err := io.Copy(f, io.LimitReader(body, MaxFileBytes+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	defer f.Close()
+	n, err := io.Copy(f, io.LimitReader(body, limit+1))
 	if err != nil {
 		return err
 	}
-	if n > MaxFileBytes {
-		return &domain.QuotaExceededError{Detail: fmt.Sprintf("the archive is larger than %d bytes, the limit of one COPY step's files", MaxFileBytes)}
+	if n > limit {
+		if limit < s.maxFileBytes() {
+			return &domain.QuotaExceededError{Detail: fmt.Sprintf("template quota reached: the archive is larger than the %d bytes left under the org's max_template_bytes (images, snapshots and uploaded files count); delete a template or snapshot, or ask the operator to raise max_template_bytes", limit)}
+		}
+		return &domain.QuotaExceededError{Detail: fmt.Sprintf("the archive is larger than %d bytes, the limit of one COPY step's files", limit)}
 	}
-	return os.Rename(f.Name(), s.filePath(org, templateID, hash))
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	err = s.db.PutTemplateFile(ctx, org, templateID, hash, n, f, s.now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return domain.NotFound("template", templateID)
+	case errors.Is(err, store.ErrTemplateBytes):
+		return &domain.QuotaExceededError{Detail: err.Error() + "; delete a template or snapshot, or ask the operator to raise max_template_bytes"}
+	}
+	return err
 }
 
-func (s *Service) filePath(org, templateID, hash string) string {
-	return filepath.Join(s.cfg.FilesDir, org, templateID, hash)
+// spoolPattern names the temporary files of uploads in flight.
+const spoolPattern = ".template-upload-*"
+
+func (s *Service) maxFileBytes() int64 {
+	if s.cfg.MaxFileBytes > 0 {
+		return s.cfg.MaxFileBytes
+	}
+	return MaxFileBytes
+}
+
+// uploadRoom is the most one upload of org may hold: MaxFileBytes, or
+// less when the org's max_template_bytes leaves less.
+func (s *Service) uploadRoom(ctx context.Context, org string) (int64, error) {
+	limit := s.maxFileBytes()
+	q, err := s.db.TemplateQuotasOf(ctx, org)
+	if err != nil || q.MaxTemplateBytes == nil {
+		return limit, err
+	}
+	used, err := store.TemplateBytes(ctx, s.db.Reader(), org)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, min(limit, *q.MaxTemplateBytes-used)), nil
 }
 
 // filesOf opens the uploaded archives of org's template for its build.
 func (s *Service) filesOf(org, templateID string) func(context.Context, string) (io.ReadCloser, error) {
-	return func(_ context.Context, hash string) (io.ReadCloser, error) {
-		if !hashPattern.MatchString(hash) || s.cfg.FilesDir == "" {
+	return func(ctx context.Context, hash string) (io.ReadCloser, error) {
+		if !hashPattern.MatchString(hash) {
 			return nil, fmt.Errorf("no files of hash %q were uploaded", hash)
 		}
-		f, err := os.Open(s.filePath(org, templateID, hash))
-		if errors.Is(err, os.ErrNotExist) {
+		r, err := s.db.OpenTemplateFile(ctx, org, templateID, hash)
+		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("no files of hash %q were uploaded for this template; upload them first (GET /templates/{id}/files/{hash})", hash)
 		}
-		return f, err
+		return r, err
+	}
+}
+
+// sweepSpool removes the spool files of uploads a previous process left
+// (it stopped mid-upload) once older than an upload link lives: younger
+// ones may belong to another process spooling into the same directory.
+func sweepSpool(dir string, now time.Time) {
+	if dir == "" {
+		return
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, spoolPattern))
+	for _, n := range names {
+		if fi, err := os.Stat(n); err == nil && now.Sub(fi.ModTime()) > uploadTTL {
+			_ = os.Remove(n)
+		}
 	}
 }

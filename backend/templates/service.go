@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,10 +44,14 @@ type Config struct {
 	// Static lists the provider's own templates ("base"): names that are
 	// not an org's and resolve to themselves.
 	Static func(ctx context.Context) ([]compute.Template, error)
-	// FilesDir keeps the files uploaded for COPY steps.
-	FilesDir string
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// SpoolDir holds uploads of COPY steps' files while they arrive,
+	// before they are written to the database ("": the system's
+	// temporary directory).
+	SpoolDir string
+	// MaxFileBytes bounds one upload (default MaxFileBytes).
+	MaxFileBytes int64
+	Logger       *slog.Logger
+	Now          func() time.Time
 	// MaxConcurrentBuilds bounds builds running at once (default 2).
 	MaxConcurrentBuilds int
 	// BuildTimeout bounds one build (default 20 minutes).
@@ -91,6 +93,7 @@ func New(cfg Config) *Service {
 	if cfg.BuildTimeout <= 0 {
 		cfg.BuildTimeout = 20 * time.Minute
 	}
+	sweepSpool(cfg.SpoolDir, cfg.Now())
 	return &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, builds: make(chan struct{}, cfg.MaxConcurrentBuilds)}
 }
 
@@ -304,9 +307,6 @@ func (s *Service) Delete(ctx context.Context, org, ref string) error {
 		return err
 	}
 	s.removeImages(ctx, images)
-	if s.cfg.FilesDir != "" {
-		_ = os.RemoveAll(filepath.Join(s.cfg.FilesDir, org, t.ID))
-	}
 	return nil
 }
 
@@ -315,8 +315,17 @@ func (s *Service) removeImages(ctx context.Context, images []string) {
 		return
 	}
 	for _, img := range images {
-		if err := s.cfg.Images.RemoveImage(context.WithoutCancel(ctx), img); err != nil {
-			s.log.Warn("removing a template's image", "image", img, "error", err)
+		err := s.cfg.Images.RemoveImage(context.WithoutCancel(ctx), img)
+		switch {
+		case err == nil:
+		case compute.KindOf(err) == compute.KindConflict:
+			// A sandbox started from it still has its container (the engine
+			// refuses to pull an image from under it). No retry here: the
+			// reconciler's orphan image sweep removes it once no container
+			// uses it, as no build record names it any more.
+			s.log.Info("a deleted template's image is in use by a sandbox; the orphan image sweep removes it once that sandbox is gone", "image", img)
+		default:
+			s.log.Warn("removing a template's image failed; the orphan image sweep retries", "image", img, "error", err)
 		}
 	}
 }
