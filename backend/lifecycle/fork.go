@@ -53,7 +53,7 @@ func (s *Service) Fork(ctx context.Context, parent *store.Record, opts ForkOptio
 	if err := checkTimeout("timeout", opts.TimeoutSec, s.cfg.MinTimeout); err != nil {
 		return nil, err
 	}
-	if parent.Kind == sandbox.KindTask {
+	if !sandbox.AddressedAsSandbox(parent.Kind) {
 		return nil, domain.NotFound("sandbox", parent.ID)
 	}
 	forkable := parent.Phase == sandbox.PhaseRunning || (opts.AllowPaused && parent.Phase == sandbox.PhasePaused)

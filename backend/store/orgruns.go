@@ -26,8 +26,8 @@ type Span struct{ From, To time.Time }
 // holds one record's timeline at a time whatever the org's size.
 func (db *DB) OrgRuns(ctx context.Context, org string, from, to time.Time, fn func(Run)) error {
 	rows, err := db.r.QueryContext(ctx, `SELECT s.started_at, s.timeline FROM sandboxes s
-		WHERE s.org_id = ? AND s.kind <> ? AND s.started_at IS NOT NULL AND s.started_at <= ? AND (s.killed_at IS NULL OR s.killed_at >= ?)`,
-		org, sandbox.KindTask, to.UnixNano(), from.UnixNano())
+		WHERE s.org_id = ? AND s.kind NOT IN (`+SQLList(sandbox.GroupMemberKinds)+`) AND s.started_at IS NOT NULL AND s.started_at <= ? AND (s.killed_at IS NULL OR s.killed_at >= ?)`,
+		org, to.UnixNano(), from.UnixNano())
 	if err != nil {
 		return err
 	}

@@ -678,10 +678,10 @@ func (db *DB) queryRecords(ctx context.Context, q string, args ...any) ([]*Recor
 	return QueryAll(ctx, db.r, scanRecord, q, args...)
 }
 
-// DueRecords returns the ids of records (other than kind task) the reconciler
+// DueRecords returns the ids of records (other than group members, sandbox.GroupMemberKinds) the reconciler
 // owes work at now: transitional phases, and live ones whose TTL has passed.
 func (db *DB) DueRecords(ctx context.Context, now time.Time) ([]string, error) {
-	return QueryStrings(ctx, db.r, `SELECT id FROM sandboxes WHERE kind <> 'task' AND (
+	return QueryStrings(ctx, db.r, `SELECT id FROM sandboxes WHERE kind NOT IN (`+SQLList(sandbox.GroupMemberKinds)+`) AND (
 		phase IN (`+SQLList(sandbox.Transitional)+`)
 		OR (phase IN (`+SQLList(expirable)+`) AND end_at IS NOT NULL AND end_at <= ?)) ORDER BY seq`, now.UnixNano())
 }
@@ -689,11 +689,11 @@ func (db *DB) DueRecords(ctx context.Context, now time.Time) ([]string, error) {
 // expirable are the stable phases whose TTL the reconciler enforces.
 var expirable = []sandbox.Phase{sandbox.PhaseRunning, sandbox.PhasePaused}
 
-// LiveRecords returns the records (other than kind task) whose instance should
+// LiveRecords returns the records (other than group members, sandbox.GroupMemberKinds) whose instance should
 // exist: everything not terminal. The reconciler compares them with the
 // provider's instances.
 func (db *DB) LiveRecords(ctx context.Context) ([]*Record, error) {
-	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.kind <> 'task'
+	return db.queryRecords(ctx, `SELECT `+recordColumns+` FROM `+recordFrom+` WHERE s.kind NOT IN (`+SQLList(sandbox.GroupMemberKinds)+`)
 		AND s.phase NOT IN (`+SQLList(sandbox.Terminal)+`) ORDER BY s.seq`)
 }
 
@@ -711,9 +711,9 @@ func (db *DB) RecordPhases(ctx context.Context, ids []string) (map[string]sandbo
 	return out, nil
 }
 
-// PhaseCounts counts an org's records (other than kind task) per phase.
+// PhaseCounts counts an org's records (other than group members, sandbox.GroupMemberKinds) per phase.
 func (db *DB) PhaseCounts(ctx context.Context, orgID string) (map[sandbox.Phase]int, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT phase, COUNT(*) FROM sandboxes WHERE org_id = ? AND kind <> 'task' GROUP BY phase`, orgID)
+	rows, err := db.r.QueryContext(ctx, `SELECT phase, COUNT(*) FROM sandboxes WHERE org_id = ? AND kind NOT IN (`+SQLList(sandbox.GroupMemberKinds)+`) GROUP BY phase`, orgID)
 	if err != nil {
 		return nil, err
 	}

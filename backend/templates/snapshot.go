@@ -212,7 +212,7 @@ const commitHold = 30 * time.Minute
 // ended); otherwise not found, as E2B answers.
 func (s *Service) liveSandbox(ctx context.Context, org, id string) (*store.Record, error) {
 	rec, err := s.db.GetOrgRecord(ctx, org, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (rec.Kind == sandbox.KindTask || !rec.Phase.Live() || rec.Phase == sandbox.PhaseStopping)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (!sandbox.AddressedAsSandbox(rec.Kind) || !rec.Phase.Live() || rec.Phase == sandbox.PhaseStopping)) {
 		return nil, domain.NotFound("sandbox", id)
 	}
 	return rec, err

@@ -5,6 +5,8 @@
 // table (store.Transition), the services and reconciler ask for moves.
 package sandbox
 
+import "slices"
+
 // Phase is the internal state of a sandbox record. The lifecycle and ledger
 // APIs project it onto their public states (see PublicState, LedgerState).
 type Phase string
@@ -99,7 +101,13 @@ func AddressedAsSandbox(kind string) bool { return kind != KindTask }
 // reconciler's sandbox driver drives, its logs read from the provider. A
 // task environment's records are driven by the tasks driver, which keeps
 // their logs in the store.
-func OwnInstance(kind string) bool { return kind != KindTask }
+func OwnInstance(kind string) bool { return !slices.Contains(GroupMemberKinds, kind) }
+
+// GroupMemberKinds are the kinds whose records are services of a group
+// (OwnInstance false): the store's queries for the sandbox driver (due
+// records, live records, expiries) and the E2B edge's counts leave them
+// out by this list, not by naming the kind.
+var GroupMemberKinds = []string{KindTask}
 
 // Kill reasons recorded when a record ends. A stopping record's kill reason
 // names the terminal phase it ends in (see FinalPhase).
