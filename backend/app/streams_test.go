@@ -154,7 +154,11 @@ func TestStreamClientDisconnect(t *testing.T) {
 	// Warm up connection pools so they do not count as leaks.
 	ta.req("POST", base+"/exec", map[string]any{"cmd": []string{"true"}}, "X-Access-Token", tok)
 	r := ta.req("POST", base+"/processes", map[string]any{"cmd": []string{"sh", "-c", "echo up; exec sleep 600"}}, "X-Access-Token", tok)
-	pid := int(r.json(t)["pid"].(float64))
+	p, ok := r.json(t)["pid"].(float64)
+	if !ok {
+		t.Fatalf("start a process: %d %s (the sandbox: %s)", r.code, r.body, ta.req("GET", base, nil).body)
+	}
+	pid := int(p)
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	_, next := ta.stream(ctx, "POST", base+"/exec", tok, map[string]any{"cmd": []string{"sh", "-c", "echo up; exec sleep 313"}})
@@ -175,7 +179,7 @@ func TestStreamClientDisconnect(t *testing.T) {
 		return strings.TrimSpace(r.json(t)["stdout"].(string))
 	}
 	if n := count(); n != "1" {
-		t.Fatalf("while the clients listen, %s stream processes run in the sandbox, want 1", n)
+		t.Fatalf("while the clients listen, %s stream processes run in the sandbox, want 1 (the sandbox: %s)", n, ta.req("GET", base, nil).body)
 	}
 	cancel()
 	deadline := time.Now().Add(20 * time.Second)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -110,4 +112,13 @@ func removeDeployment(cli *client.Client, deployment string) {
 	parallel(len(cs), func(i int) {
 		_ = cli.ContainerRemove(ctx, cs[i].ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	})
+	// Task environments' networks (one per environment) and named volumes
+	// outlive their containers: left behind, a few bench runs exhaust the
+	// engine's address pools and every later network create fails.
+	if ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: by}); err == nil {
+		parallel(len(ns), func(i int) { _ = cli.NetworkRemove(ctx, ns[i].ID) })
+	}
+	if vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: by}); err == nil {
+		parallel(len(vs.Volumes), func(i int) { _ = cli.VolumeRemove(ctx, vs.Volumes[i].Name, true) })
+	}
 }
