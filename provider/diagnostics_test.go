@@ -26,6 +26,7 @@ func TestFieldPathsFollowLoc(t *testing.T) {
 		{sandboxFields, []string{"network", "allowOut", "2"}, path.Root("network").AtName("allow_out").AtListIndex(2)},
 		{environmentFields, []string{"inputs", "flag"}, path.Root("inputs").AtMapKey("flag")},
 		{environmentFields, []string{"secret_ids", "1"}, path.Root("secret_ids").AtListIndex(1)},
+		{sandboxFields, []string{"volumeMounts", "0"}, path.Root("volume_mounts").AtListIndex(0)},
 	}
 	for _, tc := range cases {
 		got, ok := tc.fields.pathOf(tc.loc)
@@ -33,7 +34,7 @@ func TestFieldPathsFollowLoc(t *testing.T) {
 			t.Errorf("pathOf(%v) = %s, %v; want %s", tc.loc, got, ok, tc.want)
 		}
 	}
-	if _, ok := sandboxFields.pathOf([]string{"volumeMounts", "0"}); ok {
+	if _, ok := sandboxFields.pathOf([]string{"waitReady"}); ok {
 		t.Error("an unmapped field must not name an attribute")
 	}
 }
