@@ -106,6 +106,11 @@ func replicaLosesItsWork(t *testing.T, s *replicas.Set, isolate, rejoin func()) 
 
 	rejoin()
 	thawedAt := time.Now()
+	// Connections to A kept alive from before it was isolated are stale: A
+	// closes them on its idle timeout as soon as it runs again, and a POST
+	// written into one at that moment is reset, never retried (not
+	// idempotent). Its clients start afresh, as a load balancer's would.
+	http.DefaultClient.CloseIdleConnections()
 	// A works again: a create sent to it is driven to running.
 	canary, err := createReady(a)
 	if err != nil {
