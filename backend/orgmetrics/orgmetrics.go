@@ -145,23 +145,32 @@ func (s *Service) grid(ctx context.Context, org string, from, to time.Time) (*gr
 	buckets := max(1, (to.UnixMilli()-g.from+step-1)/step)
 	g.n = int(buckets) * k
 	g.diff, g.starts = make([]int32, g.n+1), make([]int32, g.n)
-	now := s.now().UnixMilli()
-	end := g.from + int64(g.n)*g.slotMs // exclusive
+	// Slots are found from times, not from milliseconds: a sandbox that
+	// started within the window's last millisecond (a read right after a
+	// create) is in the last slot, not past the end.
+	origin, now := time.UnixMilli(g.from), s.now()
+	slotLen := time.Duration(g.slotMs) * time.Millisecond
+	slot := func(t time.Time) int { return min(int(t.Sub(origin)/slotLen), g.n-1) }
 	err := s.db.OrgRuns(ctx, org, from, to, func(r store.Run) {
-		if at := r.Started.UnixMilli(); at >= g.from && at < end {
-			g.starts[(at-g.from)/g.slotMs]++
+		if !r.Started.Before(origin) && !r.Started.After(to) {
+			g.starts[slot(r.Started)]++
 		}
 		for _, sp := range r.Spans {
-			a, b := sp.From.UnixMilli(), now
-			if !sp.To.IsZero() {
-				b = min(sp.To.UnixMilli(), now)
+			a, b := sp.From, now
+			if !sp.To.IsZero() && sp.To.Before(now) {
+				b = sp.To
 			}
-			a, b = max(a, g.from), min(b, end)
-			if b <= a {
+			if a.Before(origin) {
+				a = origin
+			}
+			if b.After(to) {
+				b = to
+			}
+			if !b.After(a) {
 				continue
 			}
-			g.diff[(a-g.from)/g.slotMs]++
-			g.diff[(b-1-g.from)/g.slotMs+1]--
+			g.diff[slot(a)]++
+			g.diff[slot(b.Add(-time.Nanosecond))+1]--
 		}
 	})
 	if err != nil {

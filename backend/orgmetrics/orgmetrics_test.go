@@ -84,7 +84,7 @@ func TestSeriesAndMaxFromTheLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		for _, o := range []string{"org1", "org2", "idle"} {
+		for _, o := range []string{"org1", "org2", "idle", "fresh"} {
 			if _, _, err := db.EnsureOrg(ctx, o, 1000); err != nil {
 				t.Fatal(err)
 			}
@@ -167,6 +167,22 @@ func TestSeriesAndMaxFromTheLedger(t *testing.T) {
 			if m, err := s.Max(ctx, "idle", metric, t0, at(120)); err != nil || m.Value != 0 || !m.At.Equal(at(120)) {
 				t.Fatalf("idle org's max %s: %+v %v", metric, m, err)
 			}
+		}
+		// A sandbox that began running within the window's last millisecond
+		// (a read right after a create answered) is in the last bucket: it
+		// was dropped when slots were found from whole milliseconds.
+		edge, end := at(120).Add(100*time.Microsecond), at(120).Add(900*time.Microsecond)
+		if err := storetest.InsertFixture(ctx, db, &store.Record{ID: "edge", OrgID: "fresh", Kind: sbx.KindRuntime, Provider: "test", ProviderID: "edge",
+			TemplateID: "base", CPUCount: 1, MemoryMB: 512, CreatedAt: at(119), Phase: sbx.PhaseRunning, StartedAt: edge,
+			Timeline: []store.TimelineEntry{{Phase: string(sbx.PhaseRunning), At: edge}}}); err != nil {
+			t.Fatal(err)
+		}
+		fresh := &Service{db: db, now: func() time.Time { return end }}
+		if _, points, err := fresh.Series(ctx, "fresh", t0, end); err != nil || len(points) != 1 || points[0].Concurrent != 1 || points[0].Starts != 1 {
+			t.Fatalf("a sandbox started in the window's last millisecond: %+v %v", points, err)
+		}
+		if m, err := fresh.Max(ctx, "fresh", ConcurrentSandboxes, t0, end); err != nil || m.Value != 1 {
+			t.Fatalf("its max concurrent: %+v %v", m, err)
 		}
 		var inv *domain.InvalidError
 		if _, err := s.Max(ctx, "org1", "memory", t0, at(120)); !errors.As(err, &inv) || inv.Field != "metric" {
