@@ -47,15 +47,15 @@ func (db *DB) SavedOutput(ctx context.Context, id string) (Output, error) {
 
 // OutputSummary is SavedOutput without the archive.
 func (db *DB) OutputSummary(ctx context.Context, id string) (Output, error) {
-	var o Output
-	var truncated, saved int64
-	err := db.r.QueryRowContext(ctx, `SELECT bytes, files, truncated, saved_at FROM record_outputs WHERE id = ?`, id).
-		Scan(&o.Bytes, &o.Files, &truncated, &saved)
-	if errors.Is(err, sql.ErrNoRows) {
+	got, err := db.OutputSummaries(ctx, []string{id})
+	if err != nil {
+		return Output{}, err
+	}
+	o, ok := got[id]
+	if !ok {
 		return Output{}, ErrNotFound
 	}
-	o.Truncated, o.SavedAt = truncated != 0, time.Unix(0, saved).UTC()
-	return o, err
+	return o, nil
 }
 
 // OutputSummaries is OutputSummary for several records in one query (a page
