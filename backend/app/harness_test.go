@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
@@ -85,18 +83,7 @@ func (ta *testApp) removeContainers() {
 	if err != nil {
 		return
 	}
-	cli := dockertest.Client(ta.t)
-	for _, c := range ta.containers(dep) {
-		_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	}
-	// A task environment's network outlives its containers: left behind,
-	// each run of the suite takes a few of the engine's address pools.
-	by := filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+dep))
-	if ns, err := cli.NetworkList(context.Background(), network.ListOptions{Filters: by}); err == nil {
-		for _, n := range ns {
-			_ = cli.NetworkRemove(context.Background(), n.ID)
-		}
-	}
+	_ = dockertest.RemoveDeployment(context.Background(), dockertest.Client(ta.t), dep)
 }
 
 // containers lists the containers of a deployment (all states).

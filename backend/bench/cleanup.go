@@ -10,13 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 )
 
 // The bench makes hundreds of containers; whichever way it ends (a part
@@ -97,28 +93,13 @@ func onSignals() {
 	}()
 }
 
-// removeDeployment force-removes every container and volume labelled with
-// deployment: the backend's own removal goes through its reconciler, which
-// a failed part may have left mid-way.
+// removeDeployment force-removes every container, network and volume
+// labelled with deployment: the backend's own removal goes through its
+// reconciler, which a failed part may have left mid-way.
 func removeDeployment(cli *client.Client, deployment string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	by := filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+deployment))
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: by})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: listing the containers of deployment %s to remove them: %v\n", deployment, err)
-		return
-	}
-	parallel(len(cs), func(i int) {
-		_ = cli.ContainerRemove(ctx, cs[i].ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	})
-	// Task environments' networks (one per environment) and named volumes
-	// outlive their containers: left behind, a few bench runs exhaust the
-	// engine's address pools and every later network create fails.
-	if ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: by}); err == nil {
-		parallel(len(ns), func(i int) { _ = cli.NetworkRemove(ctx, ns[i].ID) })
-	}
-	if vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: by}); err == nil {
-		parallel(len(vs.Volumes), func(i int) { _ = cli.VolumeRemove(ctx, vs.Volumes[i].Name, true) })
+	if err := dockertest.RemoveDeployment(ctx, cli, deployment); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: removing what deployment %s left: %v\n", deployment, err)
 	}
 }

@@ -17,10 +17,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/apitest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
@@ -104,15 +102,7 @@ func (e *Env) removeContainers() {
 	if err != nil {
 		return
 	}
-	cli := dockertest.Client(e.T)
-	cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+dep))})
-	if err != nil {
-		return
-	}
-	for _, c := range cs {
-		_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	}
+	_ = dockertest.RemoveDeployment(context.Background(), dockertest.Client(e.T), dep)
 }
 
 // ContainersOf lists the containers labelled with record id (all states).

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -184,30 +183,12 @@ func (s *Set) removeContainers(t testing.TB) {
 	if s.Deployment == "" {
 		return
 	}
-	cli := dockertest.Client(t)
 	// Generous: a loaded engine takes seconds per removal.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", compute.LabelDeployment+"="+s.Deployment))})
-	if err != nil {
-		t.Errorf("replicas: listing containers to remove: %v", err)
-		return
+	if err := dockertest.RemoveDeployment(ctx, dockertest.Client(t), s.Deployment); err != nil {
+		t.Errorf("replicas: %v", err)
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-				t.Errorf("replicas: removing container %s: %v", c.ID[:12], err)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // String names the set in logs.
