@@ -27,3 +27,20 @@ func OrgCreditsForUpdateTx(ctx context.Context, tx *sql.Tx, orgID string) (int64
 	}
 	return c, err
 }
+
+// LockOrgQuotasTx serialises, per org, the transactions that count what an
+// org holds against one of its quotas and then add to it (volumes,
+// templates, snapshots, template uploads): under PostgreSQL's READ
+// COMMITTED two such transactions would otherwise both count the same
+// total, both pass, and together exceed the quota. It takes a transaction
+// advisory lock (released when tx ends), so it holds whether or not the
+// org has a row. SQLite needs none: DB.Tx's write transactions already run
+// one at a time. Take it first in the transaction, before any row lock, so
+// every quota transaction locks in the same order.
+func LockOrgQuotasTx(ctx context.Context, tx *sql.Tx, orgID string) error {
+	if !isPostgresTx(tx) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('dreadnode.org-quotas:' || ?, 0))`, orgID)
+	return err
+}

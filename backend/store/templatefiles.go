@@ -38,6 +38,9 @@ type TemplateFile struct {
 // (images and uploads) past max_template_bytes is ErrTemplateBytes.
 func (db *DB) PutTemplateFile(ctx context.Context, org, templateID, hash string, size int64, r io.Reader, at time.Time) error {
 	return db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := LockOrgQuotasTx(ctx, tx, org); err != nil {
+			return err
+		}
 		q := `SELECT id FROM templates WHERE id = ? AND org_id = ?`
 		if isPostgresTx(tx) {
 			q += ` FOR UPDATE`

@@ -125,6 +125,9 @@ func EnsureTemplateTx(ctx context.Context, tx *sql.Tx, t *Template) (out *Templa
 			return nil, false, err
 		}
 	}
+	if err := LockOrgQuotasTx(ctx, tx, t.OrgID); err != nil {
+		return nil, false, err
+	}
 	q, err := templateQuotasOf(ctx, tx, t.OrgID)
 	if err != nil {
 		return nil, false, err

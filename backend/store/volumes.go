@@ -53,6 +53,9 @@ func scanVolume(row interface{ Scan(...any) error }) (*Volume, error) {
 func (db *DB) CreateVolume(ctx context.Context, v *Volume, maxCount int) error {
 	v.CreatedAt = time.Now().UTC()
 	return db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := LockOrgQuotasTx(ctx, tx, v.OrgID); err != nil {
+			return err
+		}
 		var n, same int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN name = ? THEN 1 ELSE 0 END), 0) FROM volumes WHERE org_id = ?`,
 			v.Name, v.OrgID).Scan(&n, &same); err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,6 +72,45 @@ func TestVolumesPerOrg(t *testing.T) {
 		}
 		if err := db.CreateVolume(ctx, &Volume{ID: "vol_f", OrgID: "acme", Name: "data"}, 2); err != nil {
 			t.Fatalf("the name is free again: %v", err)
+		}
+	})
+}
+
+// The count quota holds under concurrent creates of one org: on
+// PostgreSQL (READ COMMITTED) each create counted the org's volumes before
+// any of the others had committed, so several passed a quota of 1.
+func TestVolumeQuotaUnderConcurrentCreates(t *testing.T) {
+	pgtest.EachDatabase(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		db, err := Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for round := range 5 {
+			org := fmt.Sprintf("racing%d", round)
+			const n = 8
+			errs := make(chan error, n)
+			start := make(chan struct{})
+			for i := range n {
+				go func() {
+					<-start
+					errs <- db.CreateVolume(ctx, &Volume{ID: fmt.Sprintf("vol_%s_%d", org, i), OrgID: org, Name: fmt.Sprintf("v%d", i), Provider: "docker"}, 1)
+				}()
+			}
+			close(start)
+			made := 0
+			for range n {
+				switch err := <-errs; {
+				case err == nil:
+					made++
+				case !errors.Is(err, ErrVolumeCount):
+					t.Fatalf("a racing create: %v", err)
+				}
+			}
+			if count, _, err := db.VolumeUsage(ctx, org); err != nil || made != 1 || count != 1 {
+				t.Fatalf("round %d: %d creates passed a max_volumes of 1, the org holds %d (%v)", round, made, count, err)
+			}
 		}
 	})
 }

@@ -142,6 +142,9 @@ func (s *Service) TakeSnapshot(ctx context.Context, org, sandboxID, name string)
 		CPUCount: rec.CPUCount, MemoryMB: rec.MemoryMB, CreatedAt: now, UpdatedAt: now, FinishedAt: now}
 	tag := n.TagOrDefault()
 	err = s.db.Tx(ctx, func(tx *sql.Tx) error {
+		if err := store.LockOrgQuotasTx(ctx, tx, org); err != nil {
+			return err
+		}
 		if err := s.checkSnapshotQuotas(ctx, tx, org, n.Ref, size); err != nil {
 			return err
 		}
