@@ -64,9 +64,10 @@ func Free(pool netip.Prefix, bits int, used []netip.Prefix) (netip.Prefix, bool)
 
 // IsOverlap recognises the daemon's refusal of a subnet that another
 // network took after we listed the engine's networks ("Pool overlaps with
-// other one on this address space").
+// other one on this address space"; not just "overlap", which a network's
+// name in another error may hold).
 func IsOverlap(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "overlap")
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "pool overlaps")
 }
 
 // ExhaustedError is Create's answer when no subnet of the pool is free.

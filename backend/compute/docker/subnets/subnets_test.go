@@ -1,6 +1,7 @@
 package subnets
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 )
@@ -36,5 +37,20 @@ func TestFree(t *testing.T) {
 	}
 	if p, ok := Free(pool, 15, nil); ok {
 		t.Fatalf("picked %s, larger than the pool", p)
+	}
+}
+
+func TestIsOverlap(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"Error response from daemon: Pool overlaps with other one on this address space":                       true,
+		"Error response from daemon: invalid pool request: Pool overlaps with other one on this address space": true,
+		"Error response from daemon: network with name dn-overlap-1 already exists":                            false,
+	} {
+		if got := IsOverlap(errors.New(msg)); got != want {
+			t.Errorf("%q: %v, want %v", msg, got, want)
+		}
+	}
+	if IsOverlap(nil) {
+		t.Error("nil is an overlap")
 	}
 }
