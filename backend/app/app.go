@@ -236,7 +236,7 @@ func buildProvider(cfg Config, name string, env providerEnv) (compute.Provider, 
 	deployment := env.deployment
 	switch name {
 	case "docker":
-		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, BaseImage: cfg.DockerImage,
+		p, err := docker.New(docker.Config{Host: cfg.DockerHost, Network: cfg.DockerNetwork, NetworkPool: cfg.DockerNetworkPool, BaseImage: cfg.DockerImage,
 			Runtime: cfg.DockerRuntime, DiskLimitMB: diskLimit(cfg.DockerDiskLimitMB), WarmPoolSize: cfg.WarmPoolSize, Scope: deployment,
 			Egress: cfg.DockerEgress, AgentBinary: cfg.AgentBinary, AgentTokenSeed: env.agentSeed, Logger: env.log})
 		if err != nil {

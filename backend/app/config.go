@@ -5,6 +5,7 @@ package app
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,6 +47,9 @@ type Config struct {
 	DockerHost      string
 	DockerNetwork   string
 	DockerImage     string
+	// DockerNetworkPool (DOCKER_NETWORK_POOL) is the IPv4 range the
+	// sandboxes' bridges take their subnets from, a /22 each.
+	DockerNetworkPool string
 	// DockerRuntime (DOCKER_SANDBOX_RUNTIME) is the engine runtime of the
 	// base template's sandboxes, e.g. runsc; "" is the engine's default.
 	DockerRuntime string
@@ -151,6 +155,7 @@ func ConfigFromEnv() (Config, error) {
 		DockerHost:        e.Docker.Host,
 		DockerNetwork:     e.Docker.Network,
 		DockerImage:       e.Docker.Image,
+		DockerNetworkPool: e.Docker.NetworkPool,
 		DockerRuntime:     e.Docker.Runtime,
 		DockerDiskLimitMB: e.Docker.DiskLimitMB,
 		AgentBinary:       e.AgentBinary,
@@ -173,6 +178,9 @@ func ConfigFromEnv() (Config, error) {
 	}
 	if c.MinTimeoutSec < 1 || c.MinTimeoutSec > 60 {
 		return c, fmt.Errorf("DREADNODE_MIN_TIMEOUT_SEC: must be between 1 and 60, got %d", c.MinTimeoutSec)
+	}
+	if err := checkNetworkPool(c.DockerNetworkPool); err != nil {
+		return c, fmt.Errorf("DOCKER_NETWORK_POOL: %w", err)
 	}
 	if c.DockerDiskLimitMB < 0 {
 		return c, fmt.Errorf("DOCKER_DISK_LIMIT_MB: must be 0 (no cap) or more, got %d", c.DockerDiskLimitMB)
@@ -269,4 +277,31 @@ func webhookConfig(e config.Webhooks) (events.DeliveryConfig, error) {
 		return c, fmt.Errorf("DREADNODE_WEBHOOK_BACKOFF_MAX must be at least 1s and DREADNODE_WEBHOOK_GIVE_UP at least 1m (got %s, %s)", c.BackoffMax, c.GiveUp)
 	}
 	return c, nil
+}
+
+// checkNetworkPool refuses a sandbox network pool the provider could not
+// use, or one that shares addresses with the task environments' pool (the
+// two would take each other's subnets) or with Docker's default address
+// pools (a network made without a subnet could then take the range,
+// whoever makes it).
+func checkNetworkPool(s string) error {
+	pool, err := docker.ParseNetworkPool(s)
+	if err != nil {
+		return err
+	}
+	others := []struct{ name, prefix string }{
+		{"task environments' pool", docker.DefaultSubnetPool},
+		{"Docker's default address pools", "192.168.0.0/16"},
+		{"loopback range", "127.0.0.0/8"},
+		{"link-local range", "169.254.0.0/16"},
+	}
+	for i := 17; i <= 31; i++ { // Docker's other default pools, 172.17–172.31/16
+		others = append(others, struct{ name, prefix string }{"Docker's default address pools", fmt.Sprintf("172.%d.0.0/16", i)})
+	}
+	for _, other := range others {
+		if o := netip.MustParsePrefix(other.prefix); pool.Overlaps(o) {
+			return fmt.Errorf("%s overlaps the %s (%s); choose a range outside it, such as %s", pool, other.name, o, docker.DefaultNetworkPool)
+		}
+	}
+	return nil
 }

@@ -145,12 +145,28 @@ func TestConfigDefaultsAreThePackages(t *testing.T) {
 		{"DREADNODE_MAX_BODY_BYTES", cfg.MaxBodyBytes, int64(DefaultMaxBodyBytes)},
 		{"DREADNODE_BOOTSTRAP_CREDITS", cfg.BootstrapCredits, float64(DefaultBootstrapCredits)},
 		{"DOCKER_DISK_LIMIT_MB", cfg.DockerDiskLimitMB, docker.DefaultDiskLimitMB},
+		{"DOCKER_NETWORK_POOL", cfg.DockerNetworkPool, docker.DefaultNetworkPool},
 		{"DREADNODE_SETTLE_INTERVAL", cfg.SettleInterval, billing.DefaultSettleInterval},
 		{"DREADNODE_CREDIT_RATES", *cfg.CreditRates, billing.DefaultRates},
 		{"DREADNODE_TASKS_DIR", cfg.TasksDir, tasks.DefaultCatalogDir},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s defaults to %v in config.Backend, %v in its package", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestConfigNetworkPool(t *testing.T) {
+	for val, want := range map[string]string{"": docker.DefaultNetworkPool, "10.220.0.0/16": "10.220.0.0/16", "10.20.0.0/22": "10.20.0.0/22",
+		"10.220.0.0/23": "", "nonsense": "", "fd00::/48": "", "10.213.4.0/22": "", "10.0.0.0/8": "", "172.20.0.0/16": "",
+		"192.168.64.0/20": "", "127.0.0.0/16": "", "169.254.0.0/16": ""} {
+		t.Setenv("DOCKER_NETWORK_POOL", val)
+		cfg, err := ConfigFromEnv()
+		switch {
+		case want != "" && (err != nil || cfg.DockerNetworkPool != want):
+			t.Errorf("DOCKER_NETWORK_POOL=%q: %q, %v; want %q", val, cfg.DockerNetworkPool, err, want)
+		case want == "" && (err == nil || !strings.Contains(err.Error(), "DOCKER_NETWORK_POOL")):
+			t.Errorf("DOCKER_NETWORK_POOL=%q: error %v; want one naming the variable", val, err)
 		}
 	}
 }

@@ -117,6 +117,7 @@ type Billing struct {
 type Docker struct {
 	Host          string `env:"DOCKER_HOST"`
 	Network       string `env:"DOCKER_NETWORK"`
+	NetworkPool   string `env:"DOCKER_NETWORK_POOL" envDefault:"10.214.0.0/16"`
 	Image         string `env:"DOCKER_RUNTIME_IMAGE"`
 	Runtime       string `env:"DOCKER_SANDBOX_RUNTIME"`
 	DiskLimitMB   int    `env:"DOCKER_DISK_LIMIT_MB" envDefault:"10240"`

@@ -64,9 +64,7 @@ func TestComposeDeploymentStarts(t *testing.T) {
 
 	pg := p.Services["postgres"]
 	buildContext(t, cli, pg.Build.Context, pg.Image)
-	if _, err := cli.NetworkCreate(ctx, run, network.CreateOptions{Labels: label}); err != nil {
-		t.Fatal(err)
-	}
+	dockertest.CreateNetwork(t, cli, run, network.CreateOptions{Labels: label})
 	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: run + "-pgdata", Labels: label}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/ids"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 )
 
 // benchTask is the task every benchmark provisions (two services, one with
@@ -47,10 +48,7 @@ func rawUp(b *testing.B, h *harness, tmpl []container.InspectResponse) func() {
 	b.Helper()
 	ctx := context.Background()
 	name := "dn-raw-" + ids.New()
-	netResp, err := h.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: map[string]string{"dev.dreadnode.bench": "raw"}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	netID := dockertest.CreateNetwork(b, h.cli, name, network.CreateOptions{Driver: "bridge", Labels: map[string]string{"dev.dreadnode.bench": "raw"}})
 	idsCh := make(chan string, len(tmpl))
 	var wg sync.WaitGroup
 	for _, in := range tmpl {
@@ -87,7 +85,7 @@ func rawUp(b *testing.B, h *harness, tmpl []container.InspectResponse) func() {
 		for _, id := range cids {
 			_ = h.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 		}
-		_ = h.cli.NetworkRemove(ctx, netResp.ID)
+		_ = h.cli.NetworkRemove(ctx, netID)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

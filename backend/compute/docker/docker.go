@@ -26,6 +26,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -73,6 +74,11 @@ type Config struct {
 	// (DOCKER_SANDBOX_RUNTIME, e.g. runsc for gVisor); "" is the engine's
 	// default. Templates given in Templates name their own.
 	Runtime string
+	// NetworkPool is the IPv4 prefix the provider's own networks (Network
+	// and its -isolated twin) take their subnets from, a /NetworkBits each
+	// (DOCKER_NETWORK_POOL, default DefaultNetworkPool; subnet.go says why).
+	// An existing network keeps the subnet it has.
+	NetworkPool string
 	// DiskLimitMB caps each container's writable layer (DOCKER_DISK_LIMIT_MB,
 	// default DefaultDiskLimitMB; negative: no cap) where the storage driver
 	// supports it; where it does not, a watchdog stops containers past it
@@ -105,6 +111,9 @@ type Config struct {
 	Egress EgressConfig
 
 	egressRunner egress.Runner // tests: nil runs nft
+	// networkBits is the size of the provider's networks (tests: smaller
+	// ones, so that a test binary's many networks fit a pool; 0: NetworkBits).
+	networkBits int
 	// egressNameservers are the resolvers sandbox bridges reach on port
 	// 53 (tests: a resolver of their own; nil: the host's, hostResolvers).
 	egressNameservers []netip.Addr
@@ -131,9 +140,10 @@ type Provider struct {
 	templates map[string]compute.Template
 	images    map[string]string
 
-	netMu  sync.Mutex
-	netIDs map[string]string // network name -> id, filled on first use
-	ownNet bool              // the network name is derived from Scope: Close removes it when unused
+	netMu   sync.Mutex
+	netIDs  map[string]string // network name -> id, filled on first use
+	netPool netip.Prefix      // Config.NetworkPool, parsed
+	ownNet  bool              // the network name is derived from Scope: Close removes it when unused
 	// releaseDeployment drops the lock that tells other backends this
 	// deployment runs (liveness.go).
 	releaseDeployment func()
@@ -199,6 +209,13 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
+	if cfg.NetworkPool == "" {
+		cfg.NetworkPool = DefaultNetworkPool
+	}
+	netPool, err := parseNetworkPool(cfg.NetworkPool, cmp.Or(cfg.networkBits, NetworkBits))
+	if err != nil {
+		return nil, compute.Errorf(compute.KindInvalid, "new", err, "NetworkPool: %v", err)
+	}
 	bin, err := loadAgent(cfg.AgentBinary)
 	if err != nil {
 		return nil, compute.Errorf(compute.KindInvalid, "new", err, "%v", err)
@@ -219,6 +236,7 @@ func New(cfg Config) (*Provider, error) {
 		templates:  map[string]compute.Template{},
 		images:     map[string]string{},
 		netIDs:     map[string]string{},
+		netPool:    netPool,
 		ownNet:     ownNet,
 		cpuSamples: map[string]cpuSample{},
 		agentHTTP:  newAgentHTTP(),

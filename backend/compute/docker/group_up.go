@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/subnets"
 )
 
 // svcRun tracks one service during Up.
@@ -657,39 +658,21 @@ func (e *Groups) createNetwork(ctx context.Context, t compute.GroupTarget) (stri
 // reserveSubnet picks a /26 of the pool that no Docker network uses and no
 // concurrent creation holds.
 func (e *Groups) reserveSubnet(ctx context.Context) (netip.Prefix, error) {
-	nets, err := e.cli.NetworkList(ctx, network.ListOptions{})
+	used, err := subnets.Used(ctx, e.cli)
 	if err != nil {
 		return netip.Prefix{}, perr(err, "listing networks")
-	}
-	var used []netip.Prefix
-	for _, n := range nets {
-		for _, c := range n.IPAM.Config {
-			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
-				used = append(used, p)
-			}
-		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for p := range e.reserved {
 		used = append(used, p)
 	}
-	const bits = 26
-	n := 1 << (bits - e.pool.Bits())
-	base := e.pool.Addr().As4()
-	start := int(time.Now().UnixNano() % int64(n)) // spread concurrent backends
-	for i := 0; i < n; i++ {
-		k := (start + i) % n
-		off := uint32(k) << (32 - bits)
-		v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-		v += off
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits)
-		if !slices.ContainsFunc(used, cand.Overlaps) {
-			e.reserved[cand] = true
-			return cand, nil
-		}
+	cand, ok := subnets.Free(e.pool, 26, used)
+	if !ok {
+		return netip.Prefix{}, &compute.ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("the subnet pool %s is exhausted", e.pool)}
 	}
-	return netip.Prefix{}, &compute.ProviderError{Op: "creating the environment's network", Err: fmt.Errorf("the subnet pool %s is exhausted", e.pool)}
+	e.reserved[cand] = true
+	return cand, nil
 }
 
 func (e *Groups) releaseSubnet(p netip.Prefix) {

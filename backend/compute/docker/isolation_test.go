@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 )
 
 // probeScript connects to every host:port argument at once (2 s each) and
@@ -91,9 +92,7 @@ func taskService(t *testing.T, p *Provider) (name, alias, ip string) {
 	ctx := context.Background()
 	suffix := randomHex(4)
 	netName, name, alias := testNetwork+"-task-"+suffix, testNetwork+"-task-"+suffix+"-web", "web-"+suffix
-	if _, err := p.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "bridge"}); err != nil {
-		t.Fatal(err)
-	}
+	dockertest.CreateNetwork(t, p.cli, netName, network.CreateOptions{Driver: "bridge"})
 	t.Cleanup(func() { _ = p.cli.NetworkRemove(context.Background(), netName) })
 	resp, err := p.cli.ContainerCreate(ctx,
 		&container.Config{Image: p.cfg.BaseImage, Cmd: []string{"python3", "-m", "http.server", "8080"}},
@@ -172,9 +171,7 @@ func TestNetworkWithInterContainerTrafficIsRefused(t *testing.T) {
 	ctx := context.Background()
 	name := testNetwork + "-icc-" + randomHex(4)
 	p := newProvider(t, Config{Network: name})
-	if _, err := p.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge"}); err != nil {
-		t.Fatal(err)
-	}
+	dockertest.CreateNetwork(t, p.cli, name, network.CreateOptions{Driver: "bridge"})
 	t.Cleanup(func() { _ = p.cli.NetworkRemove(context.Background(), name) })
 	spec := testSpec()
 	cleanupRecord(t, p, spec.RecordID)
@@ -238,10 +235,8 @@ func TestLeftoverDeploymentNetworksArePruned(t *testing.T) {
 	cli := newProvider(t, Config{}).cli
 	leftover := func(scope string) string {
 		name := networkOf(scope)
-		if _, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge",
-			Labels: map[string]string{compute.LabelManaged: "true", labelScope: scope}}); err != nil {
-			t.Fatal(err)
-		}
+		dockertest.CreateNetwork(t, cli, name, network.CreateOptions{Driver: "bridge",
+			Labels: map[string]string{compute.LabelManaged: "true", labelScope: scope}})
 		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), name) })
 		return name
 	}

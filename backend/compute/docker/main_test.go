@@ -15,6 +15,7 @@ import (
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/dockertest"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/images"
 )
 
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 	}
 	// Create the shared test networks up front: the tests use one provider
 	// each, and providers only serialise network creation among themselves.
-	if p, err := New(Config{Network: testNetwork}); err == nil {
+	if p, err := New(testConfig(Config{Network: testNetwork})); err == nil {
 		for _, internal := range []bool{false, true} {
 			name := testNetwork + map[bool]string{true: "-isolated"}[internal]
 			if _, err := p.ensureNetwork(context.Background(), name, internal); err != nil {
@@ -91,12 +92,24 @@ func removeTestImages() {
 // noAgent as Config.AgentBinary makes newProvider leave the agent out.
 const noAgent = "none"
 
+// testConfig puts the networks cfg's provider creates in the tests' subnet
+// pool, a /24 each: a test binary keeps some forty until it ends, most of
+// the default pool's 64 /22s, and several binaries share one engine.
+func testConfig(cfg Config) Config {
+	if cfg.NetworkPool == "" {
+		cfg.NetworkPool = dockertest.SubnetPool
+		cfg.networkBits = dockertest.SubnetBits
+	}
+	return cfg
+}
+
 // newProvider returns a provider on this binary's test network.
 func newProvider(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	if cfg.Network == "" {
 		cfg.Network = testNetwork
 	}
+	cfg = testConfig(cfg)
 	switch cfg.AgentBinary {
 	case "": // injected by default, as the backend does
 		cfg.AgentBinary = agentbin.Path(t)

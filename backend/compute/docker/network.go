@@ -3,6 +3,7 @@ package docker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/subnets"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
@@ -53,7 +55,15 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 			Labels:   map[string]string{compute.LabelManaged: "true", labelScope: p.cfg.Scope},
 			Options:  map[string]string{iccOption: "false"},
 		}
-		if _, cerr := p.cli.NetworkCreate(ctx, name, opts); cerr != nil && !cerrdefs.IsConflict(cerr) {
+		// An explicit subnet from the provider's pool, never one of the
+		// engine's default pools (subnet.go).
+		_, cerr := subnets.Create(ctx, p.cli, name, opts, p.netPool, cmp.Or(p.cfg.networkBits, NetworkBits))
+		var exhausted *subnets.ExhaustedError
+		switch {
+		case errors.As(cerr, &exhausted):
+			return "", compute.Errorf(compute.KindNetwork, "network", cerr,
+				"could not create Docker network %s: %v; remove unused networks (`docker network ls`) or set DOCKER_NETWORK_POOL to a wider or another range", name, cerr)
+		case cerr != nil && !cerrdefs.IsConflict(cerr):
 			return "", compute.Errorf(compute.KindNetwork, "network", cerr, "could not create Docker network %s: %s", name, daemonMessage(cerr))
 		}
 		net, err = p.findNetwork(ctx, name)

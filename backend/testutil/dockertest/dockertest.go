@@ -3,13 +3,16 @@ package dockertest
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/docker/subnets"
 )
 
 // Client returns a client of the engine, closed at test cleanup.
@@ -38,4 +41,26 @@ func ContainersWithLabel(t testing.TB, label, value string) []container.Summary 
 func ContainersOfRecord(t testing.TB, id string) []container.Summary {
 	t.Helper()
 	return ContainersWithLabel(t, compute.LabelRecord, id)
+}
+
+// SubnetPool is where tests' own networks take their subnets from, a
+// /SubnetBits each: apart from the backend's pools (compute/docker's
+// DefaultNetworkPool and DefaultSubnetPool) and Docker's default ones,
+// which networks left by killed runs would otherwise exhaust for every
+// process sharing the engine (package subnets).
+const SubnetPool = "10.215.0.0/16"
+
+// SubnetBits is the size of a test network: a /24 holds 253 containers,
+// more than any test starts on one, and the pool 256 networks.
+const SubnetBits = 24
+
+// CreateNetwork creates the network name as opts say, on a free subnet of
+// SubnetPool, and returns its id. The caller removes it.
+func CreateNetwork(t testing.TB, cli client.NetworkAPIClient, name string, opts network.CreateOptions) string {
+	t.Helper()
+	resp, err := subnets.Create(context.Background(), cli, name, opts, netip.MustParsePrefix(SubnetPool), SubnetBits)
+	if err != nil {
+		t.Fatalf("creating network %s: %v", name, err)
+	}
+	return resp.ID
 }
