@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -44,7 +41,7 @@ func (p *Provider) ensureNetwork(ctx context.Context, name string, internal bool
 	// Docker 20.10's duplicate-name check is racy; a host-wide file lock
 	// serialises creators on this machine (every process sharing a local
 	// engine), and oldest-wins below settles creators on other machines.
-	unlock := lockHost("network-" + name)
+	unlock := subnets.LockHost("network-" + name)
 	defer unlock()
 	net, err := p.findNetwork(ctx, name)
 	if err == nil && net == nil {
@@ -120,7 +117,7 @@ func (p *Provider) removeNetworks() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range []string{p.cfg.Network, p.cfg.Network + isolatedSuffix} {
-		unlock := lockHost("network-" + name)
+		unlock := subnets.LockHost("network-" + name)
 		if net, err := p.findNetwork(ctx, name); err == nil && net != nil {
 			_ = p.cli.NetworkRemove(ctx, net.ID)
 		}
@@ -147,23 +144,6 @@ func (p *Provider) findNetwork(ctx context.Context, name string) (*network.Summa
 		_ = p.cli.NetworkRemove(ctx, dup.ID)
 	}
 	return &nets[0], nil
-}
-
-// lockHost takes an exclusive flock on a per-name file in the temp dir and
-// returns its release; on any error it does not lock (oldest-wins remains).
-func lockHost(name string) func() {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "dreadnode-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return func() {}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}
 }
 
 // forgetNetwork drops a cached network id after the daemon said it is gone.

@@ -89,7 +89,7 @@ func (e *ExhaustedError) Error() string {
 // The daemon's other errors (a name conflict among them) are returned as
 // they are.
 func Create(ctx context.Context, cli client.NetworkAPIClient, name string, opts network.CreateOptions, pool netip.Prefix, bits int) (network.CreateResponse, error) {
-	unlock := lockHost()
+	unlock := LockHost("subnet-pick")
 	defer unlock()
 	var refused []netip.Prefix
 	for {
@@ -112,11 +112,12 @@ func Create(ctx context.Context, cli client.NetworkAPIClient, name string, opts 
 	}
 }
 
-// lockHost takes the host-wide lock of subnet picking (an flock in the temp
-// dir, which every process sharing a local engine sees) and returns its
-// release; on any error it does not lock, and the overlap retry remains.
-func lockHost() func() {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "dreadnode-subnet-pick.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+// LockHost takes an exclusive flock on the file dreadnode-<name>.lock in
+// the temp dir (which every process sharing a local engine sees) and returns
+// its release; on any error it does not lock, and the caller's own retry
+// (the overlap retry here, oldest-wins for networks of one name) remains.
+func LockHost(name string) func() {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "dreadnode-"+name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return func() {}
 	}
