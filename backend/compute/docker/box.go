@@ -2,6 +2,11 @@ package docker
 
 import (
 	"context"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -58,4 +63,38 @@ func (b *box) create(ctx context.Context, cli *client.Client) (string, error) {
 	}
 	resp, err := cli.ContainerCreate(ctx, b.cfg, b.host, b.net, nil, b.name)
 	return resp.ID, err
+}
+
+// removeContainer force-removes a container with its anonymous volumes. A
+// container that is gone is not an error; one another caller is removing
+// already is the engine's conflict (see removing).
+func removeContainer(ctx context.Context, cli *client.Client, id string) error {
+	err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// removing reports the engine's refusal to remove a container another
+// call is removing already (it will be gone).
+func removing(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "already in progress")
+}
+
+// pauseContainer freezes a container's processes. runc gives up a cgroup
+// v1 freeze that does not settle in time (a process in uninterruptible
+// sleep on a loaded host: "unable to freeze") and thaws the container
+// again, so the freeze is simply tried again, a few times, before the
+// pause is said to fail.
+func pauseContainer(ctx context.Context, cli *client.Client, id string) error {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := cli.ContainerPause(ctx, id)
+		if err != nil && !strings.Contains(err.Error(), "unable to freeze") {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}),
+		backoff.WithMaxTries(6))
+	return err
 }

@@ -258,8 +258,7 @@ func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 			if c.State == container.StatePaused {
 				_ = e.cli.ContainerUnpause(ctx, c.ID)
 			}
-			err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
+			if err := removeContainer(ctx, e.cli, c.ID); err != nil && !removing(err) {
 				mu.Lock()
 				errs = append(errs, perr(err, "removing container %s", strings.TrimPrefix(firstName(c.Names), "/")))
 				mu.Unlock()
@@ -354,7 +353,7 @@ func (e *Groups) Pause(ctx context.Context, envID string) error {
 		if c.State != container.StateRunning {
 			continue
 		}
-		if err := e.cli.ContainerPause(ctx, c.ID); err != nil {
+		if err := pauseContainer(ctx, e.cli, c.ID); err != nil {
 			for _, id := range done { // all or nothing
 				_ = e.cli.ContainerUnpause(context.WithoutCancel(ctx), id)
 			}

@@ -129,7 +129,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 			res.Adopted++
 			continue
 		}
-		if err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+		if err := removeContainer(ctx, e.cli, c.ID); err != nil {
 			return nil, perr(err, "removing a stale container of the environment")
 		}
 	}
@@ -514,7 +514,7 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 		}
 		if errdefs.IsConflict(err) && attempt == 0 {
 			// A container of that name survived an earlier attempt.
-			_ = e.cli.ContainerRemove(cctx, cname, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			_ = removeContainer(cctx, e.cli, cname)
 			continue
 		}
 		if errdefs.IsNotFound(err) {
