@@ -167,7 +167,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	}
 	if a.Tasks, err = tasks.New(tasks.Config{DB: db, CatalogDir: cfg.TasksDir, Logger: log,
 		MinTimeoutSec: cfg.MinTimeoutSec, SweepInterval: cfg.ReconcileInterval, Admit: a.admit, Admission: a.Admission,
-		Groups: a.taskGroups(cfg, deployment, agentSeed), Committer: a.taskCommitter(cfg)}); err != nil {
+		Groups: a.taskGroups(cfg, deployment), Committer: a.taskCommitter(cfg)}); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("task environments: %w", err)
 	}
@@ -278,10 +278,9 @@ func diskLimit(mb int) int {
 // taskGroups makes the group provider of task environments: E2B
 // (sandboxes in a scope of their own, so the reconciler's provider never
 // lists them) when DREADNODE_PROVIDER=e2b, else Docker, on the Docker
-// provider's client (and with its agent) when that is the sandboxes'
-// provider, each network under the provider's egress rules when it has
-// them.
-func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.GroupsFor) (tasks.Engine, error) {
+// provider's client (and with its agent), each network under the
+// provider's egress rules when it has them.
+func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		if cfg.Provider == "e2b" {
 			var ec e2b.Config
@@ -295,13 +294,29 @@ func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.Gr
 			}
 			return g, nil
 		}
-		gc := docker.GroupConfig{Host: cfg.DockerHost, Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
-			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary, AgentTokenSeed: agentSeed}
-		if p, ok := a.Provider.(*docker.Provider); ok {
-			return p.Groups(gc)
+		p := dockerOf(a.Provider)
+		if p == nil {
+			return nil, errors.New("task environments on docker need the docker provider")
 		}
-		return docker.NewGroups(gc)
+		return p.Groups(docker.GroupConfig{Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
+			FilterNetwork: taskNetworkFilter(a.Provider)})
 	}
+}
+
+// dockerOf is the Docker provider of p: p itself, or the one of a
+// multi-provider (DREADNODE_TEMPLATE_PROVIDERS); nil when there is none.
+func dockerOf(p compute.Provider) *docker.Provider {
+	if d, ok := p.(*docker.Provider); ok {
+		return d
+	}
+	if m, ok := p.(*multi.Provider); ok {
+		for _, q := range m.Providers() {
+			if d, ok := q.(*docker.Provider); ok {
+				return d
+			}
+		}
+	}
+	return nil
 }
 
 // committer is the provider's checkpointing (forks), nil when it has none.

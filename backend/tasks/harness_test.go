@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -110,34 +111,60 @@ func newHarnessOn(t testing.TB, dbPath string, opts ...harnessOpt) *harness {
 }
 
 // dockerGroups makes a test Service's Docker group provider from cfg (the
-// Service gives the owner, build timeout and logger), with the agent built
-// from the code under test unless cfg names one.
-func dockerGroups(cfg docker.GroupConfig) func(tasks.GroupsFor) (tasks.Engine, error) {
+// Service gives the owner, build timeout and logger) on a Docker provider
+// of its own, with the agent built from the code under test unless
+// agentBinary names one. The provider filters nothing and caps no disk
+// (the tests that want rules give FilterNetwork), and builds have no
+// network; closing the Service closes it.
+func dockerGroups(cfg docker.GroupConfig, agentBinary ...string) func(tasks.GroupsFor) (tasks.Engine, error) {
 	return func(f tasks.GroupsFor) (tasks.Engine, error) {
 		cfg.Owner, cfg.BuildTimeout, cfg.Logger = f.Owner, f.BuildTimeout, f.Logger
-		if cfg.AgentTokenSeed == "" {
-			// One seed for every process of the test binary (TestCrashKill9's
-			// helper and its successor), as one database gives a deployment.
-			cfg.AgentTokenSeed = "tasks-test-agent-token-seed"
+		if cfg.BuildNetwork == nil {
+			cfg.BuildNetwork = func(context.Context) (string, error) { return "none", nil }
 		}
-		if cfg.AgentBinary == "" {
+		bin := ""
+		if len(agentBinary) > 0 {
+			bin = agentBinary[0]
+		}
+		if bin == "" {
 			var err error
-			if cfg.AgentBinary, err = agentbin.Build(); err != nil {
+			if bin, err = agentbin.Build(); err != nil {
 				return nil, err
 			}
 		}
-		return docker.NewGroups(cfg)
+		// One seed for every process of the test binary (TestCrashKill9's
+		// helper and its successor), as one database gives a deployment.
+		p, err := docker.New(docker.Config{Scope: f.Owner, AgentBinary: bin,
+			AgentTokenSeed: "tasks-test-agent-token-seed", Egress: docker.EgressConfig{Off: true}, DiskLimitMB: -1})
+		if err != nil {
+			return nil, err
+		}
+		g, err := p.Groups(cfg)
+		if err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		return providerGroups{g, p}, nil
 	}
 }
+
+// providerGroups are Groups on a provider made for them alone: closing
+// them closes it.
+type providerGroups struct {
+	*docker.Groups
+	p *docker.Provider
+}
+
+func (g providerGroups) Close() error { return errors.Join(g.Groups.Close(), g.p.Close()) }
 
 // dockerRuntime is the Docker group provider of svc.
 func dockerRuntime(t *testing.T, svc *tasks.Service) *docker.Groups {
 	t.Helper()
-	g, ok := svc.Runtime().(*docker.Groups)
+	g, ok := svc.Runtime().(providerGroups)
 	if !ok {
 		t.Fatalf("the service runs on %T, not Docker", svc.Runtime())
 	}
-	return g
+	return g.Groups
 }
 
 // start (re)starts the Service on the harness's database.

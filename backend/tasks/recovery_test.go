@@ -197,7 +197,7 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	svc, err := tasks.New(tasks.Config{DB: db, CatalogDir: os.Getenv("TASKS_HELPER_CATALOG"), SweepInterval: 200 * time.Millisecond,
-		Groups: dockerGroups(docker.GroupConfig{AgentBinary: os.Getenv("TASKS_HELPER_AGENT")})})
+		Groups: dockerGroups(docker.GroupConfig{}, os.Getenv("TASKS_HELPER_AGENT"))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -269,7 +269,7 @@ func (h *agentHost) removeFiller(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// RemoveVolumes removes the anonymous volumes an image's VOLUME made, never a named one.
-	_ = h.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	_ = removeContainer(ctx, h.cli, id)
 }
 
 // withAgent makes the agent the container's entrypoint, running the

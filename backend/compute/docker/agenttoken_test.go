@@ -12,7 +12,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
-	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 
 // assertTokenHidden fails unless token, container id's agent token, is in
@@ -96,7 +95,7 @@ func TestServiceAgentTokenHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertTokenHidden(ctx, t, g.cli, c.ID, g.agentKey.tokenOf(c))
-	fresh, err := NewGroups(GroupConfig{Owner: g.owner, AgentBinary: agentbin.Path(t), AgentTokenSeed: seed})
+	fresh, err := newProvider(t, Config{AgentTokenSeed: seed}).Groups(GroupConfig{Owner: g.owner})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,47 +186,20 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if len(cmd) > 0 {
 		cfg.Cmd = cmd // overrides the image's CMD, keeps its ENTRYPOINT
 	}
-	if p.agent != nil {
-		if err := p.agent.ensureVolume(ctx, image); err != nil {
-			return "", err // the caller's createError names a missing image
-		}
-		if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {
-			return "", err
-		}
-		mounts = append(mounts, p.agent.mount())
-		if exposeLoopback {
-			// E2B's envd, for sandboxes made through /e2b: loopback servers
-			// re-exposed, and "user" (in /home/user) for requests that name
-			// no user, as on E2B's base. The agent's own: its processes
-			// never see them.
-			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1", agent.EnvDefaultUser+"=user")
-		} else {
-			// Said off, not left out: an image copied from a sandbox of
-			// /e2b (Commit) carries its "on" in its environment.
-			cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=", agent.EnvDefaultUser+"=")
-		}
-	}
-	hc := &container.HostConfig{
-		Mounts: mounts,
-		Resources: container.Resources{
-			NanoCPUs:   int64(cpu) * 1e9,
-			Memory:     int64(mem) << 20,
-			MemorySwap: int64(mem) << 20, // no swap: a sandbox over its limit is OOM-killed, not slowed down
-			PidsLimit:  ptr(int64(pidsLimit)),
-		},
-	}
-	hardening.Apply(hc) // sandboxes share networks: no capability is ever added back
-	if exposeLoopback && p.agent != nil {
-		// ::1, which the engine turns off with IPv6 on a network without it:
-		// E2B's sandboxes have it and servers there bind it. Loopback only;
-		// the sandbox's interfaces stay IPv4.
-		hc.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
-	}
-	hc.StorageOpt = p.storageOpt(ctx) // nil where the storage driver cannot cap the writable layer
+	hc := &container.HostConfig{Mounts: mounts}
+	b := &box{name: name, cfg: cfg, host: hc, storageOpt: p.storageOpt, // nil where the storage driver cannot cap the writable layer
+		// No swap: a sandbox over its limit is OOM-killed, not slowed
+		// down. Sandboxes share networks: no capability is ever added back.
+		limits: hardening.Limits{NanoCPUs: int64(cpu) * 1e9, MemoryBytes: int64(mem) << 20, Pids: pidsLimit}}
 	if t, _, ok := p.template(labels[labelTemplate]); ok {
-		hc.Runtime = t.Runtime // "" is the engine's default; Create checks a named one first
+		b.runtime = t.Runtime // "" is the engine's default; Create checks a named one first
 	} else if base, _, ok := p.template(BaseTemplate); ok {
-		hc.Runtime = base.Runtime // an org's own template or snapshot runs as the base does
+		b.runtime = base.Runtime // an org's own template or snapshot runs as the base does
+	}
+	if p.agent != nil {
+		b.agent = func(ctx context.Context, cfg *container.Config, hc *container.HostConfig) error {
+			return p.withAgent(ctx, cfg, hc, image, cmd, exposeLoopback)
+		}
 	}
 	netName := p.networkName(isolated)
 	netID, err := p.ensureNetwork(ctx, netName, isolated)
@@ -238,11 +211,40 @@ func (p *Provider) createContainer(ctx context.Context, name, image string, port
 	if err := p.sandboxDNS(hc, labels, isolated); err != nil {
 		return "", err
 	}
-	resp, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	id, err := b.create(ctx, p.cli)
 	if err != nil && isNetworkRace(err) {
 		p.forgetNetwork(netName) // look it up (and settle duplicates) again
 	}
-	return resp.ID, err
+	return id, err
+}
+
+// withAgent copies the agent into a sandbox's container (agent.go): its
+// volume mounted, the agent as the entrypoint, with the environment that
+// says whether it re-exposes loopback servers.
+func (p *Provider) withAgent(ctx context.Context, cfg *container.Config, hc *container.HostConfig, image string, cmd []string, exposeLoopback bool) error {
+	if err := p.agent.ensureVolume(ctx, image); err != nil {
+		return err // the caller's createError names a missing image
+	}
+	if err := p.agent.withAgent(ctx, cfg, image, cmd, p.agentKey); err != nil {
+		return err
+	}
+	hc.Mounts = append(hc.Mounts, p.agent.mount())
+	if exposeLoopback {
+		// E2B's envd, for sandboxes made through /e2b: loopback servers
+		// re-exposed, and "user" (in /home/user) for requests that name
+		// no user, as on E2B's base. The agent's own: its processes
+		// never see them.
+		cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=1", agent.EnvDefaultUser+"=user")
+		// ::1, which the engine turns off with IPv6 on a network without
+		// it: E2B's sandboxes have it and servers there bind it. Loopback
+		// only; the sandbox's interfaces stay IPv4.
+		hc.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
+	} else {
+		// Said off, not left out: an image copied from a sandbox of
+		// /e2b (Commit) carries its "on" in its environment.
+		cfg.Env = append(cfg.Env, agent.EnvExposeLoopback+"=", agent.EnvDefaultUser+"=")
+	}
+	return nil
 }
 
 // volumePrefix starts the name of every volume this provider creates.

@@ -40,9 +40,6 @@ const DefaultSubnetPool = "10.213.0.0/16"
 
 // GroupConfig configures Groups.
 type GroupConfig struct {
-	// Host is the daemon address; "" connects from the environment
-	// (DOCKER_HOST...). Provider.Groups shares the provider's client instead.
-	Host string
 	// Owner scopes every resource: only resources labelled with it are ever
 	// adopted or garbage-collected, so several backends (or tests) can share
 	// one Docker engine.
@@ -64,29 +61,14 @@ type GroupConfig struct {
 	// unfiltered.
 	FilterNetwork func(ctx context.Context, networkID string, allowOut []string) error
 	// BuildNetwork returns the network a task's Dockerfile build runs its
-	// steps on (Provider.Groups: the sandboxes', under the egress
-	// baseline). Nil: builds have no network at all.
+	// steps on. Nil: the sandboxes', under the egress baseline (return
+	// "none" for no network at all).
 	BuildNetwork func(ctx context.Context) (string, error)
-	// AgentBinary is the path of the in-container agent's static Linux
-	// build (DREADNODE_AGENT_BINARY), injected into every service as into a
-	// sandbox (agent.go): Exec and ExecStream run commands through it, so
-	// they need nothing from the service's image. "" starts services as
-	// their images make them, and Exec refuses to run in them.
-	// Provider.Groups shares the provider's agent when it has one.
-	AgentBinary string
-	// AgentTokenSeed is the deployment's secret the services' agent tokens
-	// are derived from (agenttoken.go), so that every backend of it reaches
-	// them; "" is a random one of this process. Provider.Groups shares the
-	// provider's.
-	AgentTokenSeed string
-
-	agentKey tokenKey // Provider.Groups: the provider's
 }
 
 // Groups is the Docker compute.GroupProvider. It is safe for concurrent use.
 type Groups struct {
-	cli       *client.Client
-	ownClient bool
+	cli       *client.Client // the provider's: Groups never open one of their own
 	owner     string
 	log       *slog.Logger
 	pool      netip.Prefix
@@ -94,11 +76,11 @@ type Groups struct {
 	limits    hardening.Limits // defaults of a service's limits
 	filter    func(ctx context.Context, networkID string, allowOut []string) error
 	buildNet  func(ctx context.Context) (string, error) // nil: builds get no network
-	agent     *agentHost                                // nil without GroupConfig.AgentBinary
+	agent     *agentHost                                // the provider's: nil without Config.AgentBinary
 	agentHTTP *http.Client                              // to the services' agents
 	agentKey  tokenKey                                  // derives each service's agent token (agenttoken.go)
-	// storageOpt caps a service's writable layer (disk.go); nil without
-	// the provider (NewGroups alone).
+	// storageOpt caps a service's writable layer (disk.go), as the
+	// provider caps a sandbox's.
 	storageOpt func(context.Context) map[string]string
 
 	ctx    context.Context // builds outlive the environment that started them
@@ -115,16 +97,14 @@ type Groups struct {
 
 var _ compute.GroupProvider = (*Groups)(nil)
 
-// NewGroups returns Groups with a Docker client of their own.
-func NewGroups(opts GroupConfig) (*Groups, error) {
-	return newGroups(opts, nil, nil, nil)
-}
-
-// Groups returns the groups of opts.Owner on this provider's Docker client
-// (closing them leaves the client open), with the provider's agent when it
-// has one (opts.AgentBinary otherwise).
+// Groups returns the groups of opts.Owner on this provider: its Docker
+// client (closing the groups leaves it open), its agent and agent token key
+// (one deployment, one key), its writable-layer cap. A caller without a
+// provider makes one (New) and closes it after the groups.
 func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
-	opts.agentKey = p.agentKey // one deployment, one key
+	if opts.Owner == "" {
+		return nil, errors.New("docker groups: Owner is required")
+	}
 	if opts.BuildNetwork == nil {
 		// Build steps get the sandboxes' network: its egress baseline (no
 		// host, link-local or private range; none with DREADNODE_EGRESS=off,
@@ -133,34 +113,10 @@ func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
 			return p.ensureNetwork(ctx, p.networkName(false), false)
 		}
 	}
-	g, err := newGroups(opts, p.cli, p.agent, p.agentHTTP)
-	if g != nil {
-		g.storageOpt = p.storageOpt // services' writable layers capped as sandboxes' are (and watched where they cannot be)
-	}
-	return g, err
-}
-
-func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP *http.Client) (*Groups, error) {
-	if opts.Owner == "" {
-		return nil, errors.New("docker groups: Owner is required")
-	}
-	var bin *agentBinary
-	if agent == nil {
-		var err error
-		if bin, err = loadAgent(opts.AgentBinary); err != nil {
-			return nil, fmt.Errorf("docker groups: %w", err)
-		}
-	}
-	if agentHTTP == nil {
-		agentHTTP = newAgentHTTP()
-	}
-	key := opts.agentKey
-	if key == nil {
-		key = newTokenKey(opts.AgentTokenSeed)
-	}
-	e := &Groups{cli: cli, owner: opts.Owner, agentKey: key, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
-		buildNet: opts.BuildNetwork,
-		agent:    agent, agentHTTP: agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{}}
+	e := &Groups{cli: p.cli, owner: opts.Owner, agentKey: p.agentKey, log: opts.Logger, buildTO: opts.BuildTimeout, filter: opts.FilterNetwork,
+		buildNet: opts.BuildNetwork, agent: p.agent, agentHTTP: p.agentHTTP, builds: map[string]*buildCall{}, reserved: map[netip.Prefix]bool{},
+		// services' writable layers capped as sandboxes' are (and watched where they cannot be)
+		storageOpt: p.storageOpt}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,29 +125,12 @@ func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP
 	if e.buildTO <= 0 {
 		e.buildTO = 10 * time.Minute
 	}
-	pool := opts.SubnetPool
-	if pool == "" {
-		pool = DefaultSubnetPool
-	}
-	p, err := netip.ParsePrefix(pool)
-	if err != nil || !p.Addr().Is4() || p.Bits() > 26 {
+	pool := cmp.Or(opts.SubnetPool, DefaultSubnetPool)
+	prefix, err := netip.ParsePrefix(pool)
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 26 {
 		return nil, fmt.Errorf("docker groups: subnet pool %q must be an IPv4 prefix of /26 or larger", pool)
 	}
-	e.pool = p.Masked()
-	if e.cli == nil {
-		copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-		if opts.Host != "" {
-			copts = append(copts, client.WithHost(opts.Host))
-		}
-		c, err := client.NewClientWithOpts(copts...)
-		if err != nil {
-			return nil, fmt.Errorf("docker groups: connecting to Docker: %w", err)
-		}
-		e.cli, e.ownClient = c, true
-	}
-	if bin != nil {
-		e.agent = &agentHost{agentBinary: bin, cli: e.cli, scope: e.owner}
-	}
+	e.pool = prefix.Masked()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.Negotiate(context.Background())
 	return e, nil
@@ -206,12 +145,9 @@ func (e *Groups) Negotiate(ctx context.Context) {
 	e.cli.NegotiateAPIVersion(ctx)
 }
 
-// Close stops running builds and closes the client if Groups opened it.
+// Close stops running builds; the client is the provider's, which closes it.
 func (e *Groups) Close() error {
 	e.cancel()
-	if e.ownClient {
-		return e.cli.Close()
-	}
 	return nil
 }
 
@@ -322,8 +258,7 @@ func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 			if c.State == container.StatePaused {
 				_ = e.cli.ContainerUnpause(ctx, c.ID)
 			}
-			err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
+			if err := removeContainer(ctx, e.cli, c.ID); err != nil && !removing(err) {
 				mu.Lock()
 				errs = append(errs, perr(err, "removing container %s", strings.TrimPrefix(firstName(c.Names), "/")))
 				mu.Unlock()
@@ -418,7 +353,7 @@ func (e *Groups) Pause(ctx context.Context, envID string) error {
 		if c.State != container.StateRunning {
 			continue
 		}
-		if err := e.cli.ContainerPause(ctx, c.ID); err != nil {
+		if err := pauseContainer(ctx, e.cli, c.ID); err != nil {
 			for _, id := range done { // all or nothing
 				_ = e.cli.ContainerUnpause(context.WithoutCancel(ctx), id)
 			}
@@ -486,7 +421,15 @@ func (e *Groups) Watch(ctx context.Context) {
 // that throw their backend and database away (a live backend cleans up
 // after itself).
 func CleanupGroups(ctx context.Context, host, owner string) error {
-	g, err := NewGroups(GroupConfig{Host: host, Owner: owner})
+	// A provider touching nothing else: no firewall, no disk watchdog, and
+	// a network of its own name (never created here) so that Close removes
+	// no deployment's network.
+	p, err := New(Config{Host: host, Scope: owner, Network: networkOf(owner), Egress: EgressConfig{Off: true}, DiskLimitMB: -1})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	g, err := p.Groups(GroupConfig{Owner: owner})
 	if err != nil {
 		return err
 	}

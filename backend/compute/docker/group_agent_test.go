@@ -19,7 +19,7 @@ import (
 // group id starting with prefix.
 func groupTest(t *testing.T, prefix string) (*Groups, context.Context, string) {
 	t.Helper()
-	g := newTestGroups(t)
+	g := newTestGroups(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return g, ctx, prefix + randomHex(4)
@@ -208,17 +208,10 @@ func TestMainCommandMergesAsTheEngine(t *testing.T) {
 // commands: Exec says why instead of reaching for the engine's exec.
 func TestGroupExecWithoutAgentOnDocker(t *testing.T) {
 	t.Parallel()
-	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = g.RemoveAll(context.Background())
-		_ = g.Close()
-	})
+	g := newTestGroups(t, Config{AgentBinary: noAgent})
 	id := "ga" + randomHex(4)
 	bringGroup(context.Background(), t, g, id, map[string]compute.GroupService{"box": baseService()})
-	_, err = g.Exec(context.Background(), id, "box", []string{"true"}, 20*time.Second, 1<<20)
+	_, err := g.Exec(context.Background(), id, "box", []string{"true"}, 20*time.Second, 1<<20)
 	var pe *compute.ProviderError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "without the in-container agent") {
 		t.Fatalf("exec in a service without the agent: %v", err)

@@ -3,24 +3,20 @@ package docker
 import (
 	"context"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute/hardening"
 )
 
-// harden confines a service's container (see package hardening): the
-// minimal capabilities less the service's cap_drop plus its cap_add (the
-// catalog allowed those: the service is alone on its group's network),
-// no-new-privileges, the log cap, its limits (the defaults for those it
-// leaves unset) and the task's runtime.
-func (e *Groups) harden(host *container.HostConfig, s compute.GroupService, runtime string) {
-	hardening.Apply(host, s.CapAdd...)
-	host.CapAdd = hardening.Without(host.CapAdd, s.CapDrop, s.CapAdd)
+// serviceLimits are a service's limits: its compose file's, the defaults
+// for those it leaves unset. Its container is confined as a sandbox's
+// (box.create): the minimal capabilities less the service's cap_drop plus
+// its cap_add (the catalog allowed those: the service is alone on its
+// group's network), no-new-privileges, the log cap, these limits and the
+// task's runtime.
+func (e *Groups) serviceLimits(s compute.GroupService) hardening.Limits {
 	d := e.limits
 	l := s.Limits.Or(compute.GroupLimits{MemoryBytes: d.MemoryBytes, NanoCPUs: d.NanoCPUs, Pids: d.Pids}, s.MemReservation)
-	hardening.Limits{MemoryBytes: l.MemoryBytes, NanoCPUs: l.NanoCPUs, Pids: l.Pids}.Set(&host.Resources)
-	host.Runtime = runtime
+	return hardening.Limits{MemoryBytes: l.MemoryBytes, NanoCPUs: l.NanoCPUs, Pids: l.Pids}
 }
 
 // CheckRuntime reports a runtime the engine does not offer as a

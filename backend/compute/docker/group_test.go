@@ -12,11 +12,16 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/testutil/agentbin"
 )
 
-// newTestGroups is Groups of an owner of their own; whatever the test
-// leaves is removed when it ends.
-func newTestGroups(t *testing.T) *Groups {
+// newTestGroups is Groups of an owner of their own, on a test provider
+// (newProvider: the agent, this binary's seed) of cfg; whatever the test
+// leaves is removed when it ends. Their builds have no network, and their
+// services no disk cap unless cfg sets one.
+func newTestGroups(t *testing.T, cfg Config) *Groups {
 	t.Helper()
-	g, err := NewGroups(GroupConfig{Owner: "test-groups-" + randomHex(4), AgentBinary: agentbin.Path(t), AgentTokenSeed: testAgentSeed})
+	if cfg.DiskLimitMB == 0 {
+		cfg.DiskLimitMB = -1
+	}
+	g, err := newProvider(t, cfg).Groups(GroupConfig{Owner: "test-groups-" + randomHex(4), BuildNetwork: noBuildNetwork})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +36,9 @@ func newTestGroups(t *testing.T) *Groups {
 	return g
 }
 
+// noBuildNetwork runs build steps on no network at all.
+func noBuildNetwork(context.Context) (string, error) { return "none", nil }
+
 func baseService() compute.GroupService {
 	return compute.GroupService{Image: DefaultBaseImage, Command: []string{"sleep", "infinity"}}
 }
@@ -38,7 +46,7 @@ func baseService() compute.GroupService {
 // Groups on Docker keep every promise of the group capability.
 func TestGroupSuiteOnDocker(t *testing.T) {
 	t.Parallel()
-	g := newTestGroups(t)
+	g := newTestGroups(t, Config{})
 	id := "gs" + randomHex(4)
 	computetest.GroupSuite(t, g, &compute.Group{GroupTarget: compute.GroupTarget{ID: id, RecordID: "rec-" + id, OrgID: "org1", TaskRef: "org1/demo@1"},
 		Services: map[string]compute.GroupService{"web": baseService(), "attacker": baseService()},
@@ -131,8 +139,8 @@ func TestProviderGroupsShareTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Client() != p.cli || g.ownClient {
-		t.Fatal("the groups have a client of their own (or would close the provider's)")
+	if g.Client() != p.cli {
+		t.Fatal("the groups have a client of their own")
 	}
 	if g.agent != p.agent || g.agentHTTP != p.agentHTTP {
 		t.Fatal("the groups have an agent of their own")

@@ -130,7 +130,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 			res.Adopted++
 			continue
 		}
-		if err := e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !errdefs.IsNotFound(err) {
+		if err := removeContainer(ctx, e.cli, c.ID); err != nil {
 			return nil, perr(err, "removing a stale container of the environment")
 		}
 	}
@@ -491,29 +491,31 @@ func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if s.From != "" {
+		cfg.Image = s.From // a fork's checkpoint; its main command stays the one of s.Image (withAgent)
+	}
 	cctx, cancel := uncancelled(ctx)
 	defer cancel()
+	b := &box{name: cname, cfg: cfg, host: host, net: netCfg, capAdd: s.CapAdd, capDrop: s.CapDrop, limits: e.serviceLimits(s),
+		runtime: u.Runtime, storageOpt: e.storageOpt}
 	if e.agent != nil {
-		if err := e.withAgent(cctx, cfg, host, name, s); err != nil {
-			return "", err
+		b.agent = func(ctx context.Context, cfg *container.Config, host *container.HostConfig) error {
+			return e.withAgent(ctx, cfg, host, name, s)
 		}
-	}
-	if e.storageOpt != nil {
-		host.StorageOpt = e.storageOpt(cctx)
-	}
-	if s.From != "" {
-		cfg.Image = s.From // a fork's checkpoint; its main command stays the one made above
 	}
 	var id string
 	for attempt := 0; ; attempt++ {
-		resp, err := e.cli.ContainerCreate(cctx, cfg, host, netCfg, nil, cname)
-		if err == nil {
-			id = resp.ID
+		var err error
+		if id, err = b.create(cctx, e.cli); err == nil {
 			break
+		}
+		var pe *compute.ProviderError
+		if errors.As(err, &pe) {
+			return "", err // the agent's, already in the service's terms
 		}
 		if errdefs.IsConflict(err) && attempt == 0 {
 			// A container of that name survived an earlier attempt.
-			_ = e.cli.ContainerRemove(cctx, cname, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			_ = removeContainer(cctx, e.cli, cname)
 			continue
 		}
 		if errdefs.IsNotFound(err) {
@@ -594,7 +596,6 @@ func (e *Groups) containerConfig(u *compute.Group, name string, s compute.GroupS
 		}
 	}
 	host.Resources.MemoryReservation = s.MemReservation
-	e.harden(host, s, u.Runtime)
 	return cfg, host
 }
 

@@ -61,7 +61,7 @@ func (p *Provider) SweepHelpers(ctx context.Context) error {
 			continue
 		}
 		if gone {
-			if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			if err := removeContainer(ctx, p.cli, c.ID); err != nil {
 				return classify("remove helper", err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -20,22 +19,10 @@ import (
 // Pause implements compute.Provider with a real cgroup freeze; pausing a
 // paused or stopped instance is KindConflict.
 func (p *Provider) Pause(ctx context.Context, ref compute.Ref) error {
-	// runc gives up a cgroup v1 freeze that does not settle in time (a
-	// process in uninterruptible sleep on a loaded host: "unable to
-	// freeze") and thaws the container again, so the freeze is simply
-	// tried again, a few times, before the pause is said to fail.
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := p.cli.ContainerPause(ctx, ref.ID)
-		if err != nil && !strings.Contains(err.Error(), "unable to freeze") {
-			return struct{}{}, backoff.Permanent(err)
-		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 50 * time.Millisecond, Multiplier: 2, MaxInterval: time.Second}),
-		backoff.WithMaxTries(6))
-	if err != nil {
+	if err := pauseContainer(ctx, p.cli, ref.ID); err != nil {
 		return classify("pause", err)
 	}
-	_, err = p.settle(ctx, "pause", ref.ID, compute.StatusPaused, p.cli.ContainerPause)
+	_, err := p.settle(ctx, "pause", ref.ID, compute.StatusPaused, p.cli.ContainerPause)
 	return err
 }
 
@@ -158,8 +145,8 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 			}
 		}
 	}
-	err := p.cli.ContainerRemove(ctx, ref.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err == nil || cerrdefs.IsNotFound(err) {
+	err := removeContainer(ctx, p.cli, ref.ID)
+	if err == nil {
 		p.forgetEgress(ctx, labels)
 		p.forgetDrops(ctx, macs)
 	}
@@ -168,7 +155,7 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 			return classify("delete", fmt.Errorf("removing volume %s: %w", v, verr))
 		}
 	}
-	if err == nil || cerrdefs.IsNotFound(err) {
+	if err == nil {
 		if verr := p.removePrivateVolumes(ctx, ref.Record); verr != nil {
 			return verr
 		}
@@ -178,7 +165,7 @@ func (p *Provider) Delete(ctx context.Context, ref compute.Ref) error {
 	p.cpuMu.Unlock()
 	p.disk.forget(ref.ID)
 	p.metrics.forget(ref.ID)
-	if err == nil || cerrdefs.IsNotFound(err) || (cerrdefs.IsConflict(err) && containsAny(err.Error(), "already in progress")) {
+	if err == nil || removing(err) {
 		return nil
 	}
 	return classify("delete", err)
