@@ -296,7 +296,8 @@ func (a *App) taskGroups(cfg Config, deployment, agentSeed string) func(tasks.Gr
 			return g, nil
 		}
 		gc := docker.GroupConfig{Host: cfg.DockerHost, Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
-			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary, AgentTokenSeed: agentSeed}
+			FilterNetwork: taskNetworkFilter(a.Provider), AgentBinary: cfg.AgentBinary, AgentTokenSeed: agentSeed,
+			NetworkPool: cfg.TaskNetworkPool}
 		if p, ok := a.Provider.(*docker.Provider); ok {
 			return p.Groups(gc)
 		}

@@ -79,6 +79,11 @@ type GroupConfig struct {
 	// them; "" is a random one of this process. Provider.Groups shares the
 	// provider's.
 	AgentTokenSeed string
+	// NetworkPool is how many environment networks are kept made ahead
+	// of time, under egress rules that let nothing beyond their bridge
+	// (group_netpool.go); 0 makes each environment's network as it
+	// starts. The pool fills after the first environment asks for one.
+	NetworkPool int
 
 	agentKey tokenKey // Provider.Groups: the provider's
 }
@@ -107,6 +112,7 @@ type Groups struct {
 	mu       sync.Mutex
 	builds   map[string]*buildCall
 	reserved map[netip.Prefix]bool
+	netPool  *netPool // nil: no pool (GroupConfig.NetworkPool)
 
 	buildCount atomic.Int64
 	events     notify.Hub
@@ -193,6 +199,7 @@ func newGroups(opts GroupConfig, cli *client.Client, agent *agentHost, agentHTTP
 		e.agent = &agentHost{agentBinary: bin, cli: e.cli, scope: e.owner}
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.netPool = newNetPool(opts.NetworkPool)
 	e.Negotiate(context.Background())
 	return e, nil
 }
@@ -209,6 +216,7 @@ func (e *Groups) Negotiate(ctx context.Context) {
 // Close stops running builds and closes the client if Groups opened it.
 func (e *Groups) Close() error {
 	e.cancel()
+	e.closePool()
 	if e.ownClient {
 		return e.cli.Close()
 	}
@@ -335,7 +343,36 @@ func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 		return len(cs), errors.Join(errs...)
 	}
 	n, err := e.removeNetworks(ctx, envID)
-	return len(cs) + n, err
+	if err != nil {
+		return len(cs) + n, err
+	}
+	// A pooled network the environment ran on (group_netpool.go): named by
+	// its containers, or only claimed when none was made yet.
+	pooled := map[string]bool{}
+	for _, c := range cs {
+		if name := c.Labels[labelGroupNet]; strings.HasPrefix(name, poolNetPrefix) {
+			pooled[name] = true
+		}
+	}
+	if c, ok := e.claimedNetwork(envID); ok {
+		pooled[c.name] = true
+	}
+	for name := range pooled {
+		net, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return len(cs) + n, perr(err, "inspecting network %s", name)
+		}
+		if net.Labels[labelNetPool] == "" || net.Labels[compute.LabelDeployment] != e.owner {
+			continue // not one of the deployment's pooled networks: never ours to remove
+		}
+		e.removePooled(pooledNet{id: net.ID, name: name})
+		n++
+	}
+	e.forgetClaim(envID)
+	return len(cs) + n, nil
 }
 
 // RemoveAll deletes every container and network of this owner,
