@@ -143,15 +143,14 @@ func holdPoolInstance(instance string) func() {
 }
 
 // poolInstanceGone reports whether the instance that made a pooled network
-// no longer runs on this host: its lock file is gone or nobody holds it.
-// An instance of another host leaves no file here and looks gone; its
-// networks are removed only once no container uses them (the caller
-// checks), and a network it still had in its pool then fails its claim,
-// which Bring answers by making a network of its own.
+// no longer runs on this host: its lock file exists and nobody holds it.
+// An instance of another host (or of a container with its own /tmp)
+// leaves no file here and is never judged gone: its networks are its own
+// Close's, or the deployment's cleanup's, to remove.
 func poolInstanceGone(instance string) bool {
 	f, err := os.OpenFile(poolLockPath(instance), os.O_RDWR, 0)
 	if err != nil {
-		return true
+		return false
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,53 @@ func TestGroupNetworkPool(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Fatalf("after Close, %d network(s) of the owner are left: %v", len(left), left[0].Name)
+	}
+}
+
+// A pooled network left by a killed backend (its instance's lock file
+// held by nobody) is removed by the next pool of the deployment once it
+// fills; one whose instance lives stays.
+func TestGroupNetworkPoolSweepsAKilledInstances(t *testing.T) {
+	t.Parallel()
+	owner := "test-groups-" + randomHex(4)
+	g, err := NewGroups(GroupConfig{Owner: owner, AgentBinary: agentbin.Path(t), AgentTokenSeed: testAgentSeed, NetworkPool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = g.RemoveAll(ctx)
+		_ = g.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dead, live := "dead"+randomHex(6), "live"+randomHex(6)
+	f, err := os.Create(poolLockPath(dead)) // as a killed instance leaves it: there, unheld
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { _ = os.Remove(poolLockPath(dead)) })
+	release := holdPoolInstance(live)
+	t.Cleanup(release)
+	made := map[string]string{}
+	for _, inst := range []string{dead, live} {
+		id, err := g.createSubnetNetwork(ctx, poolNetPrefix+inst, map[string]string{compute.LabelDeployment: owner, labelNetPool: inst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[inst] = id
+		t.Cleanup(func() { _ = g.cli.NetworkRemove(context.Background(), id) })
+	}
+	bringGroup(ctx, t, g, "ps"+randomHex(4), map[string]compute.GroupService{"app": baseService()})
+	poll.Until(t, 3*time.Minute, 100*time.Millisecond, func() error {
+		if _, err := g.cli.NetworkInspect(ctx, made[dead], network.InspectOptions{}); !errdefs.IsNotFound(err) {
+			return errors.New("the killed instance's pooled network is still there")
+		}
+		return nil
+	})
+	if _, err := g.cli.NetworkInspect(ctx, made[live], network.InspectOptions{}); err != nil {
+		t.Fatalf("the live instance's pooled network: %v, want it kept", err)
 	}
 }
