@@ -299,7 +299,7 @@ func (a *App) taskGroups(cfg Config, deployment string) func(tasks.GroupsFor) (t
 			return nil, errors.New("task environments on docker need the docker provider")
 		}
 		return p.Groups(docker.GroupConfig{Owner: f.Owner, Logger: f.Logger, BuildTimeout: f.BuildTimeout,
-			FilterNetwork: taskNetworkFilter(a.Provider)})
+			FilterNetwork: taskNetworkFilter(p), NetworkPool: cfg.TaskNetworkPool})
 	}
 }
 

@@ -44,6 +44,9 @@ type Config struct {
 	ImageGrace      time.Duration
 	ImageSweepEvery time.Duration
 	WarmPoolSize    int
+	// TaskNetworkPool (DREADNODE_TASK_NETWORK_POOL) is how many task
+	// environment networks Docker keeps made ahead (docker.GroupConfig.NetworkPool).
+	TaskNetworkPool int
 	DockerHost      string
 	DockerNetwork   string
 	DockerImage     string
@@ -148,6 +151,7 @@ func ConfigFromEnv() (Config, error) {
 		MetricsListen:     e.MetricsListen,
 		MinTimeoutSec:     e.MinTimeoutSec,
 		WarmPoolSize:      e.WarmPoolSize,
+		TaskNetworkPool:   e.TaskNetworkPool,
 		ReconcileInterval: e.ReconcileInterval,
 		LeaseTTL:          e.LeaseTTL,
 		EventRetention:    e.EventRetention,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/app"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
@@ -35,7 +36,10 @@ const benchEnvs = "/api/v1/org/bench/ws/bench/environments"
 // ready against as many fresh creates of web-login with its build cached
 // (goal ≤ 0.5×).
 func forkPart(ctx context.Context) {
-	b := start(ctx, 0, func(c *app.Config) { c.TasksDir = "tasks" })
+	// Networks made ahead for the environment forks (the engine makes
+	// networks one at a time: without them the last of the forks waits for
+	// every other's network).
+	b := start(ctx, 0, func(c *app.Config) { c.TasksDir = "tasks"; c.TaskNetworkPool = *forkEnvs })
 	dep, err := b.app.DB.DeploymentID(ctx)
 	if err != nil {
 		fail(err)
@@ -89,6 +93,9 @@ func forkPart(ctx context.Context) {
 	b.cleanup()
 
 	envParent := b.createEnv() // builds web-login's images: every later create finds them cached
+	// Both sides start with the network pool full, as a backend's does
+	// between bursts.
+	waitNetPool(ctx, dep, *forkEnvs)
 	forked := timed(func() {
 		code, body := b.do("POST", benchEnvs+"/"+envParent+"/fork", map[string]any{"count": *forkEnvs})
 		var out []struct {
@@ -104,6 +111,7 @@ func forkPart(ctx context.Context) {
 			b.waitEnvReady(out[i].Environment.ID)
 		})
 	})
+	waitNetPool(ctx, dep, *forkEnvs)
 	fresh := timed(func() { parallel(*forkEnvs, func(int) { b.createEnv() }) })
 	fmt.Printf("%-28s fork %8.1f ms   creates %8.1f ms   ratio %.2f× (goal ≤ 0.5×; web-login, build cached)\n",
 		fmt.Sprintf("env fork count=%d → ready", *forkEnvs), ms(forked), ms(fresh), float64(forked)/float64(fresh))
@@ -158,6 +166,30 @@ func (b *backend) waitEnvReady(id string) {
 		}
 	}
 	fail(fmt.Errorf("environment %s was not ready within 15 minutes", id))
+}
+
+// waitNetPool waits (up to 5 minutes) until deployment dep has n pooled
+// networks no container uses (docker's group_netpool.go).
+func waitNetPool(ctx context.Context, dep string, n int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		nets, err := engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("label", compute.LabelDeployment+"="+dep), filters.Arg("label", "dev.dreadnode.netpool"))})
+		if err != nil {
+			fail(err)
+		}
+		free := 0
+		for _, net := range nets {
+			if full, err := engine.NetworkInspect(ctx, net.ID, network.InspectOptions{}); err == nil && len(full.Containers) == 0 {
+				free++
+			}
+		}
+		if free >= n {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	fmt.Println("bench: the task network pool did not fill within 5 minutes; measuring anyway")
 }
 
 // removeCheckpoints removes the checkpoint images of deployment dep.

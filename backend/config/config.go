@@ -33,6 +33,7 @@ type Backend struct {
 	MinTimeoutSec     int           `env:"DREADNODE_MIN_TIMEOUT_SEC" envDefault:"60"`
 	ReconcileInterval time.Duration `env:"DREADNODE_RECONCILE_INTERVAL" envDefault:"1s"`
 	WarmPoolSize      int           `env:"DREADNODE_WARM_POOL_SIZE" envDefault:"0"`
+	TaskNetworkPool   int           `env:"DREADNODE_TASK_NETWORK_POOL" envDefault:"0"`
 	CapacitySandboxes int           `env:"DREADNODE_CAPACITY_SANDBOXES" envDefault:"0"`
 	CapacityCPU       int           `env:"DREADNODE_CAPACITY_CPU" envDefault:"0"`
 	CapacityMemoryMB  int           `env:"DREADNODE_CAPACITY_MEMORY_MB" envDefault:"0"`

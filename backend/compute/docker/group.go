@@ -64,6 +64,11 @@ type GroupConfig struct {
 	// steps on. Nil: the sandboxes', under the egress baseline (return
 	// "none" for no network at all).
 	BuildNetwork func(ctx context.Context) (string, error)
+	// NetworkPool is how many environment networks are kept made ahead
+	// of time, under egress rules that let nothing beyond their bridge
+	// (group_netpool.go); 0 makes each environment's network as it
+	// starts. The pool fills after the first environment asks for one.
+	NetworkPool int
 }
 
 // Groups is the Docker compute.GroupProvider. It is safe for concurrent use.
@@ -89,6 +94,7 @@ type Groups struct {
 	mu       sync.Mutex
 	builds   map[string]*buildCall
 	reserved map[netip.Prefix]bool
+	netPool  *netPool // nil: no pool (GroupConfig.NetworkPool)
 
 	buildCount atomic.Int64
 	events     notify.Hub
@@ -132,6 +138,7 @@ func (p *Provider) Groups(opts GroupConfig) (*Groups, error) {
 	}
 	e.pool = prefix.Masked()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.netPool = newNetPool(opts.NetworkPool)
 	e.Negotiate(context.Background())
 	return e, nil
 }
@@ -148,6 +155,7 @@ func (e *Groups) Negotiate(ctx context.Context) {
 // Close stops running builds; the client is the provider's, which closes it.
 func (e *Groups) Close() error {
 	e.cancel()
+	e.closePool()
 	return nil
 }
 
@@ -270,7 +278,36 @@ func (e *Groups) RemoveCount(ctx context.Context, envID string) (int, error) {
 		return len(cs), errors.Join(errs...)
 	}
 	n, err := e.removeNetworks(ctx, envID)
-	return len(cs) + n, err
+	if err != nil {
+		return len(cs) + n, err
+	}
+	// A pooled network the environment ran on (group_netpool.go): named by
+	// its containers, or only claimed when none was made yet.
+	pooled := map[string]bool{}
+	for _, c := range cs {
+		if name := c.Labels[labelGroupNet]; strings.HasPrefix(name, poolNetPrefix) {
+			pooled[name] = true
+		}
+	}
+	if c, ok := e.claimedNetwork(envID); ok {
+		pooled[c.name] = true
+	}
+	for name := range pooled {
+		net, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return len(cs) + n, perr(err, "inspecting network %s", name)
+		}
+		if net.Labels[labelNetPool] == "" || net.Labels[compute.LabelDeployment] != e.owner {
+			continue // not one of the deployment's pooled networks: never ours to remove
+		}
+		e.removePooled(pooledNet{id: net.ID, name: name})
+		n++
+	}
+	e.forgetClaim(envID)
+	return len(cs) + n, nil
 }
 
 // RemoveAll deletes every container and network of this owner,

@@ -86,7 +86,8 @@ func (e *Groups) probeFork(ctx context.Context, u *compute.Group, r *svcRun, ep 
 // describing what was still missing (wrapping nothing); callers inspect
 // context.Cause(ctx) to tell a deadline from a cancellation.
 func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupResult, error) {
-	netID, err := e.ensureNetwork(ctx, u.GroupTarget, u.AllowOut)
+	defer e.bringBegins()() // the network pool refills between bursts
+	netID, netName, err := e.envNetwork(ctx, u)
 	if err != nil {
 		if de := notStarted(ctx, u, "its network was still being created"); de != nil {
 			return nil, de
@@ -160,7 +161,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 				if r.probe == 0 || r.probing || !r.have || r.state.State == nil || !r.state.State.Running {
 					continue
 				}
-				ep, perr := networkEndpoint(r.state, compute.GroupNetworkName(u.ID), r.probe)
+				ep, perr := networkEndpoint(r.state, netName, r.probe)
 				if perr != nil {
 					continue // no address yet: the next look
 				}
@@ -182,7 +183,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					id, err := e.startService(ctx, u, r.name, netID)
+					id, err := e.startService(ctx, u, r.name, netID, netName)
 					startedCh <- started{r.name, id, err}
 				}()
 			}
@@ -193,6 +194,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 				}
 			}
 			if ready {
+				e.forgetClaim(u.ID) // its containers name its network now
 				release()
 				break
 			}
@@ -224,7 +226,7 @@ func (e *Groups) Bring(ctx context.Context, u *compute.Group) (*compute.GroupRes
 		if !ok {
 			continue
 		}
-		ep, err := networkEndpoint(r.state, compute.GroupNetworkName(u.ID), port)
+		ep, err := networkEndpoint(r.state, netName, port)
 		if err != nil {
 			return nil, &compute.ServiceError{Service: n, Msg: err.Error()}
 		}
@@ -481,12 +483,16 @@ func uncancelled(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // startService creates and starts one service's container.
-func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID string) (string, error) {
+func (e *Groups) startService(ctx context.Context, u *compute.Group, name, netID, netName string) (string, error) {
 	s := u.Services[name]
 	cfg, host := e.containerConfig(u, name, s)
+	host.NetworkMode = container.NetworkMode(netName)
+	if netName != compute.GroupNetworkName(u.ID) {
+		cfg.Labels[labelGroupNet] = netName // a pooled network: Remove finds it here
+	}
 	cname := GroupContainerName(u.ID, name)
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		compute.GroupNetworkName(u.ID): {NetworkID: netID, Aliases: append([]string{name}, s.Aliases...)},
+		netName: {NetworkID: netID, Aliases: append([]string{name}, s.Aliases...)},
 	}}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -599,6 +605,51 @@ func (e *Groups) containerConfig(u *compute.Group, name string, s compute.GroupS
 	return cfg, host
 }
 
+// envNetwork returns the id and name of the network environment u runs
+// on: the pooled one its containers or its claim name (group_netpool.go),
+// else its own when it exists, else one taken from the pool (under the
+// task's egress rules before any service joins it), else its own, made now.
+func (e *Groups) envNetwork(ctx context.Context, u *compute.Group) (string, string, error) {
+	own := compute.GroupNetworkName(u.ID)
+	if e.netPool == nil {
+		id, err := e.ensureNetwork(ctx, u.GroupTarget, u.AllowOut)
+		return id, own, err
+	}
+	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: e.envFilter(u.ID)})
+	if err != nil {
+		return "", "", perr(err, "listing the environment's containers")
+	}
+	for _, c := range cs {
+		if name := c.Labels[labelGroupNet]; name != "" {
+			n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+			if err == nil && n.Labels[labelNetPool] != "" && n.Labels[compute.LabelDeployment] == e.owner {
+				return n.ID, name, nil
+			}
+		}
+	}
+	if n, ok := e.claimedNetwork(u.ID); ok {
+		return n.id, n.name, nil
+	}
+	if _, err := e.cli.NetworkInspect(ctx, own, network.InspectOptions{}); err == nil || !errdefs.IsNotFound(err) {
+		id, err := e.ensureNetwork(ctx, u.GroupTarget, u.AllowOut)
+		return id, own, err
+	}
+	if n, ok := e.takeNetwork(u.ID); ok {
+		// Made under rules that let nothing out; a task allowing more
+		// gets its own before any service joins.
+		if len(u.AllowOut) > 0 && e.filter != nil {
+			if err := e.filter(ctx, n.id, u.AllowOut); err != nil {
+				e.removePooled(n)
+				e.forgetClaim(u.ID)
+				return "", "", &compute.ProviderError{Op: "filtering the environment's network", Err: err}
+			}
+		}
+		return n.id, n.name, nil
+	}
+	id, err := e.ensureNetwork(ctx, u.GroupTarget, u.AllowOut)
+	return id, own, err
+}
+
 // ensureNetwork returns the environment's network, creating it with a
 // subnet from the pool when missing, under the egress rules (the baseline
 // and the task's allowOut) when the engine filters.
@@ -622,6 +673,12 @@ func (e *Groups) createNetwork(ctx context.Context, t compute.GroupTarget) (stri
 	} else if !errdefs.IsNotFound(err) {
 		return "", perr(err, "inspecting the environment's network")
 	}
+	return e.createSubnetNetwork(ctx, name, e.labels(t, ""))
+}
+
+// createSubnetNetwork creates bridge network name with a /26 of the pool;
+// a network of that name created meanwhile by another caller is used.
+func (e *Groups) createSubnetNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
 	var lastErr error
 	for attempt := 0; attempt < 8; attempt++ {
 		subnet, err := e.reserveSubnet(ctx)
@@ -635,7 +692,7 @@ func (e *Groups) createNetwork(ctx context.Context, t compute.GroupTarget) (stri
 		cctx, cancel := uncancelled(ctx)
 		resp, err := e.cli.NetworkCreate(cctx, name, network.CreateOptions{
 			Driver: "bridge",
-			Labels: e.labels(t, ""),
+			Labels: labels,
 			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
 		})
 		cancel()
