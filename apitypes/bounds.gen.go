@@ -52,6 +52,9 @@ const (
 	QuotasMaxSnapshotsMinimum                   = 0
 	QuotasMaxVolumeBytesMinimum                 = 0
 	QuotasMaxVolumesMinimum                     = 0
+	RefreshSandboxDurationDefault               = 300
+	RefreshSandboxDurationMinimum               = 1
+	RefreshSandboxDurationMaximum               = 3600
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300
 	RuntimeKeepaliveRequestExtendSecondsMinimum = 60
 	RuntimeKeepaliveRequestExtendSecondsMaximum = 3600

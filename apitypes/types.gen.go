@@ -910,6 +910,11 @@ type LifecycleEventData struct {
 	SandboxMetadata map[string]string `json:"sandbox_metadata"`
 }
 
+// LogLine One line of output.
+type LogLine struct {
+	Line string `json:"line"`
+}
+
 // MakeDirectory defines model for MakeDirectory.
 type MakeDirectory struct {
 	// Path absolute path (parents are made)
@@ -954,6 +959,22 @@ type NewWorldJob struct {
 
 	// Timeout seconds the job may run (default 3600); past it, it is stopped and ends terminated
 	Timeout *int `json:"timeout,omitempty"`
+}
+
+// ObservabilitySummary What the org runs, what it may still spend, whether the provider answers, and what to do next.
+type ObservabilitySummary struct {
+	Organization string `json:"organization"`
+
+	// Usage the org's sandboxes per public state, every state present (0 included)
+	Usage    map[string]int `json:"usage"`
+	Quota    SummaryQuota   `json:"quota"`
+	Provider ProviderStatus `json:"provider"`
+
+	// Admission the org's quotas, use and admission queue (null when the backend runs without admission)
+	Admission *QuotaReport `json:"admission"`
+
+	// SuggestedActions sentences saying what to do next (empty when nothing needs doing)
+	SuggestedActions []string `json:"suggestedActions"`
 }
 
 // OrgInfo defines model for OrgInfo.
@@ -1046,6 +1067,17 @@ type ProviderCapacity struct {
 	MemoryMB  int `json:"memory_mb,omitempty"`
 }
 
+// ProviderStatus defines model for ProviderStatus.
+type ProviderStatus struct {
+	Name string `json:"name"`
+
+	// Available whether the provider answered a ping within 3 s
+	Available bool `json:"available"`
+
+	// Error why it did not (absent when available)
+	Error string `json:"error,omitempty"`
+}
+
 // QuotaReport defines model for QuotaReport.
 type QuotaReport struct {
 	Organization string   `json:"organization"`
@@ -1102,6 +1134,32 @@ type Readiness struct {
 	Details  *map[string]string `json:"details,omitempty"`
 	Provider *string            `json:"provider,omitempty"`
 	Status   *string            `json:"status,omitempty"`
+}
+
+// RefreshSandbox defines model for RefreshSandbox.
+type RefreshSandbox struct {
+	// Duration seconds
+	Duration *int `json:"duration,omitempty"`
+}
+
+// ResourceMetrics A sandbox's counters at one reading.
+type ResourceMetrics struct {
+	CPUPercent       float64 `json:"cpuPercent"`
+	CPUCount         int64   `json:"cpuCount"`
+	MemoryUsedBytes  int64   `json:"memoryUsedBytes"`
+	MemoryLimitBytes int64   `json:"memoryLimitBytes"`
+
+	// DiskUsedBytes what the sandbox wrote (Docker: its writable layer, read at most every 10 s and 0 until the first reading is in; E2B: its root filesystem's use)
+	DiskUsedBytes int64 `json:"diskUsedBytes"`
+
+	// DiskLimitBytes what the sandbox may write (Docker: DOCKER_DISK_LIMIT_MB); 0 when no limit is known
+	DiskLimitBytes int64 `json:"diskLimitBytes"`
+
+	// ImageBytes the size of the image the sandbox runs (Docker; on E2B it is part of diskUsedBytes)
+	ImageBytes     int64 `json:"imageBytes"`
+	NetworkRxBytes int64 `json:"networkRxBytes"`
+	NetworkTxBytes int64 `json:"networkTxBytes"`
+	Pids           int64 `json:"pids"`
 }
 
 // Runtime A runtime as every runtime route answers it (x-order keeps the JSON in this order).
@@ -1189,28 +1247,19 @@ type Sandbox struct {
 	ParentID string `json:"parentID,omitempty"`
 }
 
+// SandboxLogs A sandbox's startup and main-process output, a line per entry.
+type SandboxLogs struct {
+	SandboxID string    `json:"sandboxID"`
+	Logs      []LogLine `json:"logs"`
+}
+
 // SandboxMetrics defines model for SandboxMetrics.
 type SandboxMetrics struct {
-	Metrics *struct {
-		CpuCount   *int     `json:"cpuCount,omitempty"`
-		CpuPercent *float32 `json:"cpuPercent,omitempty"`
+	SandboxID string    `json:"sandboxID"`
+	Timestamp time.Time `json:"timestamp"`
 
-		// DiskLimitBytes what the sandbox may write (Docker: DOCKER_DISK_LIMIT_MB); 0 when no limit is known
-		DiskLimitBytes *int `json:"diskLimitBytes,omitempty"`
-
-		// DiskUsedBytes what the sandbox wrote (Docker: its writable layer, read at most every 10 s and 0 until the first reading is in; E2B: its root filesystem's use)
-		DiskUsedBytes *int `json:"diskUsedBytes,omitempty"`
-
-		// ImageBytes the size of the image the sandbox runs (Docker; on E2B it is part of diskUsedBytes)
-		ImageBytes       *int `json:"imageBytes,omitempty"`
-		MemoryLimitBytes *int `json:"memoryLimitBytes,omitempty"`
-		MemoryUsedBytes  *int `json:"memoryUsedBytes,omitempty"`
-		NetworkRxBytes   *int `json:"networkRxBytes,omitempty"`
-		NetworkTxBytes   *int `json:"networkTxBytes,omitempty"`
-		Pids             *int `json:"pids,omitempty"`
-	} `json:"metrics,omitempty"`
-	SandboxID *string    `json:"sandboxID,omitempty"`
-	Timestamp *time.Time `json:"timestamp,omitempty"`
+	// Metrics A sandbox's counters at one reading.
+	Metrics ResourceMetrics `json:"metrics"`
 }
 
 // SandboxNetwork defines model for SandboxNetwork.
@@ -1314,6 +1363,18 @@ type StartProcess struct {
 type StartRuntime struct {
 	// TimeoutSec overrides the runtime's timeout_sec for this sandbox
 	TimeoutSec *int `json:"timeout_sec,omitempty"`
+}
+
+// SummaryQuota defines model for SummaryQuota.
+type SummaryQuota struct {
+	// Credits the org's credit balance
+	Credits float64 `json:"credits"`
+
+	// MinTimeoutSeconds the lowest sandbox timeout accepted (DREADNODE_MIN_TIMEOUT_SEC)
+	MinTimeoutSeconds int `json:"minTimeoutSeconds"`
+
+	// MaxTimeoutSeconds the highest sandbox timeout accepted
+	MaxTimeoutSeconds int `json:"maxTimeoutSeconds"`
 }
 
 // Task defines model for Task.
