@@ -693,6 +693,23 @@ type CreditBalance struct {
 	Rates CreditRates `json:"rates"`
 }
 
+// CreditGrant An org's balance after an operator's grant.
+type CreditGrant struct {
+	Organization string `json:"organization"`
+
+	// Granted the credits added (credits with six decimals, exact)
+	Granted CreditAmount `json:"granted"`
+
+	// Balance what is left after the last settlement, the grant included
+	Balance CreditAmount `json:"balance"`
+
+	// RunningCredits accrued since the last settlement (not yet deducted)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedBalance balance - running_credits (not below zero)
+	EstimatedBalance CreditAmount `json:"estimated_balance"`
+}
+
 // Error The envelope of every non-2xx answer.
 type Error struct {
 	Code int `json:"code"`
@@ -794,6 +811,21 @@ type ForkSandbox struct {
 type ForkTaskEnvironment struct {
 	// Count how many environments to make from the one checkpoint
 	Count *int `json:"count,omitempty"`
+}
+
+// GrantCredits defines model for GrantCredits.
+type GrantCredits struct {
+	// Amount credits to add (> 0, at most 1e9; rounded to 6 decimals)
+	Amount float64 `json:"amount"`
+}
+
+// LedgerLogs The output of a ledger record's instance, a line per entry.
+type LedgerLogs struct {
+	SandboxID string `json:"sandbox_id"`
+
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
+	State LedgerState `json:"state"`
+	Logs  []LogLine   `json:"logs"`
 }
 
 // LedgerPage defines model for LedgerPage.
