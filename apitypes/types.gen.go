@@ -1024,30 +1024,32 @@ type OrgInfo struct {
 // OrgMetricMax defines model for OrgMetricMax.
 type OrgMetricMax struct {
 	Metric    OrgMetricMaxMetric `json:"metric"`
+	Value     float64            `json:"value"`
 	Timestamp time.Time          `json:"timestamp"`
-	Value     float32            `json:"value"`
 }
 
 // OrgMetricMaxMetric defines model for OrgMetricMax.Metric.
 type OrgMetricMaxMetric string
 
+// OrgMetricPoint One bucket of an org's metrics series.
+type OrgMetricPoint struct {
+	// Timestamp the start of the bucket
+	Timestamp           time.Time `json:"timestamp"`
+	ConcurrentSandboxes int       `json:"concurrent_sandboxes"`
+	SandboxStarts       int       `json:"sandbox_starts"`
+
+	// SandboxStartRate sandbox_starts per second of the bucket
+	SandboxStartRate float64 `json:"sandbox_start_rate"`
+}
+
 // OrgMetrics defines model for OrgMetrics.
 type OrgMetrics struct {
-	End    time.Time `json:"end"`
-	Points []struct {
-		ConcurrentSandboxes int `json:"concurrent_sandboxes"`
-
-		// SandboxStartRate sandbox_starts per second of the bucket
-		SandboxStartRate float32 `json:"sandbox_start_rate"`
-		SandboxStarts    int     `json:"sandbox_starts"`
-
-		// Timestamp the start of the bucket
-		Timestamp time.Time `json:"timestamp"`
-	} `json:"points"`
 	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 
 	// StepSeconds the width of a bucket
-	StepSeconds int64 `json:"step_seconds"`
+	StepSeconds int64            `json:"step_seconds"`
+	Points      []OrgMetricPoint `json:"points"`
 }
 
 // PauseSandbox defines model for PauseSandbox.
