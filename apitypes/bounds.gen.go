@@ -4,6 +4,8 @@ package apitypes
 
 // Bounds the document declares on its schemas and parameters (see internal/boundsgen).
 const (
+	CheckInputInputMaxLength                    = 256
+	CheckInputValueMaxLength                    = 4096
 	ConnectSandboxTimeoutMinimum                = 60
 	ConnectSandboxTimeoutMaximum                = 86400
 	CreateAPIKeyNameMaxLength                   = 100

@@ -579,6 +579,20 @@ type APIKey struct {
 // APIKeyScope defines model for APIKey.Scope.
 type APIKeyScope string
 
+// CheckInput A value to compare with one of the environment's resolved inputs.
+type CheckInput struct {
+	// Input the name of one of the task's inputs
+	Input *string `json:"input"`
+
+	// Value the value to compare
+	Value *string `json:"value"`
+}
+
+// CheckResult defines model for CheckResult.
+type CheckResult struct {
+	Match bool `json:"match"`
+}
+
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
 	// Timeout seconds from now; endAt becomes at least now+timeout (the minimum is the deployment's DREADNODE_MIN_TIMEOUT_SEC, 60 by default)
@@ -1503,6 +1517,14 @@ type TaskEnvironmentForkResult struct {
 	Error *Error `json:"error,omitempty"`
 }
 
+// TaskEnvironmentPage One page of a workspace's environments; page and limit echo the query's (or their defaults).
+type TaskEnvironmentPage struct {
+	Environments []TaskEnvironment `json:"environments"`
+	HasNext      bool              `json:"has_next"`
+	Page         int               `json:"page"`
+	Limit        int               `json:"limit"`
+}
+
 // TaskEnvironmentState defines model for TaskEnvironmentState.
 type TaskEnvironmentState string
 
@@ -1564,6 +1586,11 @@ type TaskInput struct {
 
 	// Secret the value reaches the task's services but never a response (the catalog shows no default, an environment no value); compare with POST …/check
 	Secret bool `json:"secret"`
+}
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
 }
 
 // TaskNetwork What the task's services may reach beyond the environment's own network
