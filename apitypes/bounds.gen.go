@@ -4,6 +4,8 @@ package apitypes
 
 // Bounds the document declares on its schemas and parameters (see internal/boundsgen).
 const (
+	CheckInputInputMaxLength                    = 256
+	CheckInputValueMaxLength                    = 4096
 	ConnectSandboxTimeoutMinimum                = 60
 	ConnectSandboxTimeoutMaximum                = 86400
 	CreateAPIKeyNameMaxLength                   = 100
@@ -52,6 +54,9 @@ const (
 	QuotasMaxSnapshotsMinimum                   = 0
 	QuotasMaxVolumeBytesMinimum                 = 0
 	QuotasMaxVolumesMinimum                     = 0
+	RefreshSandboxDurationDefault               = 300
+	RefreshSandboxDurationMinimum               = 1
+	RefreshSandboxDurationMaximum               = 3600
 	RuntimeKeepaliveRequestExtendSecondsDefault = 300
 	RuntimeKeepaliveRequestExtendSecondsMinimum = 60
 	RuntimeKeepaliveRequestExtendSecondsMaximum = 3600

@@ -579,6 +579,20 @@ type APIKey struct {
 // APIKeyScope defines model for APIKey.Scope.
 type APIKeyScope string
 
+// CheckInput A value to compare with one of the environment's resolved inputs.
+type CheckInput struct {
+	// Input the name of one of the task's inputs
+	Input *string `json:"input"`
+
+	// Value the value to compare
+	Value *string `json:"value"`
+}
+
+// CheckResult defines model for CheckResult.
+type CheckResult struct {
+	Match bool `json:"match"`
+}
+
 // ConnectSandbox defines model for ConnectSandbox.
 type ConnectSandbox struct {
 	// Timeout seconds from now; endAt becomes at least now+timeout (the minimum is the deployment's DREADNODE_MIN_TIMEOUT_SEC, 60 by default)
@@ -693,6 +707,23 @@ type CreditBalance struct {
 	Rates CreditRates `json:"rates"`
 }
 
+// CreditGrant An org's balance after an operator's grant.
+type CreditGrant struct {
+	Organization string `json:"organization"`
+
+	// Granted the credits added (credits with six decimals, exact)
+	Granted CreditAmount `json:"granted"`
+
+	// Balance what is left after the last settlement, the grant included
+	Balance CreditAmount `json:"balance"`
+
+	// RunningCredits accrued since the last settlement (not yet deducted)
+	RunningCredits CreditAmount `json:"running_credits"`
+
+	// EstimatedBalance balance - running_credits (not below zero)
+	EstimatedBalance CreditAmount `json:"estimated_balance"`
+}
+
 // Error The envelope of every non-2xx answer.
 type Error struct {
 	Code int `json:"code"`
@@ -794,6 +825,21 @@ type ForkSandbox struct {
 type ForkTaskEnvironment struct {
 	// Count how many environments to make from the one checkpoint
 	Count *int `json:"count,omitempty"`
+}
+
+// GrantCredits defines model for GrantCredits.
+type GrantCredits struct {
+	// Amount credits to add (> 0, at most 1e9; rounded to 6 decimals)
+	Amount float64 `json:"amount"`
+}
+
+// LedgerLogs The output of a ledger record's instance, a line per entry.
+type LedgerLogs struct {
+	SandboxID string `json:"sandbox_id"`
+
+	// State a ledger record's state (domain/sandbox.LedgerStates): starting until the instance is up, then running or paused; killed at the end (a task environment's record only once its containers are gone: while they are being removed it reads as the state it is leaving)
+	State LedgerState `json:"state"`
+	Logs  []LogLine   `json:"logs"`
 }
 
 // LedgerPage defines model for LedgerPage.
@@ -910,6 +956,11 @@ type LifecycleEventData struct {
 	SandboxMetadata map[string]string `json:"sandbox_metadata"`
 }
 
+// LogLine One line of output.
+type LogLine struct {
+	Line string `json:"line"`
+}
+
 // MakeDirectory defines model for MakeDirectory.
 type MakeDirectory struct {
 	// Path absolute path (parents are made)
@@ -956,6 +1007,22 @@ type NewWorldJob struct {
 	Timeout *int `json:"timeout,omitempty"`
 }
 
+// ObservabilitySummary What the org runs, what it may still spend, whether the provider answers, and what to do next.
+type ObservabilitySummary struct {
+	Organization string `json:"organization"`
+
+	// Usage the org's sandboxes per public state, every state present (0 included)
+	Usage    map[string]int `json:"usage"`
+	Quota    SummaryQuota   `json:"quota"`
+	Provider ProviderStatus `json:"provider"`
+
+	// Admission the org's quotas, use and admission queue (null when the backend runs without admission)
+	Admission *QuotaReport `json:"admission"`
+
+	// SuggestedActions sentences saying what to do next (empty when nothing needs doing)
+	SuggestedActions []string `json:"suggestedActions"`
+}
+
 // OrgInfo defines model for OrgInfo.
 type OrgInfo struct {
 	Org string `json:"org"`
@@ -971,30 +1038,32 @@ type OrgInfo struct {
 // OrgMetricMax defines model for OrgMetricMax.
 type OrgMetricMax struct {
 	Metric    OrgMetricMaxMetric `json:"metric"`
+	Value     float64            `json:"value"`
 	Timestamp time.Time          `json:"timestamp"`
-	Value     float32            `json:"value"`
 }
 
 // OrgMetricMaxMetric defines model for OrgMetricMax.Metric.
 type OrgMetricMaxMetric string
 
+// OrgMetricPoint One bucket of an org's metrics series.
+type OrgMetricPoint struct {
+	// Timestamp the start of the bucket
+	Timestamp           time.Time `json:"timestamp"`
+	ConcurrentSandboxes int       `json:"concurrent_sandboxes"`
+	SandboxStarts       int       `json:"sandbox_starts"`
+
+	// SandboxStartRate sandbox_starts per second of the bucket
+	SandboxStartRate float64 `json:"sandbox_start_rate"`
+}
+
 // OrgMetrics defines model for OrgMetrics.
 type OrgMetrics struct {
-	End    time.Time `json:"end"`
-	Points []struct {
-		ConcurrentSandboxes int `json:"concurrent_sandboxes"`
-
-		// SandboxStartRate sandbox_starts per second of the bucket
-		SandboxStartRate float32 `json:"sandbox_start_rate"`
-		SandboxStarts    int     `json:"sandbox_starts"`
-
-		// Timestamp the start of the bucket
-		Timestamp time.Time `json:"timestamp"`
-	} `json:"points"`
 	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 
 	// StepSeconds the width of a bucket
-	StepSeconds int64 `json:"step_seconds"`
+	StepSeconds int64            `json:"step_seconds"`
+	Points      []OrgMetricPoint `json:"points"`
 }
 
 // PauseSandbox defines model for PauseSandbox.
@@ -1044,6 +1113,17 @@ type ProviderCapacity struct {
 	Sandboxes int `json:"sandboxes,omitempty"`
 	CPU       int `json:"cpu,omitempty"`
 	MemoryMB  int `json:"memory_mb,omitempty"`
+}
+
+// ProviderStatus defines model for ProviderStatus.
+type ProviderStatus struct {
+	Name string `json:"name"`
+
+	// Available whether the provider answered a ping within 3 s
+	Available bool `json:"available"`
+
+	// Error why it did not (absent when available)
+	Error string `json:"error,omitempty"`
 }
 
 // QuotaReport defines model for QuotaReport.
@@ -1102,6 +1182,32 @@ type Readiness struct {
 	Details  *map[string]string `json:"details,omitempty"`
 	Provider *string            `json:"provider,omitempty"`
 	Status   *string            `json:"status,omitempty"`
+}
+
+// RefreshSandbox defines model for RefreshSandbox.
+type RefreshSandbox struct {
+	// Duration seconds
+	Duration *int `json:"duration,omitempty"`
+}
+
+// ResourceMetrics A sandbox's counters at one reading.
+type ResourceMetrics struct {
+	CPUPercent       float64 `json:"cpuPercent"`
+	CPUCount         int64   `json:"cpuCount"`
+	MemoryUsedBytes  int64   `json:"memoryUsedBytes"`
+	MemoryLimitBytes int64   `json:"memoryLimitBytes"`
+
+	// DiskUsedBytes what the sandbox wrote (Docker: its writable layer, read at most every 10 s and 0 until the first reading is in; E2B: its root filesystem's use)
+	DiskUsedBytes int64 `json:"diskUsedBytes"`
+
+	// DiskLimitBytes what the sandbox may write (Docker: DOCKER_DISK_LIMIT_MB); 0 when no limit is known
+	DiskLimitBytes int64 `json:"diskLimitBytes"`
+
+	// ImageBytes the size of the image the sandbox runs (Docker; on E2B it is part of diskUsedBytes)
+	ImageBytes     int64 `json:"imageBytes"`
+	NetworkRxBytes int64 `json:"networkRxBytes"`
+	NetworkTxBytes int64 `json:"networkTxBytes"`
+	Pids           int64 `json:"pids"`
 }
 
 // Runtime A runtime as every runtime route answers it (x-order keeps the JSON in this order).
@@ -1189,28 +1295,19 @@ type Sandbox struct {
 	ParentID string `json:"parentID,omitempty"`
 }
 
+// SandboxLogs A sandbox's startup and main-process output, a line per entry.
+type SandboxLogs struct {
+	SandboxID string    `json:"sandboxID"`
+	Logs      []LogLine `json:"logs"`
+}
+
 // SandboxMetrics defines model for SandboxMetrics.
 type SandboxMetrics struct {
-	Metrics *struct {
-		CpuCount   *int     `json:"cpuCount,omitempty"`
-		CpuPercent *float32 `json:"cpuPercent,omitempty"`
+	SandboxID string    `json:"sandboxID"`
+	Timestamp time.Time `json:"timestamp"`
 
-		// DiskLimitBytes what the sandbox may write (Docker: DOCKER_DISK_LIMIT_MB); 0 when no limit is known
-		DiskLimitBytes *int `json:"diskLimitBytes,omitempty"`
-
-		// DiskUsedBytes what the sandbox wrote (Docker: its writable layer, read at most every 10 s and 0 until the first reading is in; E2B: its root filesystem's use)
-		DiskUsedBytes *int `json:"diskUsedBytes,omitempty"`
-
-		// ImageBytes the size of the image the sandbox runs (Docker; on E2B it is part of diskUsedBytes)
-		ImageBytes       *int `json:"imageBytes,omitempty"`
-		MemoryLimitBytes *int `json:"memoryLimitBytes,omitempty"`
-		MemoryUsedBytes  *int `json:"memoryUsedBytes,omitempty"`
-		NetworkRxBytes   *int `json:"networkRxBytes,omitempty"`
-		NetworkTxBytes   *int `json:"networkTxBytes,omitempty"`
-		Pids             *int `json:"pids,omitempty"`
-	} `json:"metrics,omitempty"`
-	SandboxID *string    `json:"sandboxID,omitempty"`
-	Timestamp *time.Time `json:"timestamp,omitempty"`
+	// Metrics A sandbox's counters at one reading.
+	Metrics ResourceMetrics `json:"metrics"`
 }
 
 // SandboxNetwork defines model for SandboxNetwork.
@@ -1316,6 +1413,18 @@ type StartRuntime struct {
 	TimeoutSec *int `json:"timeout_sec,omitempty"`
 }
 
+// SummaryQuota defines model for SummaryQuota.
+type SummaryQuota struct {
+	// Credits the org's credit balance
+	Credits float64 `json:"credits"`
+
+	// MinTimeoutSeconds the lowest sandbox timeout accepted (DREADNODE_MIN_TIMEOUT_SEC)
+	MinTimeoutSeconds int `json:"minTimeoutSeconds"`
+
+	// MaxTimeoutSeconds the highest sandbox timeout accepted
+	MaxTimeoutSeconds int `json:"maxTimeoutSeconds"`
+}
+
 // Task defines model for Task.
 type Task struct {
 	Description    string            `json:"description"`
@@ -1408,6 +1517,14 @@ type TaskEnvironmentForkResult struct {
 	Error *Error `json:"error,omitempty"`
 }
 
+// TaskEnvironmentPage One page of a workspace's environments; page and limit echo the query's (or their defaults).
+type TaskEnvironmentPage struct {
+	Environments []TaskEnvironment `json:"environments"`
+	HasNext      bool              `json:"has_next"`
+	Page         int               `json:"page"`
+	Limit        int               `json:"limit"`
+}
+
 // TaskEnvironmentState defines model for TaskEnvironmentState.
 type TaskEnvironmentState string
 
@@ -1469,6 +1586,11 @@ type TaskInput struct {
 
 	// Secret the value reaches the task's services but never a response (the catalog shows no default, an environment no value); compare with POST …/check
 	Secret bool `json:"secret"`
+}
+
+// TaskList defines model for TaskList.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
 }
 
 // TaskNetwork What the task's services may reach beyond the environment's own network

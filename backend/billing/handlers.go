@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
@@ -103,11 +104,6 @@ func (s *Service) handleGet(w http.ResponseWriter, r *http.Request, org string) 
 	return nil
 }
 
-// LogLine is one line of a sandbox's output.
-type LogLine struct {
-	Line string `json:"line"`
-}
-
 func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request, org string) error {
 	rec, err := s.Record(r.Context(), org, mux.Vars(r)["sandbox_id"])
 	if err != nil {
@@ -117,11 +113,11 @@ func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request, org string)
 	if err != nil {
 		return err
 	}
-	lines := make([]LogLine, 0, len(ls))
+	lines := make([]apitypes.LogLine, 0, len(ls))
 	for _, l := range ls {
-		lines = append(lines, LogLine{Line: l})
+		lines = append(lines, apitypes.LogLine{Line: l})
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandbox_id": rec.ID, "state": LedgerState(rec), "logs": lines})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.LedgerLogs{SandboxID: rec.ID, State: apitypes.LedgerState(LedgerState(rec)), Logs: lines})
 	return nil
 }
 
@@ -149,20 +145,15 @@ func (s *Service) handleCredits(w http.ResponseWriter, r *http.Request, org stri
 	return nil
 }
 
-type grantRequest struct {
-	Amount *float64 `json:"amount"`
-}
-
 func (s *Service) handleAdminGrant(w http.ResponseWriter, r *http.Request) error {
 	org := mux.Vars(r)["org"]
-	var req grantRequest
+	var req apitypes.GrantCredits
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
-	if req.Amount == nil {
-		return httpx.Invalid("amount", "is required: the number of credits to add, e.g. {\"amount\": 100}")
-	}
-	micro, err := MicroFromCredits(*req.Amount)
+	// The document requires amount (Decode checks the body against it), so
+	// 0 here is an explicit 0, refused below as not positive.
+	micro, err := MicroFromCredits(req.Amount)
 	if err != nil {
 		return httpx.Invalid("amount", err.Error())
 	}
@@ -174,8 +165,8 @@ func (s *Service) handleAdminGrant(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	s.log.Info("credits granted by an operator", "org", org, "credits", Credits(micro).String(), "balance", b.Balance.String())
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"organization": org, "granted": Credits(micro), "balance": b.Balance,
-		"running_credits": b.RunningCredits, "estimated_balance": b.EstimatedBalance})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.CreditGrant{Organization: org, Granted: Credits(micro), Balance: b.Balance,
+		RunningCredits: b.RunningCredits, EstimatedBalance: b.EstimatedBalance})
 	return nil
 }
 

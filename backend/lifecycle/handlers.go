@@ -280,23 +280,12 @@ func (s *Service) handleConnect(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type refreshRequest struct {
-	Duration *int `json:"duration"`
-}
-
-// timeoutRequest is apitypes.SetSandboxTimeout with the required timeout as
-// a pointer, so a body without it is told so rather than that 0 is out of
-// range.
-type timeoutRequest struct {
-	Timeout *int `json:"timeout"`
-}
-
 func (s *Service) handleRefresh(w http.ResponseWriter, r *http.Request) error {
 	rec, err := s.load(r)
 	if err != nil {
 		return err
 	}
-	var req refreshRequest
+	var req apitypes.RefreshSandbox
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -319,26 +308,24 @@ func (s *Service) handleTimeout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req timeoutRequest
+	var req apitypes.SetSandboxTimeout
 	if err := httpx.Decode(r, &req, map[string]string{"timeoutMs": removedFields["timeoutMs"]}); err != nil {
 		return err
 	}
-	if req.Timeout == nil { // required by the document too, which also bounds it
+	// The document requires and bounds timeout (checked by Decode where the
+	// app installs the check), so 0 is a body without it: told so rather
+	// than that 0 is out of range.
+	if req.Timeout == 0 {
 		return httpx.Invalid("timeout", "is required (seconds from now)")
 	}
 	if rec.RuntimeID != "" {
 		return errOwned(rec)
 	}
-	if _, err := s.SetEnd(r.Context(), rec, time.Duration(*req.Timeout)*time.Second, false); err != nil {
+	if _, err := s.SetEnd(r.Context(), rec, time.Duration(req.Timeout)*time.Second, false); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// LogLine is one line of output.
-type LogLine struct {
-	Line string `json:"line"`
 }
 
 func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request) error {
@@ -350,11 +337,11 @@ func (s *Service) handleLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	lines := make([]LogLine, 0, len(ls))
+	lines := make([]apitypes.LogLine, 0, len(ls))
 	for _, l := range ls {
-		lines = append(lines, LogLine{Line: l})
+		lines = append(lines, apitypes.LogLine{Line: l})
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "logs": lines})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.SandboxLogs{SandboxID: rec.ID, Logs: lines})
 	return nil
 }
 
@@ -367,7 +354,12 @@ func (s *Service) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxID": rec.ID, "timestamp": s.now(), "metrics": m})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.SandboxMetrics{SandboxID: rec.ID, Timestamp: s.now(), Metrics: apitypes.ResourceMetrics{
+		CPUPercent: m.CPUPercent, CPUCount: int64(m.CPUCount),
+		MemoryUsedBytes: int64(m.MemoryUsedBytes), MemoryLimitBytes: int64(m.MemoryLimitBytes),
+		DiskUsedBytes: int64(m.DiskUsedBytes), DiskLimitBytes: int64(m.DiskLimitBytes), ImageBytes: int64(m.ImageBytes),
+		NetworkRxBytes: int64(m.NetworkRxBytes), NetworkTxBytes: int64(m.NetworkTxBytes), Pids: int64(m.Pids),
+	}})
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
@@ -29,9 +30,9 @@ func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
 	pctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	perr := s.prov.Ping(pctx)
 	cancel()
-	prov := map[string]any{"name": s.prov.Name(), "available": perr == nil}
+	prov := apitypes.ProviderStatus{Name: s.prov.Name(), Available: perr == nil}
 	if perr != nil {
-		prov["error"] = perr.Error()
+		prov.Error = perr.Error()
 	}
 	var next []string
 	if perr != nil {
@@ -46,13 +47,13 @@ func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
 	if usage[sandbox.StatePaused] > 0 {
 		next = append(next, "paused sandboxes keep their state but accrue no runtime: connect to resume them or delete them")
 	}
-	var queue any
+	var queue *apitypes.QuotaReport
 	if s.cfg.Admission != nil {
 		rep, err := s.cfg.Admission.ReportOf(r.Context(), org)
 		if err != nil {
 			return err
 		}
-		queue = rep
+		queue = &rep
 		if rep.Queued > 0 {
 			next = append(next, fmt.Sprintf("%d creates wait in the admission queue (quota or provider capacity full; oldest %.0f s): they start as sandboxes end; delete those you no longer need, or ask an operator to raise the quotas (GET /api/v1/org/%s/quotas)",
 				rep.Queued, rep.OldestWaitSeconds, org))
@@ -61,13 +62,13 @@ func (s *Service) handleSummary(w http.ResponseWriter, r *http.Request) error {
 	if len(next) == 0 {
 		next = []string{}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{
-		"organization":     org,
-		"usage":            usageByState(usage),
-		"quota":            map[string]any{"credits": float64(credits) / 1e6, "minTimeoutSeconds": s.cfg.MinTimeout, "maxTimeoutSeconds": MaxTimeout},
-		"provider":         prov,
-		"admission":        queue,
-		"suggestedActions": next,
+	httpx.WriteJSON(w, http.StatusOK, apitypes.ObservabilitySummary{
+		Organization:     org,
+		Usage:            usageByState(usage),
+		Quota:            apitypes.SummaryQuota{Credits: float64(credits) / 1e6, MinTimeoutSeconds: s.cfg.MinTimeout, MaxTimeoutSeconds: MaxTimeout},
+		Provider:         prov,
+		Admission:        queue,
+		SuggestedActions: next,
 	})
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
@@ -14,13 +15,6 @@ import (
 func (s *Service) Register(r *mux.Router) {
 	r.Handle("/api/v1/org/{org}/metrics", httpx.OrgHandler(s.handleSeries)).Methods(http.MethodGet)
 	r.Handle("/api/v1/org/{org}/metrics/max", httpx.OrgHandler(s.handleMax)).Methods(http.MethodGet)
-}
-
-type pointJSON struct {
-	Timestamp           time.Time `json:"timestamp"`
-	ConcurrentSandboxes int       `json:"concurrent_sandboxes"`
-	SandboxStarts       int       `json:"sandbox_starts"`
-	SandboxStartRate    float64   `json:"sandbox_start_rate"`
 }
 
 func (s *Service) handleSeries(w http.ResponseWriter, r *http.Request, org string) error {
@@ -36,11 +30,11 @@ func (s *Service) handleSeries(w http.ResponseWriter, r *http.Request, org strin
 	if err != nil {
 		return err
 	}
-	out := make([]pointJSON, len(points))
+	out := make([]apitypes.OrgMetricPoint, len(points))
 	for i, p := range points {
-		out[i] = pointJSON{p.At, p.Concurrent, p.Starts, p.StartRate}
+		out[i] = apitypes.OrgMetricPoint{Timestamp: p.At, ConcurrentSandboxes: p.Concurrent, SandboxStarts: p.Starts, SandboxStartRate: p.StartRate}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"start": from, "end": to, "step_seconds": int64(step / time.Second), "points": out})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.OrgMetrics{Start: from, End: to, StepSeconds: int64(step / time.Second), Points: out})
 	return nil
 }
 
@@ -61,6 +55,6 @@ func (s *Service) handleMax(w http.ResponseWriter, r *http.Request, org string) 
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"metric": metric, "value": m.Value, "timestamp": m.At})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.OrgMetricMax{Metric: apitypes.OrgMetricMaxMetric(metric), Value: m.Value, Timestamp: m.At})
 	return nil
 }

@@ -100,7 +100,7 @@ func (s *Service) listTasks(w http.ResponseWriter, r *http.Request) error {
 	for _, t := range tasks {
 		out = append(out, taskView(t, latest[t]))
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"tasks": out})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.TaskList{Tasks: out})
 	return nil
 }
 
@@ -216,7 +216,7 @@ func (s *Service) listEnvsHandler(w http.ResponseWriter, r *http.Request) error 
 	for _, e := range envs {
 		out = append(out, s.envView(e))
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"environments": out, "has_next": hasNext, "page": page, "limit": limit})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.TaskEnvironmentPage{Environments: out, HasNext: hasNext, Page: page, Limit: limit})
 	return nil
 }
 

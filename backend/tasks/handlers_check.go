@@ -3,6 +3,7 @@ package tasks
 import (
 	"net/http"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
 
@@ -13,7 +14,7 @@ func (s *Service) checkInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req CheckRequest
+	var req apitypes.CheckInput
 	if err := httpx.Decode(r, &req, nil); err != nil {
 		return err
 	}
@@ -21,6 +22,6 @@ func (s *Service) checkInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]bool{"match": match})
+	httpx.WriteJSON(w, http.StatusOK, apitypes.CheckResult{Match: match})
 	return nil
 }

@@ -5,22 +5,16 @@ import (
 	"crypto/subtle"
 	"fmt"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/tasks/catalog"
 )
-
-// CheckRequest is the body of POST /check: the name of one of the task's
-// inputs and a value to compare with the environment's resolved value.
-type CheckRequest struct {
-	Input *string `json:"input"`
-	Value *string `json:"value"`
-}
 
 // Check answers whether req's value equals the environment's resolved
 // input, so that a score can be computed without the secret ever leaving
 // the backend. Both sides are hashed first: the comparison then takes the
 // same time whatever the value's length and content.
-func (s *Service) Check(e *Env, req CheckRequest) (bool, error) {
+func (s *Service) Check(e *Env, req apitypes.CheckInput) (bool, error) {
 	switch {
 	case req.Input == nil:
 		return false, domain.Invalid("input", "required: the name of one of the task's inputs")

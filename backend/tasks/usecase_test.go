@@ -558,18 +558,18 @@ func TestCheck(t *testing.T) {
 	}
 	str := func(s string) *string { return &s }
 	for value, want := range map[string]bool{"n-42": true, "n-4": false, "": false, "n-42 ": false} {
-		if got, err := g.svc.Check(c.Env, CheckRequest{Input: str("nonce"), Value: str(value)}); err != nil || got != want {
+		if got, err := g.svc.Check(c.Env, apitypes.CheckInput{Input: str("nonce"), Value: str(value)}); err != nil || got != want {
 			t.Errorf("check %q: %v, %v; want %v", value, got, err, want)
 		}
 	}
 	for _, tc := range []struct {
-		req   CheckRequest
+		req   apitypes.CheckInput
 		field string
 	}{
-		{CheckRequest{Value: str("x")}, "input"},
-		{CheckRequest{Input: str("nonce")}, "value"},
-		{CheckRequest{Input: str("bogus"), Value: str("x")}, "input"},
-		{CheckRequest{Input: str("nonce"), Value: str(strings.Repeat("x", 1<<20))}, "value"},
+		{apitypes.CheckInput{Value: str("x")}, "input"},
+		{apitypes.CheckInput{Input: str("nonce")}, "value"},
+		{apitypes.CheckInput{Input: str("bogus"), Value: str("x")}, "input"},
+		{apitypes.CheckInput{Input: str("nonce"), Value: str(strings.Repeat("x", 1<<20))}, "value"},
 	} {
 		_, err := g.svc.Check(c.Env, tc.req)
 		wantInvalidAt(t, err, domain.InBody, tc.field, nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/template"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -41,27 +42,9 @@ func (s *Service) RegisterAdmin(r *mux.Router) {
 	})).Methods(http.MethodGet)
 }
 
-// createBody is POST /templates: the request and the build's start in one.
-type createBody struct {
-	Name         string   `json:"name"`
-	Tags         []string `json:"tags"`
-	CPUCount     *int     `json:"cpuCount"`
-	MemoryMB     *int     `json:"memoryMB"`
-	FromImage    string   `json:"fromImage"`
-	FromTemplate string   `json:"fromTemplate"`
-	Steps        []Step   `json:"steps"`
-	StartCmd     *string  `json:"startCmd"`
-	ReadyCmd     *string  `json:"readyCmd"`
-	Force        bool     `json:"force"`
-}
-
-// Step is one of E2B's build steps as JSON.
-type Step struct {
-	Type      string   `json:"type"`
-	Args      []string `json:"args"`
-	FilesHash string   `json:"filesHash"`
-	Force     bool     `json:"force"`
-}
+// Step is one of E2B's build steps as JSON: the document's TemplateStep,
+// which E2B's edge (backend/e2bapi) decodes too.
+type Step = apitypes.TemplateStep
 
 // ComputeSteps are steps as the build engine takes them.
 func ComputeSteps(steps []Step) []compute.TemplateStep {
@@ -157,14 +140,14 @@ func buildOf(b *store.TemplateBuild, logs []store.BuildLogEntry, offset int) bui
 }
 
 func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
-	var b createBody
+	var b apitypes.TemplateBuildRequest
 	if err := httpx.Decode(r, &b, nil); err != nil {
 		return err
 	}
 	if (b.FromImage == "") == (b.FromTemplate == "") {
 		return httpx.Invalid("fromImage", "give exactly one of fromImage (an image on the backend's Docker host) and fromTemplate (one of your templates)")
 	}
-	req, err := s.Request(r.Context(), httpx.Org(r), Request{Name: b.Name, Tags: b.Tags, CPUCount: b.CPUCount, MemoryMB: b.MemoryMB})
+	req, err := s.Request(r.Context(), httpx.Org(r), Request{Name: b.Name, Tags: b.Tags, CPUCount: intOf(b.CPUCount), MemoryMB: intOf(b.MemoryMB)})
 	if err != nil {
 		return err
 	}
@@ -182,6 +165,16 @@ func (s *Service) handleCreate(w http.ResponseWriter, r *http.Request) error {
 	httpx.WriteJSON(w, http.StatusAccepted, map[string]any{"templateID": req.Template.ID, "names": Names(req.Template), "tags": req.Tags,
 		"build": buildOf(cur, nil, 0)})
 	return nil
+}
+
+// intOf is p as the service's *int (the document's int64: the same range on
+// the 64-bit hosts the backend runs on).
+func intOf(p *int64) *int {
+	if p == nil {
+		return nil
+	}
+	n := int(*p)
+	return &n
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request) error {
