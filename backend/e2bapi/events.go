@@ -114,7 +114,8 @@ func (e *Edge) listEvents(w http.ResponseWriter, r *http.Request, sandboxID stri
 func e2bEventOf(ev *store.Event) e2bevents.SandboxEvent {
 	v := events.View(ev)
 	category, label := string(v.EventCategory), string(v.EventLabel)
-	return e2bevents.SandboxEvent{Id: v.Id, Version: string(v.Version), Type: v.Type, EventCategory: &category, EventLabel: &label,
+	return e2bevents.SandboxEvent{Id: v.Id, Version: string(v.Version), Type: v.Type,
+		EventCategory: &category, EventLabel: &label, //nolint:staticcheck // deprecated by E2B, still sent by it (clients read them)
 		EventData: e2bEventData(v.EventData), Timestamp: v.Timestamp, SandboxId: v.SandboxId, SandboxExecutionId: v.SandboxExecutionId,
 		SandboxTemplateId: v.SandboxTemplateId, SandboxBuildId: v.SandboxBuildId, SandboxTeamId: v.SandboxTeamId}
 }

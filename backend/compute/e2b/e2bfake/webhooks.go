@@ -150,8 +150,9 @@ func applyWebhook(wh *webhook, b *e2bevents.WebhookConfiguration) {
 func (s *Server) emitLocked(sb *sandbox, typ string) {
 	now := s.now().UTC()
 	category, label := "lifecycle", typ[strings.LastIndex(typ, ".")+1:]
-	p := e2bevents.SandboxEvent{Version: "v2", Id: randomID(16), Type: typ, EventCategory: &category,
-		EventLabel: &label, SandboxBuildId: "build_" + sb.TemplateID, SandboxExecutionId: "exec_" + sb.ID,
+	p := e2bevents.SandboxEvent{Version: "v2", Id: randomID(16), Type: typ,
+		EventCategory: &category, EventLabel: &label, //nolint:staticcheck // deprecated by E2B, still in its payloads
+		SandboxBuildId: "build_" + sb.TemplateID, SandboxExecutionId: "exec_" + sb.ID,
 		SandboxId: sb.ID, SandboxTeamId: "team_fake", SandboxTemplateId: sb.TemplateID, Timestamp: now,
 		EventData: &e2bevents.SandboxEventData{SandboxMetadata: sb.Metadata, Execution: &e2bevents.SandboxExecution{StartedAt: sb.StartedAt,
 			VcpuCount: sb.cpu, MemoryMb: sb.mem, ExecutionTime: now.Sub(sb.StartedAt).Milliseconds()}}}
