@@ -2,7 +2,6 @@ package e2bapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -28,32 +27,11 @@ const minAutoResumeTimeout = 300
 // each one is a promise (a credential, an egress rule) the sandbox would
 // silently break. Any other field is ignored, as E2B's server does.
 type newSandbox struct {
-	TemplateID          *string                       `json:"templateID"`
-	Timeout             *int                          `json:"timeout"`
-	AutoPause           bool                          `json:"autoPause"`
-	AutoPauseMemory     *bool                         `json:"autoPauseMemory"`
-	AutoResume          *autoResume                   `json:"autoResume"`
-	Secure              bool                          `json:"secure"`
-	AllowInternetAccess *bool                         `json:"allow_internet_access"`
-	Network             *networkRequest               `json:"network"`
-	Metadata            map[string]string             `json:"metadata"`
-	EnvVars             map[string]string             `json:"envVars"`
-	Mcp                 map[string]any                `json:"mcp"`
-	Iam                 json.RawMessage               `json:"iam"`
-	VolumeMounts        []e2btypes.SandboxVolumeMount `json:"volumeMounts"`
-}
-
-type autoResume struct {
-	Enabled bool `json:"enabled"`
-}
-
-type networkRequest struct {
-	AllowPublicTraffic *bool                      `json:"allowPublicTraffic"`
-	AllowOut           []string                   `json:"allowOut"`
-	DenyOut            []string                   `json:"denyOut"`
-	EgressProxy        json.RawMessage            `json:"egressProxy"`
-	MaskRequestHost    *string                    `json:"maskRequestHost"`
-	Rules              map[string]json.RawMessage `json:"rules"`
+	e2btypes.NewSandbox
+	// TemplateID shadows the generated field (the outer one is decoded) to
+	// tell an absent templateID (400, required) from "" (404, as E2B
+	// answers a template it does not find).
+	TemplateID *string `json:"templateID"`
 }
 
 func unsupported(field, what string) error {
@@ -65,26 +43,27 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 	if b.TemplateID == nil {
 		return lifecycle.Spec{}, httpx.Invalid("templateID", "is required, e.g. \"base\"")
 	}
-	sp := lifecycle.Spec{TemplateID: *b.TemplateID, TimeoutSec: e2bDefaultTimeout, Metadata: b.Metadata, EnvVars: b.EnvVars,
-		AutoPause: b.AutoPause, AutoResume: b.AutoResume != nil && b.AutoResume.Enabled, E2BSecure: &b.Secure}
+	secure := deref(b.Secure)
+	sp := lifecycle.Spec{TemplateID: *b.TemplateID, TimeoutSec: e2bDefaultTimeout, Metadata: deref(b.Metadata), EnvVars: deref(b.EnvVars),
+		AutoPause: deref(b.AutoPause), AutoResume: b.AutoResume != nil && b.AutoResume.Enabled, E2BSecure: &secure}
 	if b.Timeout != nil {
 		if *b.Timeout < 0 {
 			return sp, httpx.Invalid("timeout", "must be 0 or more seconds")
 		}
-		sp.TimeoutSec = *b.Timeout
+		sp.TimeoutSec = int(*b.Timeout)
 	}
 	// E2B accepts any timeout; this deployment keeps sandboxes at least
 	// minTimeout seconds (GET /sandboxes/{id} shows the endAt it got).
 	sp.TimeoutSec = max(sp.TimeoutSec, minTimeout)
-	sp.AutoPauseFilesystem = b.AutoPause && b.AutoPauseMemory != nil && !*b.AutoPauseMemory
+	sp.AutoPauseFilesystem = sp.AutoPause && b.AutoPauseMemory != nil && !*b.AutoPauseMemory
 	if sp.AutoResume {
 		// E2B fixes at create the timeout a resume by traffic gives.
 		sp.AutoResumeTimeoutSec = min(max(sp.TimeoutSec, minAutoResumeTimeout), lifecycle.MaxTimeout)
 	}
-	if len(b.Mcp) > 0 {
+	if b.Mcp != nil && len(*b.Mcp) > 0 {
 		return sp, unsupported("mcp", "E2B's MCP gateway; start MCP servers with a command instead")
 	}
-	if len(b.Iam) > 0 && string(b.Iam) != "null" {
+	if b.Iam != nil {
 		return sp, unsupported("iam", "E2B's cloud IAM credentials")
 	}
 	if err := b.checkE2BRules(); err != nil {
@@ -93,7 +72,7 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 	sp.Network.AllowInternetAccess = b.AllowInternetAccess
 	if n := b.Network; n != nil {
 		switch {
-		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
+		case n.EgressProxy != nil:
 			return sp, unsupported("network.egressProxy", "an egress proxy")
 		case n.MaskRequestHost != nil:
 			if err := checkMaskRequestHost(*n.MaskRequestHost); err != nil {
@@ -116,7 +95,7 @@ func (b *newSandbox) spec(minTimeout int) (lifecycle.Spec, error) {
 // checkE2BRules refuses the combinations E2B's create refuses, with its
 // messages (E2B's sandbox_create.go; E2B's tests compare them).
 func (b *newSandbox) checkE2BRules() error {
-	if b.Network != nil && b.Network.AllowPublicTraffic != nil && !*b.Network.AllowPublicTraffic && !b.Secure {
+	if b.Network != nil && b.Network.AllowPublicTraffic != nil && !*b.Network.AllowPublicTraffic && !deref(b.Secure) {
 		// Without its envd token, a sandbox closed to public traffic
 		// would be reachable by anyone who learnt its traffic token.
 		return httpx.NewError(http.StatusBadRequest, "invalid_request",
@@ -124,7 +103,7 @@ func (b *newSandbox) checkE2BRules() error {
 	}
 	if b.AutoPauseMemory != nil && !*b.AutoPauseMemory {
 		switch {
-		case !b.AutoPause:
+		case !deref(b.AutoPause):
 			return httpx.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) applies only to an auto-pause: set autoPause to true, or drop autoPauseMemory")
 		case b.AutoResume != nil && b.AutoResume.Enabled:
 			return httpx.Invalid("autoPauseMemory", "false (a filesystem-only auto-pause) cannot be combined with autoResume: a filesystem-only pause restarts the sandbox's processes, which a request must not do silently; drop one of them")

@@ -6,16 +6,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
-
-// errorJSON is E2B's Error body.
-type errorJSON struct {
-	Code      int    `json:"code"`
-	Message   string `json:"message"`
-	ErrorCode string `json:"error_code,omitempty"`
-}
 
 // Errors renders every error answer under the edge (the API-key check's,
 // unknown routes' and the handlers' alike) as E2B's {code, message}: the
@@ -69,9 +63,13 @@ func (w *errorWriter) flush() {
 		Detail string `json:"detail"`
 		Type   string `json:"type"`
 	}
-	out := errorJSON{Code: w.status, Message: http.StatusText(w.status)}
+	// E2B's Error; error_code only when the native envelope had a type.
+	out := e2btypes.Error{Code: int32(w.status), Message: http.StatusText(w.status)}
 	if json.Unmarshal(w.body.Bytes(), &native) == nil && native.Detail != "" {
-		out.Message, out.ErrorCode = native.Detail, native.Type
+		out.Message = native.Detail
+		if native.Type != "" {
+			out.ErrorCode = &native.Type
+		}
 	}
 	b, _ := json.Marshal(out)
 	h := w.ResponseWriter.Header()

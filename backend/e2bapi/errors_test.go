@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 )
@@ -34,7 +35,7 @@ func TestE2BUnavailableCarriesRetryAfter(t *testing.T) {
 			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != c.want {
 				t.Fatalf("status %d Retry-After %q, want 503 and %q: %s", rec.Code, rec.Header().Get("Retry-After"), c.want, rec.Body)
 			}
-			var body errorJSON
+			var body e2btypes.Error
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != 503 || body.Message != "cannot reach the sandbox agent" {
 				t.Fatalf("body %s (%v), want E2B's error naming the cause", rec.Body, err)
 			}

@@ -10,6 +10,7 @@ package e2bapi
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2bevents"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/events"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -97,7 +99,7 @@ func (e *Edge) listEvents(w http.ResponseWriter, r *http.Request, sandboxID stri
 	if err != nil {
 		return err
 	}
-	out := make([]e2bEvent, len(evs))
+	out := make([]e2bevents.SandboxEvent, len(evs))
 	for i, ev := range evs {
 		out[i] = e2bEventOf(ev)
 	}
@@ -105,47 +107,54 @@ func (e *Edge) listEvents(w http.ResponseWriter, r *http.Request, sandboxID stri
 	return nil
 }
 
-// e2bEvent is E2B's SandboxEvent: the native event (events.View, also the
-// body of a delivery) without the fields E2B's shape lacks (cause,
-// sandboxMetadata: the metadata stays in eventData.sandbox_metadata).
-type e2bEvent struct {
-	ID                 string                      `json:"id"`
-	Version            string                      `json:"version"`
-	Type               string                      `json:"type"`
-	EventCategory      string                      `json:"eventCategory"`
-	EventLabel         string                      `json:"eventLabel"`
-	EventData          apitypes.LifecycleEventData `json:"eventData"`
-	Timestamp          time.Time                   `json:"timestamp"`
-	SandboxID          string                      `json:"sandboxId"`
-	SandboxExecutionID string                      `json:"sandboxExecutionId"`
-	SandboxTemplateID  string                      `json:"sandboxTemplateId"`
-	SandboxBuildID     string                      `json:"sandboxBuildId"`
-	SandboxTeamID      string                      `json:"sandboxTeamId"`
-}
-
-func e2bEventOf(ev *store.Event) e2bEvent {
+// e2bEventOf is E2B's SandboxEvent of ev: the native event (events.View,
+// also the body of a delivery) without the fields E2B's shape lacks (cause,
+// sandboxMetadata: the metadata stays in eventData.sandbox_metadata). The
+// deprecated eventCategory and eventLabel are still sent, as E2B does.
+func e2bEventOf(ev *store.Event) e2bevents.SandboxEvent {
 	v := events.View(ev)
-	return e2bEvent{ID: v.Id, Version: string(v.Version), Type: v.Type, EventCategory: string(v.EventCategory), EventLabel: string(v.EventLabel),
-		EventData: v.EventData, Timestamp: v.Timestamp, SandboxID: v.SandboxId, SandboxExecutionID: v.SandboxExecutionId,
-		SandboxTemplateID: v.SandboxTemplateId, SandboxBuildID: v.SandboxBuildId, SandboxTeamID: v.SandboxTeamId}
+	category, label := string(v.EventCategory), string(v.EventLabel)
+	return e2bevents.SandboxEvent{Id: v.Id, Version: string(v.Version), Type: v.Type,
+		EventCategory: &category, EventLabel: &label, //nolint:staticcheck // deprecated by E2B, still sent by it (clients read them)
+		EventData: e2bEventData(v.EventData), Timestamp: v.Timestamp, SandboxId: v.SandboxId, SandboxExecutionId: v.SandboxExecutionId,
+		SandboxTemplateId: v.SandboxTemplateId, SandboxBuildId: v.SandboxBuildId, SandboxTeamId: v.SandboxTeamId}
 }
 
-// e2bWebhook is E2B's WebhookDetail (and WebhookCreation): the native view
-// without disabledReason, which E2B's shape lacks (the native GET
+// e2bEventData is the native event data in E2B's SandboxEventData: the
+// metadata and the run typed, the keys E2B's pages do not list (end_at,
+// exit_code, kill_reason, environment_id) as additional properties, each
+// only when set, as the native data leaves them out.
+func e2bEventData(d apitypes.LifecycleEventData) *e2bevents.SandboxEventData {
+	out := &e2bevents.SandboxEventData{SandboxMetadata: d.SandboxMetadata}
+	if d.SandboxMetadata == nil {
+		// The generated encoder leaves a nil map out; E2B's field is
+		// required, and was always sent (null without metadata).
+		out.Set("sandbox_metadata", nil)
+	}
+	if x := d.Execution; x != nil {
+		out.Execution = &e2bevents.SandboxExecution{StartedAt: x.StartedAt, VcpuCount: x.VcpuCount, MemoryMb: x.MemoryMb, ExecutionTime: x.ExecutionTime}
+	}
+	if d.EndAt != nil {
+		out.Set("end_at", *d.EndAt)
+	}
+	if d.EnvironmentId != nil {
+		out.Set("environment_id", *d.EnvironmentId)
+	}
+	if d.ExitCode != nil {
+		out.Set("exit_code", *d.ExitCode)
+	}
+	if d.KillReason != nil {
+		out.Set("kill_reason", *d.KillReason)
+	}
+	return out
+}
+
+// e2bWebhookOf is E2B's WebhookDetail (and WebhookCreation): the native
+// view without disabledReason, which E2B's shape lacks (the native GET
 // /events/webhooks/{id} shows it).
-type e2bWebhook struct {
-	ID        string    `json:"id"`
-	TeamID    string    `json:"teamId"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
-	URL       string    `json:"url"`
-	Enabled   bool      `json:"enabled"`
-	Events    []string  `json:"events"`
-}
-
-func e2bWebhookOf(wh *store.Webhook) e2bWebhook {
+func e2bWebhookOf(wh *store.Webhook) e2bevents.WebhookDetail {
 	v := events.WebhookViewOf(wh)
-	return e2bWebhook{ID: v.Id, TeamID: v.TeamId, Name: v.Name, CreatedAt: v.CreatedAt, URL: v.Url, Enabled: v.Enabled, Events: v.Events}
+	return e2bevents.WebhookDetail{Id: v.Id, TeamId: v.TeamId, Name: v.Name, CreatedAt: v.CreatedAt, Url: v.Url, Enabled: v.Enabled, Events: v.Events}
 }
 
 // eventTypes reads a filter of event types (repeated or comma-separated).
@@ -195,7 +204,7 @@ func (e *Edge) handleWebhookList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]e2bWebhook, len(hooks))
+	out := make([]e2bevents.WebhookDetail, len(hooks))
 	for i, h := range hooks {
 		out[i] = e2bWebhookOf(h)
 	}
@@ -250,35 +259,6 @@ func (e *Edge) handleWebhookDelete(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// e2bAttempt is E2B's WebhookDelivery: one attempt.
-type e2bAttempt struct {
-	ID                     string    `json:"id"`
-	TeamID                 string    `json:"teamId"`
-	WebhookID              string    `json:"webhookId"`
-	EventID                string    `json:"eventId"`
-	SandboxID              string    `json:"sandboxId"`
-	EventType              string    `json:"eventType"`
-	Status                 string    `json:"status"` // success, failed
-	DurationMs             int64     `json:"durationMs"`
-	RequestBody            string    `json:"requestBody"`
-	RequestHeaders         string    `json:"requestHeaders"`
-	RequestURL             string    `json:"requestUrl"`
-	ResponseBody           *string   `json:"responseBody"`
-	ResponseHeaders        *string   `json:"responseHeaders"`
-	ResponseHTTPStatusCode *int      `json:"responseHttpStatusCode"`
-	ErrorClass             *string   `json:"errorClass"`
-	ErrorMessage           *string   `json:"errorMessage"`
-	Timestamp              time.Time `json:"timestamp"`
-}
-
-// e2bAttemptGroup is E2B's WebhookDeliveryGroup: one event's attempts.
-type e2bAttemptGroup struct {
-	EventID   string       `json:"eventId"`
-	EventType string       `json:"eventType"`
-	SandboxID string       `json:"sandboxId"`
-	Attempts  []e2bAttempt `json:"attempts"`
-}
-
 // redactedHeaders are the request headers of a delivery as E2B shows them:
 // the names sent, the signatures redacted (the timestamp is not kept).
 var redactedHeaders = func() string {
@@ -287,17 +267,18 @@ var redactedHeaders = func() string {
 	return string(b)
 }()
 
-func e2bAttemptOf(org string, a *store.Attempt) e2bAttempt {
-	out := e2bAttempt{ID: a.ID, TeamID: org, WebhookID: a.WebhookID, EventID: a.EventID, SandboxID: a.SandboxID,
-		EventType: a.EventType, Status: "success", DurationMs: a.Duration.Milliseconds(), RequestBody: string(a.Body),
-		RequestHeaders: redactedHeaders, RequestURL: a.URL, Timestamp: a.At.UTC()}
+// e2bAttemptOf is E2B's WebhookDelivery: one attempt.
+func e2bAttemptOf(org string, a *store.Attempt) e2bevents.WebhookDelivery {
+	out := e2bevents.WebhookDelivery{Id: a.ID, TeamId: org, WebhookId: a.WebhookID, EventId: a.EventID, SandboxId: a.SandboxID,
+		EventType: a.EventType, Status: e2bevents.WebhookDeliveryStatusSuccess, DurationMs: int32(min(a.Duration.Milliseconds(), math.MaxInt32)), RequestBody: string(a.Body),
+		RequestHeaders: redactedHeaders, RequestUrl: a.URL, Timestamp: a.At.UTC()}
 	if a.StatusCode != 0 {
-		code, body := a.StatusCode, a.ResponseBody
-		out.ResponseHTTPStatusCode, out.ResponseBody = &code, &body
+		code, body := int32(a.StatusCode), a.ResponseBody
+		out.ResponseHttpStatusCode, out.ResponseBody = &code, &body
 	}
 	if !a.Success() {
-		out.Status = "failed"
-		msg, class := a.Error, a.ErrorClass
+		out.Status = e2bevents.WebhookDeliveryStatusFailed
+		msg, class := a.Error, e2bevents.WebhookDeliveryErrorClass(a.ErrorClass)
 		out.ErrorMessage, out.ErrorClass = &msg, &class
 	}
 	return out
@@ -351,17 +332,14 @@ func (e *Edge) handleWebhookDeliveries(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	page := struct {
-		Data       []e2bAttemptGroup `json:"data"`
-		NextCursor *string           `json:"nextCursor"`
-	}{Data: []e2bAttemptGroup{}}
+	page := e2bevents.WebhookDeliveriesListPayload{Data: []e2bevents.WebhookDeliveryGroup{}}
 	group := map[string]int{} // delivery id → its group
 	for _, a := range tries {
 		i, ok := group[a.DeliveryID]
 		if !ok {
 			i = len(page.Data)
 			group[a.DeliveryID] = i
-			page.Data = append(page.Data, e2bAttemptGroup{EventID: a.EventID, EventType: a.EventType, SandboxID: a.SandboxID})
+			page.Data = append(page.Data, e2bevents.WebhookDeliveryGroup{EventId: a.EventID, EventType: a.EventType, SandboxId: a.SandboxID})
 		}
 		page.Data[i].Attempts = append(page.Data[i].Attempts, e2bAttemptOf(wh.OrgID, a))
 	}
@@ -406,28 +384,12 @@ func (e *Edge) handleWebhookStats(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	type durations struct {
-		Minimum float64 `json:"minimum"`
-		Average float64 `json:"average"`
-		Maximum float64 `json:"maximum"`
+	ms := func(s store.AttemptStat) e2bevents.WebhookDeliveryDurationStats {
+		return e2bevents.WebhookDeliveryDurationStats{Minimum: float64(s.Min) / 1e6, Average: float64(s.Avg) / 1e6, Maximum: float64(s.Max) / 1e6}
 	}
-	type bucketJSON struct {
-		Timestamp  time.Time `json:"timestamp"`
-		Total      int64     `json:"total"`
-		Failed     int64     `json:"failed"`
-		DurationMs durations `json:"durationMs"`
-	}
-	ms := func(s store.AttemptStat) durations {
-		return durations{Minimum: float64(s.Min) / 1e6, Average: float64(s.Avg) / 1e6, Maximum: float64(s.Max) / 1e6}
-	}
-	out := struct {
-		Buckets    []bucketJSON `json:"buckets"`
-		Total      int64        `json:"total"`
-		Failed     int64        `json:"failed"`
-		DurationMs durations    `json:"durationMs"`
-	}{Buckets: []bucketJSON{}, Total: all.Total, Failed: all.Failed, DurationMs: ms(all)}
+	out := e2bevents.WebhookDeliveryStats{Buckets: []e2bevents.WebhookDeliveryStatsBucket{}, Total: all.Total, Failed: all.Failed, DurationMs: ms(all)}
 	for _, b := range buckets {
-		out.Buckets = append(out.Buckets, bucketJSON{Timestamp: b.Start.UTC(), Total: b.Total, Failed: b.Failed, DurationMs: ms(b)})
+		out.Buckets = append(out.Buckets, e2bevents.WebhookDeliveryStatsBucket{Timestamp: b.Start.UTC(), Total: b.Total, Failed: b.Failed, DurationMs: ms(b)})
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil

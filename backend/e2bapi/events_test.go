@@ -29,7 +29,7 @@ import (
 const evSecret = "an-e2b-webhook-secret"
 
 // eventsEdge is a client of the backend's /e2b/events routes generated
-// from E2B's documented events API (internal/e2bevents/events.yml), whose
+// from E2B's documented events API (apitypes/e2bevents/events.yml), whose
 // every exchange is checked against that document.
 type eventsEdge struct {
 	t   *testing.T
@@ -44,7 +44,7 @@ func newEventsEdge(t *testing.T) *eventsEdge {
 		c.Webhooks.AllowPrivate = true // the receiver is on 127.0.0.1
 		c.Webhooks.BackoffBase, c.Webhooks.BackoffMax, c.Webhooks.Poll = 20*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
 	}})
-	doc, err := openapi3.NewLoader().LoadFromFile(filepath.Join("internal", "e2bevents", "events.yml"))
+	doc, err := openapi3.NewLoader().LoadFromFile(filepath.Join("..", "..", "apitypes", "e2bevents", "events.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,31 +10,25 @@ import (
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/lifecycle"
 )
 
-// forkRequest is E2B's SandboxForkRequest.
-type forkRequest struct {
-	Timeout *int `json:"timeout"`
-	Count   *int `json:"count"`
-}
-
 // handleFork is E2B's POST /sandboxes/{id}/fork: one checkpoint, count
 // sandboxes from it, each answered once it runs (or with why it did not).
 // On Docker the checkpoint is the filesystem, not the memory: each fork's
 // processes start again from its template's command (README.md).
 func (e *Edge) handleFork(w http.ResponseWriter, r *http.Request) error {
-	var body forkRequest
+	var body e2btypes.SandboxForkRequest
 	if err := httpx.DecodeLenient(r, &body); err != nil {
 		return err
 	}
 	count := 1
 	if body.Count != nil {
-		count = *body.Count
+		count = int(*body.Count)
 	}
 	if count < lifecycle.MinForkCount || count > lifecycle.MaxForkCount {
 		return httpx.Invalid("count", fmt.Sprintf("must be between %d and %d", lifecycle.MinForkCount, lifecycle.MaxForkCount))
 	}
 	timeout := e2bDefaultTimeout
 	if body.Timeout != nil {
-		timeout = *body.Timeout
+		timeout = int(*body.Timeout)
 	}
 	d, err := clampTimeout("timeout", timeout, e.lc.MinTimeout())
 	if err != nil {

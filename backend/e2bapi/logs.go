@@ -10,28 +10,16 @@ import (
 	"time"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/sandbox"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/store"
 )
 
-// logJSON is E2B's SandboxLog; entryJSON its SandboxLogEntry.
-type logJSON struct {
-	Timestamp time.Time `json:"timestamp"`
-	Line      string    `json:"line"`
-}
-
-type entryJSON struct {
-	Timestamp time.Time         `json:"timestamp"`
-	Level     string            `json:"level"`
-	Message   string            `json:"message"`
-	Fields    map[string]string `json:"fields"`
-}
-
 // logs reads the sandbox's output lines. The engine's lines carry no time
 // here, so each is stamped with the sandbox's start; limit keeps the first.
-func (e *Edge) logs(r *http.Request, maxLimit int) (*store.Record, []entryJSON, error) {
+func (e *Edge) logs(r *http.Request, maxLimit int) (*store.Record, []e2btypes.SandboxLogEntry, error) {
 	q := r.URL.Query()
 	limit := apitypes.ParamE2BLogsLimitDefault
 	if v := q.Get("limit"); v != "" {
@@ -51,13 +39,13 @@ func (e *Edge) logs(r *http.Request, maxLimit int) (*store.Record, []entryJSON, 
 	}
 	search := q.Get("search")
 	at := startedAt(rec)
-	out := make([]entryJSON, 0, min(len(lines), limit))
+	out := make([]e2btypes.SandboxLogEntry, 0, min(len(lines), limit))
 	for _, l := range lines {
 		if len(out) == limit {
 			break
 		}
 		if search == "" || strings.Contains(l, search) {
-			out = append(out, entryJSON{Timestamp: at, Level: "info", Message: l, Fields: map[string]string{}})
+			out = append(out, e2btypes.SandboxLogEntry{Timestamp: at, Level: e2btypes.LogLevelInfo, Message: l, Fields: map[string]string{}})
 		}
 	}
 	return rec, out, nil
@@ -68,11 +56,11 @@ func (e *Edge) handleLogsV1(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	lines := make([]logJSON, len(entries))
+	lines := make([]e2btypes.SandboxLog, len(entries))
 	for i, en := range entries {
-		lines[i] = logJSON{Timestamp: en.Timestamp, Line: en.Message}
+		lines[i] = e2btypes.SandboxLog{Timestamp: en.Timestamp, Line: en.Message}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"logs": lines, "logEntries": entries})
+	httpx.WriteJSON(w, http.StatusOK, e2btypes.SandboxLogs{Logs: lines, LogEntries: entries})
 	return nil
 }
 
@@ -81,34 +69,21 @@ func (e *Edge) handleLogsV2(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"logs": entries})
+	httpx.WriteJSON(w, http.StatusOK, e2btypes.SandboxLogsV2Response{Logs: entries})
 	return nil
-}
-
-// metricJSON is E2B's SandboxMetric.
-type metricJSON struct {
-	Timestamp     time.Time `json:"timestamp"`
-	TimestampUnix int64     `json:"timestampUnix"`
-	CPUCount      int       `json:"cpuCount"`
-	CPUUsedPct    float64   `json:"cpuUsedPct"`
-	MemUsed       uint64    `json:"memUsed"`
-	MemTotal      uint64    `json:"memTotal"`
-	MemCache      uint64    `json:"memCache"`
-	DiskUsed      uint64    `json:"diskUsed"`
-	DiskTotal     uint64    `json:"diskTotal"`
 }
 
 // metricOf is E2B's SandboxMetric of a reading: the disk is the sandbox's
 // root filesystem, its image's files and what it wrote (E2B's diskUsed is
 // the root filesystem's use), of which it may hold the image and the write
 // limit (0: no limit known).
-func metricOf(m compute.Metrics, now time.Time) metricJSON {
+func metricOf(m compute.Metrics, now time.Time) e2btypes.SandboxMetric {
 	diskTotal := uint64(0)
 	if m.DiskLimitBytes > 0 {
 		diskTotal = m.ImageBytes + m.DiskLimitBytes
 	}
-	return metricJSON{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: m.CPUCount, CPUUsedPct: m.CPUPercent,
-		MemUsed: m.MemoryUsedBytes, MemTotal: m.MemoryLimitBytes, DiskUsed: m.ImageBytes + m.DiskUsedBytes, DiskTotal: diskTotal}
+	return e2btypes.SandboxMetric{Timestamp: now, TimestampUnix: now.Unix(), CpuCount: int32(m.CPUCount), CpuUsedPct: float32(m.CPUPercent),
+		MemUsed: int64(m.MemoryUsedBytes), MemTotal: int64(m.MemoryLimitBytes), DiskUsed: int64(m.ImageBytes + m.DiskUsedBytes), DiskTotal: int64(diskTotal)}
 }
 
 // sampleWait bounds how long a metrics request waits for a sandbox's first
@@ -121,12 +96,12 @@ const sampleWait = 2 * time.Second
 // sample reads rec's current metrics, waiting at most until ctx's deadline:
 // ok false when the reading is not there by then (or the sandbox stopped
 // meanwhile), an error only when the request itself ended.
-func (e *Edge) sample(ctx context.Context, rec *store.Record) (metricJSON, bool, error) {
+func (e *Edge) sample(ctx context.Context, rec *store.Record) (e2btypes.SandboxMetric, bool, error) {
 	wait, cancel := context.WithTimeout(ctx, sampleWait)
 	defer cancel()
 	m, err := e.lc.Metrics(wait, rec)
 	if err != nil {
-		return metricJSON{}, false, ctx.Err()
+		return e2btypes.SandboxMetric{}, false, ctx.Err()
 	}
 	return metricOf(m, time.Now().UTC()), true, nil
 }
@@ -139,7 +114,7 @@ func (e *Edge) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []metricJSON{}
+	out := []e2btypes.SandboxMetric{}
 	if state(rec) == running && !rec.Phase.Starting() {
 		m, ok, err := e.sample(r.Context(), rec)
 		if err != nil {
@@ -177,7 +152,7 @@ func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 		}
 		recs = append(recs, rec)
 	}
-	samples := make([]metricJSON, len(recs))
+	samples := make([]e2btypes.SandboxMetric, len(recs))
 	ready := make([]bool, len(recs))
 	var wg sync.WaitGroup
 	for i, rec := range recs {
@@ -187,12 +162,12 @@ func (e *Edge) handleMetricsMany(w http.ResponseWriter, r *http.Request) error {
 	if err := r.Context().Err(); err != nil {
 		return err
 	}
-	out := map[string]metricJSON{}
+	out := map[string]e2btypes.SandboxMetric{}
 	for i, rec := range recs {
 		if ready[i] {
 			out[rec.ID] = samples[i]
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+	httpx.WriteJSON(w, http.StatusOK, e2btypes.SandboxesWithMetrics{Sandboxes: out})
 	return nil
 }

@@ -122,6 +122,8 @@ func (e *Edge) handleConnect(w http.ResponseWriter, r *http.Request) error {
 }
 
 // requiredTimeout reads the body's required timeout (connect, timeout).
+// Not E2B's ConnectSandbox or SandboxTimeoutRequest: their timeout is a
+// plain int32, which cannot tell an absent timeout (400, required) from 0.
 func requiredTimeout(r *http.Request) (int, error) {
 	var body struct {
 		Timeout *int `json:"timeout"`
@@ -138,15 +140,13 @@ func requiredTimeout(r *http.Request) (int, error) {
 // handleResume is E2B's deprecated resume: like connect, but a sandbox
 // that is not paused is a 409.
 func (e *Edge) handleResume(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		Timeout *int `json:"timeout"`
-	}
+	var body e2btypes.ResumedSandbox
 	if err := httpx.DecodeLenient(r, &body); err != nil {
 		return err
 	}
 	timeout := e2bDefaultTimeout
 	if body.Timeout != nil {
-		timeout = *body.Timeout
+		timeout = int(*body.Timeout)
 	}
 	return e.connect(w, r, timeout, true)
 }
@@ -203,9 +203,7 @@ func (e *Edge) handleTimeout(w http.ResponseWriter, r *http.Request) error {
 
 // handleRefresh extends the end to at least now+duration.
 func (e *Edge) handleRefresh(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		Duration *int `json:"duration"`
-	}
+	var body e2btypes.SandboxRefreshRequest
 	if err := httpx.DecodeLenient(r, &body); err != nil {
 		return err
 	}

@@ -3,10 +3,10 @@ package e2bapi
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/orgmetrics"
 )
@@ -20,21 +20,6 @@ func (e *Edge) registerTeams(r *mux.Router) {
 	h := func(f httpx.Handler) http.Handler { return f }
 	r.Handle("/teams/{teamID}/metrics", h(e.handleTeamMetrics)).Methods(http.MethodGet)
 	r.Handle("/teams/{teamID}/metrics/max", h(e.handleTeamMetricsMax)).Methods(http.MethodGet)
-}
-
-// teamMetricJSON is E2B's TeamMetric.
-type teamMetricJSON struct {
-	Timestamp           time.Time `json:"timestamp"`
-	TimestampUnix       int64     `json:"timestampUnix"`
-	ConcurrentSandboxes int       `json:"concurrentSandboxes"`
-	SandboxStartRate    float64   `json:"sandboxStartRate"`
-}
-
-// maxTeamMetricJSON is E2B's MaxTeamMetric.
-type maxTeamMetricJSON struct {
-	Timestamp     time.Time `json:"timestamp"`
-	TimestampUnix int64     `json:"timestampUnix"`
-	Value         float64   `json:"value"`
 }
 
 // team checks the path's team against the key's org: another team's id is
@@ -64,9 +49,9 @@ func (e *Edge) handleTeamMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]teamMetricJSON, len(points))
+	out := make([]e2btypes.TeamMetric, len(points))
 	for i, p := range points {
-		out[i] = teamMetricJSON{p.At, p.At.Unix(), p.Concurrent, p.StartRate}
+		out[i] = e2btypes.TeamMetric{Timestamp: p.At, TimestampUnix: p.At.Unix(), ConcurrentSandboxes: int32(p.Concurrent), SandboxStartRate: float32(p.StartRate)}
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -92,6 +77,6 @@ func (e *Edge) handleTeamMetricsMax(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	httpx.WriteJSON(w, http.StatusOK, maxTeamMetricJSON{m.At, m.At.Unix(), m.Value})
+	httpx.WriteJSON(w, http.StatusOK, e2btypes.MaxTeamMetric{Timestamp: m.At, TimestampUnix: m.At.Unix(), Value: float32(m.Value)})
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2btypes"
+	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/domain/template"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/httpx"
@@ -55,18 +56,11 @@ func (e *Edge) registerTemplateUploads(r *mux.Router) {
 	r.Handle("/templates/{templateID}/files/{hash}/upload", httpx.Handler(e.handleTemplateUpload)).Methods(http.MethodPut, http.MethodPost)
 }
 
-// templateRequest is the body of E2B's three template requests.
-type templateRequest struct {
-	Name     *string  `json:"name"`
-	Alias    *string  `json:"alias"`
-	Tags     []string `json:"tags"`
-	CPUCount *int     `json:"cpuCount"`
-	MemoryMB *int     `json:"memoryMB"`
-	TeamID   *string  `json:"teamID"`
-}
-
 func (e *Edge) request(r *http.Request) (templates.Requested, error) {
-	var b templateRequest
+	// E2B's three template requests (TemplateBuildRequest, ...V2, ...V3):
+	// V3 has every field the others have that a request reads (the rest,
+	// such as v1's dockerfile, are ignored, as unknown fields are).
+	var b e2btypes.TemplateBuildRequestV3
 	if err := httpx.DecodeLenient(r, &b); err != nil {
 		return templates.Requested{}, err
 	}
@@ -78,7 +72,16 @@ func (e *Edge) request(r *http.Request) (templates.Requested, error) {
 		name = deref(b.Alias)
 	}
 	return e.cfg.Templates.Request(r.Context(), httpx.Org(r), templates.Request{Name: name, Tags: b.Tags,
-		CPUCount: b.CPUCount, MemoryMB: b.MemoryMB})
+		CPUCount: intPtr(b.CpuCount), MemoryMB: intPtr(b.MemoryMB)})
+}
+
+// intPtr widens an optional int32 of E2B's types to the services' int.
+func intPtr(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	v := int(*p)
+	return &v
 }
 
 func deref[T any](p *T) T {
@@ -327,34 +330,32 @@ func (e *Edge) handleTemplateUpload(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-// buildStart is E2B's TemplateBuildStartV2.
-type buildStart struct {
-	FromImage    *string          `json:"fromImage"`
-	FromTemplate *string          `json:"fromTemplate"`
-	FromRegistry any              `json:"fromImageRegistry"`
-	Steps        []templates.Step `json:"steps"`
-	StartCmd     *string          `json:"startCmd"`
-	ReadyCmd     *string          `json:"readyCmd"`
-	Force        *bool            `json:"force"`
-}
-
 func (e *Edge) handleBuildStart(w http.ResponseWriter, r *http.Request) error {
-	var b buildStart
+	var b e2btypes.TemplateBuildStartV2
 	if err := httpx.DecodeLenient(r, &b); err != nil {
 		return err
 	}
-	if b.FromRegistry != nil {
+	if b.FromImageRegistry != nil {
 		return httpx.Invalid("fromImageRegistry", "this backend pulls from no registry: build from an image on its Docker host (fromImage) or from a template (fromTemplate)")
 	}
 	v := mux.Vars(r)
 	err := e.cfg.Templates.StartBuild(r.Context(), httpx.Org(r), v["templateID"], v["buildID"], templates.BuildSpec{
-		FromImage: deref(b.FromImage), FromTemplate: deref(b.FromTemplate), Steps: templates.ComputeSteps(b.Steps), StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd,
+		FromImage: deref(b.FromImage), FromTemplate: deref(b.FromTemplate), Steps: computeSteps(b.Steps), StartCmd: b.StartCmd, ReadyCmd: b.ReadyCmd,
 		Force: deref(b.Force)})
 	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return nil
+}
+
+// computeSteps are E2B's template steps as the build engine takes them.
+func computeSteps(steps []e2btypes.TemplateStep) []compute.TemplateStep {
+	out := make([]compute.TemplateStep, len(steps))
+	for i, st := range steps {
+		out[i] = compute.TemplateStep{Type: st.Type, Args: st.Args, FilesHash: deref(st.FilesHash), Force: deref(st.Force)}
+	}
+	return out
 }
 
 func logEntries(logs []store.BuildLogEntry) []e2btypes.BuildLogEntry {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2bevents"
 	"github.com/dreadnode/terraform-provider-dreadnode/backend/compute"
 )
 
@@ -76,14 +77,6 @@ func (p *Provider) webhookName() string {
 	return "dreadnode-backend " + hex.EncodeToString(sum[:4])
 }
 
-type e2bWebhook struct {
-	ID      string   `json:"id"`
-	Name    string   `json:"name"`
-	URL     string   `json:"url"`
-	Enabled bool     `json:"enabled"`
-	Events  []string `json:"events"`
-}
-
 // RegisterWebhook makes sure E2B delivers killed and paused events to
 // Config.WebhookURL, signed with our secret: it reuses a registration of
 // that URL made with the same secret (enabling it and setting its events if
@@ -93,32 +86,34 @@ func (p *Provider) RegisterWebhook(ctx context.Context) error {
 	if p.hooks == nil {
 		return nil
 	}
-	var list []e2bWebhook
+	var list []e2bevents.WebhookDetail
 	if _, err := p.do(ctx, &call{op: "list webhooks", method: http.MethodGet, path: "/events/webhooks",
 		ok: []int{http.StatusOK}, out: &list}); err != nil {
 		return err
 	}
 	name := p.webhookName()
 	for _, w := range list {
-		if w.URL != p.cfg.WebhookURL {
+		if w.Url != p.cfg.WebhookURL {
 			continue
 		}
 		if w.Name == name {
 			if w.Enabled && sameSet(w.Events, webhookEvents) {
 				return nil
 			}
-			_, err := p.do(ctx, &call{op: "update webhook", method: http.MethodPatch, path: "/events/webhooks/" + url.PathEscape(w.ID),
-				body: map[string]any{"enabled": true, "events": webhookEvents}, ok: []int{http.StatusOK, http.StatusNoContent}})
+			enabled := true
+			_, err := p.do(ctx, &call{op: "update webhook", method: http.MethodPatch, path: "/events/webhooks/" + url.PathEscape(w.Id),
+				body: e2bevents.WebhookConfiguration{Enabled: &enabled, Events: webhookEvents}, ok: []int{http.StatusOK, http.StatusNoContent}})
 			return err
 		}
-		if _, err := p.do(ctx, &call{op: "delete webhook", method: http.MethodDelete, path: "/events/webhooks/" + url.PathEscape(w.ID),
+		if _, err := p.do(ctx, &call{op: "delete webhook", method: http.MethodDelete, path: "/events/webhooks/" + url.PathEscape(w.Id),
 			ok: []int{http.StatusOK, http.StatusNoContent, http.StatusNotFound}}); err != nil {
 			return err
 		}
 	}
+	enabled := true
 	_, err := p.do(ctx, &call{op: "register webhook", method: http.MethodPost, path: "/events/webhooks",
-		body: map[string]any{"name": name, "url": p.cfg.WebhookURL, "enabled": true, "events": webhookEvents,
-			"signatureSecret": p.hooks.secret},
+		body: e2bevents.WebhookCreate{Name: name, Url: p.cfg.WebhookURL, Enabled: &enabled, Events: webhookEvents,
+			SignatureSecret: p.hooks.secret},
 		ok: []int{http.StatusOK, http.StatusCreated}})
 	return err
 }
@@ -169,15 +164,6 @@ func (p *Provider) Watch(ctx context.Context) <-chan compute.Event {
 	return out
 }
 
-// callbackPayload is the part of E2B's payload the backend reads.
-type callbackPayload struct {
-	Type      string `json:"type"`
-	SandboxID string `json:"sandboxId"`
-	EventData struct {
-		SandboxMetadata map[string]string `json:"sandbox_metadata"`
-	} `json:"eventData"`
-}
-
 // CallbackHandler serves E2B's deliveries. It is public (E2B has no API
 // key of ours): a request is accepted only with a valid e2b-signature
 // (compared in constant time), a body of at most 64 KiB, and a delivery id
@@ -211,19 +197,22 @@ func (p *Provider) CallbackHandler() http.Handler {
 			w.WriteHeader(http.StatusOK) // a replay or a retry: already applied
 			return
 		}
-		var ev callbackPayload
+		var ev e2bevents.SandboxEvent
 		if err := json.Unmarshal(body, &ev); err != nil {
 			callbackError(w, http.StatusBadRequest, "body: not an E2B lifecycle event: "+err.Error())
 			return
 		}
-		if rec := ev.EventData.SandboxMetadata[compute.LabelRecord]; slices.Contains(webhookEvents, ev.Type) &&
-			rec != "" && p.ours(ev.EventData.SandboxMetadata) {
+		var meta map[string]string
+		if ev.EventData != nil {
+			meta = ev.EventData.SandboxMetadata
+		}
+		if rec := meta[compute.LabelRecord]; slices.Contains(webhookEvents, ev.Type) && rec != "" && p.ours(meta) {
 			status := compute.StatusPaused
 			if ev.Type == webhookEvents[0] {
 				status = compute.StatusExited
 			}
 			select {
-			case p.hooks.events <- compute.Event{RecordID: rec, Ref: compute.Ref{ID: ev.SandboxID}, Status: status}:
+			case p.hooks.events <- compute.Event{RecordID: rec, Ref: compute.Ref{ID: ev.SandboxId}, Status: status}:
 			default: // the reconciler is behind: its next observation finds the change
 			}
 		}

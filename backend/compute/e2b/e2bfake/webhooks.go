@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dreadnode/terraform-provider-dreadnode/apitypes/e2bevents"
 )
 
 // E2B's webhook API (https://e2b.dev/docs/sandbox/lifecycle-events-webhooks)
@@ -33,23 +35,11 @@ const (
 // (E2B waits 10 s; a test cannot).
 const webhookRetryDelay = 100 * time.Millisecond
 
+// webhook is a registration: E2B's WebhookDetail, and the secret E2B never
+// shows again.
 type webhook struct {
-	ID        string    `json:"id"`
-	TeamID    string    `json:"teamId"`
-	Name      string    `json:"name"`
-	URL       string    `json:"url"`
-	Enabled   bool      `json:"enabled"`
-	Events    []string  `json:"events"`
-	CreatedAt time.Time `json:"createdAt"`
-	secret    string
-}
-
-type webhookBody struct {
-	Name            *string   `json:"name"`
-	URL             *string   `json:"url"`
-	Enabled         *bool     `json:"enabled"`
-	Events          *[]string `json:"events"`
-	SignatureSecret *string   `json:"signatureSecret"`
+	e2bevents.WebhookDetail
+	secret string
 }
 
 // WebhookDelivery is one attempt the fake made to deliver an event.
@@ -73,7 +63,7 @@ func (s *Server) Webhooks() []string {
 	defer s.mu.Unlock()
 	var out []string
 	for _, w := range s.webhooks {
-		out = append(out, w.URL)
+		out = append(out, w.Url)
 	}
 	return out
 }
@@ -86,7 +76,9 @@ func (s *Server) serveWebhooks(w http.ResponseWriter, r *http.Request, body []by
 		return
 	}
 	id := strings.Trim(strings.TrimPrefix(r.URL.Path, RouteWebhooks), "/")
-	var b webhookBody
+	// WebhookConfiguration: WebhookCreate's fields, all optional (the
+	// POST's required ones are checked below).
+	var b e2bevents.WebhookConfiguration
 	if len(body) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -105,14 +97,15 @@ func (s *Server) serveWebhooks(w http.ResponseWriter, r *http.Request, body []by
 	}
 	switch {
 	case id == "" && r.Method == http.MethodPost:
-		if b.URL == nil || b.SignatureSecret == nil || *b.URL == "" || *b.SignatureSecret == "" {
+		if b.Url == nil || b.SignatureSecret == nil || *b.Url == "" || *b.SignatureSecret == "" {
 			s.violation("webhooks: POST without url or signatureSecret")
 			writeError(rec, http.StatusBadRequest, "url and signatureSecret are required", "")
 			return
 		}
-		wh = &webhook{ID: "wh_" + randomID(12), TeamID: "team_fake", Enabled: true, CreatedAt: s.now().UTC(), Events: []string{}}
+		wh = &webhook{WebhookDetail: e2bevents.WebhookDetail{Id: "wh_" + randomID(12), TeamId: "team_fake", Enabled: true,
+			CreatedAt: s.now().UTC(), Events: []string{}}}
 		applyWebhook(wh, &b)
-		s.webhooks[wh.ID] = wh
+		s.webhooks[wh.Id] = wh
 		writeJSON(rec, http.StatusCreated, wh)
 	case id == "" && r.Method == http.MethodGet:
 		out := []*webhook{}
@@ -134,61 +127,35 @@ func (s *Server) serveWebhooks(w http.ResponseWriter, r *http.Request, body []by
 	}
 }
 
-func applyWebhook(wh *webhook, b *webhookBody) {
+func applyWebhook(wh *webhook, b *e2bevents.WebhookConfiguration) {
 	if b.Name != nil {
 		wh.Name = *b.Name
 	}
-	if b.URL != nil {
-		wh.URL = *b.URL
+	if b.Url != nil {
+		wh.Url = *b.Url
 	}
 	if b.Enabled != nil {
 		wh.Enabled = *b.Enabled
 	}
 	if b.Events != nil {
-		wh.Events = slices.Clone(*b.Events)
+		wh.Events = slices.Clone(b.Events)
 	}
 	if b.SignatureSecret != nil {
 		wh.secret = *b.SignatureSecret
 	}
 }
 
-// lifecyclePayload is E2B's webhook payload.
-type lifecyclePayload struct {
-	Version           string    `json:"version"`
-	ID                string    `json:"id"`
-	Type              string    `json:"type"`
-	EventCategory     string    `json:"eventCategory"`
-	EventLabel        string    `json:"eventLabel"`
-	EventData         eventData `json:"eventData"`
-	SandboxBuildID    string    `json:"sandboxBuildId"`
-	SandboxExecution  string    `json:"sandboxExecutionId"`
-	SandboxID         string    `json:"sandboxId"`
-	SandboxTeamID     string    `json:"sandboxTeamId"`
-	SandboxTemplateID string    `json:"sandboxTemplateId"`
-	Timestamp         time.Time `json:"timestamp"`
-}
-
-type eventData struct {
-	SandboxMetadata map[string]string `json:"sandbox_metadata"`
-	Execution       *execution        `json:"execution,omitempty"`
-}
-
-type execution struct {
-	StartedAt     time.Time `json:"started_at"`
-	VCPUCount     int       `json:"vcpu_count"`
-	MemoryMB      int       `json:"memory_mb"`
-	ExecutionTime int64     `json:"execution_time"` // milliseconds
-}
-
 // emitLocked sends typ about sb to every enabled webhook subscribed to it,
 // in the background: up to 3 attempts, webhookRetryDelay apart.
 func (s *Server) emitLocked(sb *sandbox, typ string) {
 	now := s.now().UTC()
-	p := lifecyclePayload{Version: "v2", ID: randomID(16), Type: typ, EventCategory: "lifecycle",
-		EventLabel: typ[strings.LastIndex(typ, ".")+1:], SandboxBuildID: "build_" + sb.TemplateID, SandboxExecution: "exec_" + sb.ID,
-		SandboxID: sb.ID, SandboxTeamID: "team_fake", SandboxTemplateID: sb.TemplateID, Timestamp: now,
-		EventData: eventData{SandboxMetadata: sb.Metadata, Execution: &execution{StartedAt: sb.StartedAt, VCPUCount: sb.cpu,
-			MemoryMB: sb.mem, ExecutionTime: now.Sub(sb.StartedAt).Milliseconds()}}}
+	category, label := "lifecycle", typ[strings.LastIndex(typ, ".")+1:]
+	p := e2bevents.SandboxEvent{Version: "v2", Id: randomID(16), Type: typ,
+		EventCategory: &category, EventLabel: &label, //nolint:staticcheck // deprecated by E2B, still in its payloads
+		SandboxBuildId: "build_" + sb.TemplateID, SandboxExecutionId: "exec_" + sb.ID,
+		SandboxId: sb.ID, SandboxTeamId: "team_fake", SandboxTemplateId: sb.TemplateID, Timestamp: now,
+		EventData: &e2bevents.SandboxEventData{SandboxMetadata: sb.Metadata, Execution: &e2bevents.SandboxExecution{StartedAt: sb.StartedAt,
+			VcpuCount: sb.cpu, MemoryMb: sb.mem, ExecutionTime: now.Sub(sb.StartedAt).Milliseconds()}}}
 	body, _ := json.Marshal(p)
 	for _, wh := range s.webhooks {
 		if !wh.Enabled || !slices.Contains(wh.Events, typ) {
@@ -210,9 +177,9 @@ func (s *Server) deliver(wh webhook, deliveryID string, body []byte) {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, wh.Url, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("e2b-webhook-id", wh.ID)
+		req.Header.Set("e2b-webhook-id", wh.Id)
 		req.Header.Set("e2b-delivery-id", deliveryID)
 		req.Header.Set("e2b-signature-version", "v1")
 		req.Header.Set("e2b-signature", Sign(wh.secret, body))
@@ -223,7 +190,7 @@ func (s *Server) deliver(wh webhook, deliveryID string, body []byte) {
 		}
 		cancel()
 		s.mu.Lock()
-		s.deliveries = append(s.deliveries, WebhookDelivery{WebhookID: wh.ID, DeliveryID: deliveryID, URL: wh.URL,
+		s.deliveries = append(s.deliveries, WebhookDelivery{WebhookID: wh.Id, DeliveryID: deliveryID, URL: wh.Url,
 			Header: req.Header.Clone(), Body: body, Status: status})
 		s.mu.Unlock()
 		if status >= 200 && status < 300 {

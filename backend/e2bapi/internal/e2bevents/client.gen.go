@@ -98,8 +98,10 @@ type Error struct {
 // SandboxEvent defines model for SandboxEvent.
 type SandboxEvent struct {
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
-	EventCategory *string                 `json:"eventCategory,omitempty"`
-	EventData     *map[string]interface{} `json:"eventData,omitempty"`
+	EventCategory *string `json:"eventCategory,omitempty"`
+
+	// EventData what E2B's pages show of an event's data: the sandbox's metadata and, on the events that end a run (paused, killed), the run. Other keys (e.g. what an update changed) are kept in additional properties.
+	EventData *SandboxEventData `json:"eventData,omitempty"`
 	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	EventLabel         *string   `json:"eventLabel,omitempty"`
 	Id                 string    `json:"id"`
@@ -113,6 +115,23 @@ type SandboxEvent struct {
 	// Type e.g. sandbox.lifecycle.killed
 	Type    string `json:"type"`
 	Version string `json:"version"`
+}
+
+// SandboxEventData what E2B's pages show of an event's data: the sandbox's metadata and, on the events that end a run (paused, killed), the run. Other keys (e.g. what an update changed) are kept in additional properties.
+type SandboxEventData struct {
+	// Execution the run an event ended
+	Execution            *SandboxExecution      `json:"execution,omitempty"`
+	SandboxMetadata      *map[string]string     `json:"sandbox_metadata"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// SandboxExecution the run an event ended
+type SandboxExecution struct {
+	// ExecutionTime running time in milliseconds
+	ExecutionTime int64     `json:"execution_time"`
+	MemoryMb      int       `json:"memory_mb"`
+	StartedAt     time.Time `json:"started_at"`
+	VcpuCount     int       `json:"vcpu_count"`
 }
 
 // WebhookConfiguration defines model for WebhookConfiguration.
@@ -139,20 +158,20 @@ type WebhookDeliveriesListPayload struct {
 	NextCursor *string                `json:"nextCursor"`
 }
 
-// WebhookDelivery one delivery attempt
+// WebhookDelivery one delivery attempt (the response and error fields are null when absent, never left out)
 type WebhookDelivery struct {
 	DurationMs             int32                      `json:"durationMs"`
-	ErrorClass             *WebhookDeliveryErrorClass `json:"errorClass,omitempty"`
-	ErrorMessage           *string                    `json:"errorMessage,omitempty"`
+	ErrorClass             *WebhookDeliveryErrorClass `json:"errorClass"`
+	ErrorMessage           *string                    `json:"errorMessage"`
 	EventId                string                     `json:"eventId"`
 	EventType              string                     `json:"eventType"`
 	Id                     string                     `json:"id"`
 	RequestBody            string                     `json:"requestBody"`
 	RequestHeaders         string                     `json:"requestHeaders"`
 	RequestUrl             string                     `json:"requestUrl"`
-	ResponseBody           *string                    `json:"responseBody,omitempty"`
-	ResponseHeaders        *string                    `json:"responseHeaders,omitempty"`
-	ResponseHttpStatusCode *int32                     `json:"responseHttpStatusCode,omitempty"`
+	ResponseBody           *string                    `json:"responseBody"`
+	ResponseHeaders        *string                    `json:"responseHeaders"`
+	ResponseHttpStatusCode *int32                     `json:"responseHttpStatusCode"`
 	SandboxId              string                     `json:"sandboxId"`
 	Status                 WebhookDeliveryStatus      `json:"status"`
 	TeamId                 string                     `json:"teamId"`
@@ -283,6 +302,89 @@ type WebhookCreateJSONRequestBody = WebhookCreate
 
 // WebhookUpdateJSONRequestBody defines body for WebhookUpdate for application/json ContentType.
 type WebhookUpdateJSONRequestBody = WebhookConfiguration
+
+// Getter for additional properties for SandboxEventData. Returns the specified
+// element and whether it was found
+func (a SandboxEventData) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for SandboxEventData
+func (a *SandboxEventData) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for SandboxEventData to handle AdditionalProperties
+func (a *SandboxEventData) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["execution"]; found {
+		err = json.Unmarshal(raw, &a.Execution)
+		if err != nil {
+			return fmt.Errorf("error reading 'execution': %w", err)
+		}
+		delete(object, "execution")
+	}
+
+	if raw, found := object["sandbox_metadata"]; found {
+		err = json.Unmarshal(raw, &a.SandboxMetadata)
+		if err != nil {
+			return fmt.Errorf("error reading 'sandbox_metadata': %w", err)
+		}
+		delete(object, "sandbox_metadata")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for SandboxEventData to handle AdditionalProperties
+func (a SandboxEventData) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Execution != nil {
+		object["execution"], err = json.Marshal(a.Execution)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'execution': %w", err)
+		}
+	}
+
+	if a.SandboxMetadata != nil {
+		object["sandbox_metadata"], err = json.Marshal(a.SandboxMetadata)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'sandbox_metadata': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
