@@ -693,7 +693,7 @@ func (e *Groups) createSubnetNetwork(ctx context.Context, name string, labels ma
 		resp, err := e.cli.NetworkCreate(cctx, name, network.CreateOptions{
 			Driver: "bridge",
 			Labels: labels,
-			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet.String(), Gateway: subnet.Addr().Next().String()}}},
 		})
 		cancel()
 		e.releaseSubnet(subnet)
